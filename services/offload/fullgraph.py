@@ -1,0 +1,209 @@
+"""Offloaded full-graph training: layer by layer, part by part, activations in the store.
+
+Why this module exists: it is GriNNder's schedule on top of our
+:class:`~services.offload.store.OffloadStore`. Forward runs each layer over
+all parts, gathering a part's expanded input (own rows + boundary rows of
+other parts) from the store and writing back only the compact output block.
+Backward runs layers in reverse and, instead of keeping the expanded inputs
+from the forward pass (HongTu's snapshot), *regathers* them from the compact
+blocks, recomputes the layer, backpropagates, and scatter-adds the expanded
+input gradient into the owners' gradient blocks in the store. The loss is a
+per-part sum divided by the global training count, so gradients do not
+depend on the partition count.
+
+Block kinds: ``feat`` (layer 0, persistent inputs), ``act`` (layer l input
+after ReLU+dropout, one epoch), ``grad`` (gradient w.r.t. ``act``), ``eval``
+(inference activations). The access order of both passes is handed to the
+store in advance (:meth:`OffloadTrainer.train_schedule`) so it can run
+Belady eviction and exact prefetch.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+
+from .graph import GraphData, PartPlan
+from .model import ModelSpec, dropout_mask, layer_forward, masked_loss_sum, post_activation
+from .kernels import SpMM
+from .policy import Access, Schedule
+from .store import OffloadStore
+
+__all__ = ["OffloadTrainer"]
+
+logger = logging.getLogger(__name__)
+
+
+class OffloadTrainer:
+    """Full-graph trainer whose activations and gradients live in an :class:`OffloadStore`.
+
+    Args:
+        spec: model architecture.
+        plan: partition plan built with ``spec.aggr``.
+        graph: provides ``features``, ``labels`` and masks (features are copied
+            into the store as ``feat`` blocks and not kept here).
+        store: the block store (in-process, or a remote client with the same API).
+        params: model parameters (from :func:`~services.offload.model.init_params`).
+        seed: dropout seed.
+        device: where layers are computed; blocks stay on the host.
+
+    Shapes:
+        ``feat``/``act``/``grad``/``eval`` blocks of part ``p`` at layer ``l`` are
+        ``float32[n_p, dims[l]]``.
+    """
+
+    def __init__(self, spec: ModelSpec, plan: PartPlan, graph: GraphData, store: OffloadStore,
+                 params: list[dict[str, torch.Tensor]], seed: int = 0,
+                 device: torch.device | str = "cpu") -> None:
+        if graph.features is None or graph.labels is None:
+            raise ValueError("offloaded training needs features and labels")
+        self.spec, self.plan, self.store, self.params = spec, plan, store, params
+        self.seed = seed
+        self.device = torch.device(device)
+        self.P = plan.num_parts
+        self.sizes = plan.part_sizes()
+        n = graph.num_nodes
+        masks = {k: (getattr(graph, k) if getattr(graph, k) is not None else np.zeros(n, bool))
+                 for k in ("train_mask", "val_mask", "test_mask")}
+        self.labels = [torch.from_numpy(graph.labels[o]).to(self.device) for o in plan.own]
+        self.masks = {k: [torch.from_numpy(m[o]).to(self.device) for o in plan.own] for k, m in masks.items()}
+        self.n_train = int((masks["train_mask"] & (graph.labels >= 0)).sum())
+        for p in range(self.P):
+            store.put("feat", 0, p, torch.from_numpy(np.ascontiguousarray(graph.features[plan.own[p]],
+                                                                          dtype=np.float32)))
+        self._sources = [[(p, None)] + [(q, plan.boundary[p][q]) for q in plan.deps[p]]
+                         for p in range(self.P)]
+        self._train_sched = Schedule(self.train_schedule())
+        self._eval_sched = Schedule(self.eval_schedule())
+        store.flush()
+
+    # ------------------------------------------------------------------ schedules
+    def _in_kind(self, l: int, training: bool) -> str:
+        if not training:
+            return "feat" if l == 0 else "eval"
+        return "feat" if (l == 0 and self.spec.dropout <= 0) else "act"
+
+    def _gather_reads(self, kind: str, l: int, p: int) -> list[Access]:
+        return [(kind, l, q, "r") for q, _ in self._sources[p]]
+
+    def train_schedule(self) -> list[Access]:
+        """Planned block accesses of one training step, in execution order."""
+        L, P, s = self.spec.num_layers, self.P, []
+        if self.spec.dropout > 0:
+            for p in range(P):
+                s += [("feat", 0, p, "r"), ("act", 0, p, "w")]
+        for l in range(L - 1):
+            for p in range(P):
+                s += self._gather_reads(self._in_kind(l, True), l, p) + [("act", l + 1, p, "w")]
+        for l in reversed(range(L)):
+            seen: set[int] = set()
+            for p in range(P):
+                s += self._gather_reads(self._in_kind(l, True), l, p)
+                if l < L - 1:
+                    s.append(("grad", l + 1, p, "r"))
+                if l > 0:
+                    for q, _ in self._sources[p]:
+                        s.append(("grad", l, q, "r" if q in seen else "w"))
+                        seen.add(q)
+        return s
+
+    def eval_schedule(self) -> list[Access]:
+        """Planned block accesses of one inference pass."""
+        L, P, s = self.spec.num_layers, self.P, []
+        for l in range(L):
+            for p in range(P):
+                s += self._gather_reads(self._in_kind(l, False), l, p)
+                if l < L - 1:
+                    s.append(("eval", l + 1, p, "w"))
+        return s
+
+    # ------------------------------------------------------------------ compute
+    def _layer(self, l: int, p: int, g: torch.Tensor) -> torch.Tensor:
+        m, mt = self.plan.matrix[p], self.plan.matrix_t[p]
+        return layer_forward(self.spec, l, self.params[l], lambda x: SpMM.apply(x, m, mt),
+                             g, g[: self.sizes[p]])
+
+    def _mask(self, epoch: int, l: int, p: int) -> torch.Tensor | None:
+        return dropout_mask((self.sizes[p], self.spec.dims[l]), self.spec.dropout, self.seed,
+                            epoch, l, p, self.device)
+
+    def _gather(self, kind: str, l: int, p: int) -> torch.Tensor:
+        return self.store.gather(kind, l, self._sources[p]).to(self.device)
+
+    def step(self, epoch: int) -> float:
+        """One full-graph forward + backward; accumulates ``.grad`` of the parameters.
+
+        Returns:
+            the training loss (mean cross-entropy over training vertices).
+        """
+        st, spec, L, P = self.store, self.spec, self.spec.num_layers, self.P
+        st.plan(self._train_sched)
+        st.begin_epoch()
+        if spec.dropout > 0:
+            for p in range(P):
+                x = st.get("feat", 0, p)
+                st.put_async("act", 0, p, x * self._mask(epoch, 0, p).cpu())
+        with torch.no_grad():
+            for l in range(L - 1):
+                kind = self._in_kind(l, True)
+                for p in range(P):
+                    z = self._layer(l, p, self._gather(kind, l, p))
+                    st.put_async("act", l + 1, p, post_activation(z, self._mask(epoch, l + 1, p)))
+        total = 0.0
+        for l in reversed(range(L)):
+            kind = self._in_kind(l, True)
+            for p in range(P):
+                g = self._gather(kind, l, p)
+                if l > 0:
+                    g.requires_grad_(True)
+                z = self._layer(l, p, g)
+                if l == L - 1:
+                    loss = masked_loss_sum(z, self.labels[p], self.masks["train_mask"][p]) / max(1, self.n_train)
+                    loss.backward()
+                    total += float(loss.detach())
+                else:
+                    a = post_activation(z, self._mask(epoch, l + 1, p))
+                    a.backward(st.get("grad", l + 1, p).to(self.device))
+                    st.release("grad", l + 1, p)
+                if l > 0:
+                    gg = g.grad.detach().cpu()
+                    off = 0
+                    for q, rows in self._sources[p]:
+                        k = self.sizes[q] if rows is None else len(rows)
+                        st.scatter_add_async("grad", l, q, rows, gg[off:off + k], num_rows=self.sizes[q])
+                        off += k
+                del g, z
+            if l > 0 or spec.dropout > 0:
+                st.release_layer("act", l)
+        st.sync()
+        return total
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Inference pass without dropout; returns ``{train,val,test}_accuracy`` and counts."""
+        st, L, P = self.store, self.spec.num_layers, self.P
+        st.plan(self._eval_sched)
+        st.begin_epoch()
+        correct = {k: 0 for k in self.masks}
+        count = {k: 0 for k in self.masks}
+        for l in range(L):
+            kind = self._in_kind(l, False)
+            for p in range(P):
+                z = self._layer(l, p, self._gather(kind, l, p))
+                if l < L - 1:
+                    st.put_async("eval", l + 1, p, torch.relu(z))
+                else:
+                    pred = z.argmax(1)
+                    for k, ms in self.masks.items():
+                        sel = ms[p] & (self.labels[p] >= 0)
+                        correct[k] += int((pred[sel] == self.labels[p][sel]).sum())
+                        count[k] += int(sel.sum())
+            if l > 0:
+                st.release_layer("eval", l)
+        st.sync()
+        out = {k.replace("_mask", "_accuracy"): correct[k] / max(1, count[k]) for k in self.masks}
+        out.update({k.replace("_mask", "_correct"): correct[k] for k in self.masks})
+        out.update({k.replace("_mask", "_count"): count[k] for k in self.masks})
+        return out

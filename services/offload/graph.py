@@ -1,0 +1,255 @@
+"""Graph loading, vertex partitioning and per-part aggregation matrices.
+
+Why this module exists: both full-graph modes (offloaded single-process and
+SAR) need the same per-part view of the graph: which vertices a part owns,
+which rows of other parts it needs (its *boundary*), and the normalised
+aggregation matrix over its *expanded* input (own rows first, then boundary
+rows grouped by source part, as in GriNNder). Normalisation is computed on
+the whole graph before splitting, which is what makes the partitioned
+computation exact.
+
+The lead's partitioner will replace :func:`partition_vertices` later; until
+``shared.graphio`` exists, :func:`load_graph` reads the ``.npz`` directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from .kernels import CSR, csr_from_coo, csr_rows
+
+__all__ = ["GraphData", "PartPlan", "load_graph", "partition_vertices", "build_plan",
+           "normalized_values", "full_matrix"]
+
+logger = logging.getLogger(__name__)
+
+Aggr = Literal["gcn", "mean"]
+
+
+@dataclass
+class GraphData:
+    """A symmetric graph in CSR with optional node data.
+
+    Attributes:
+        indptr: ``int64[n + 1]``.
+        indices: ``int32|int64[2m]`` (symmetric, no self loops).
+        features: ``float32[n, f]`` or None.
+        labels: ``int64[n]`` (-1 = unlabelled) or None.
+        train_mask, val_mask, test_mask: ``bool[n]`` or None.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    features: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    train_mask: np.ndarray | None = None
+    val_mask: np.ndarray | None = None
+    test_mask: np.ndarray | None = None
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+
+def load_graph(path: str) -> GraphData:
+    """Load a graph ``.npz`` (via ``shared.graphio`` when available).
+
+    Args:
+        path: file with ``indptr``, ``indices`` and optional node arrays.
+    """
+    try:  # the common library, once the lead has written it
+        from shared.graphio import load_graph as _shared_load  # type: ignore
+
+        g = _shared_load(path)
+        return GraphData(np.asarray(g.indptr, dtype=np.int64), np.asarray(g.indices),
+                         getattr(g, "features", None), getattr(g, "labels", None),
+                         getattr(g, "train_mask", None), getattr(g, "val_mask", None),
+                         getattr(g, "test_mask", None))
+    except ImportError:
+        pass
+    with np.load(path) as z:
+        get = lambda k: z[k] if k in z.files else None  # noqa: E731
+        return GraphData(z["indptr"].astype(np.int64), z["indices"], get("features"),
+                         get("labels"), get("train_mask"), get("val_mask"), get("test_mask"))
+
+
+def partition_vertices(num_nodes: int, num_parts: int,
+                       method: Literal["contiguous", "random"] = "contiguous",
+                       seed: int = 0) -> np.ndarray:
+    """Assign every vertex to a part.
+
+    Args:
+        num_nodes: vertex count ``n``.
+        num_parts: part count ``P`` (1 <= P <= n).
+        method: ``contiguous`` id ranges of near-equal size, or ``random``.
+        seed: RNG seed for ``random``.
+
+    Returns:
+        ``int32[n]`` part id of each vertex.
+    """
+    if not 1 <= num_parts <= max(1, num_nodes):
+        raise ValueError(f"num_parts must be in [1, {num_nodes}] (got {num_parts})")
+    if method == "contiguous":
+        bounds = np.linspace(0, num_nodes, num_parts + 1).round().astype(np.int64)
+        return (np.searchsorted(bounds, np.arange(num_nodes), side="right") - 1).astype(np.int32)
+    if method == "random":
+        rng = np.random.default_rng(seed)
+        owner = np.arange(num_nodes) % num_parts
+        rng.shuffle(owner)
+        return owner.astype(np.int32)
+    raise ValueError(f"unknown partition method {method!r} (expected contiguous|random)")
+
+
+def normalized_values(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray,
+                      cols: np.ndarray, aggr: Aggr) -> np.ndarray:
+    """Edge weights for aggregation, from whole-graph degrees.
+
+    ``gcn``: ``1/sqrt((d_i+1)(d_j+1))`` (self loops added by the caller as
+    edges ``i -> i``), Kipf & Welling. ``mean``: ``1/d_i`` over neighbours.
+
+    Shapes:
+        rows, cols: ``int64[e]`` global ids; returns ``float32[e]``.
+    """
+    deg = np.diff(indptr).astype(np.float64)
+    if aggr == "gcn":
+        dinv = 1.0 / np.sqrt(deg + 1.0)
+        return (dinv[rows] * dinv[cols]).astype(np.float32)
+    if aggr == "mean":
+        return (1.0 / np.maximum(deg[rows], 1.0)).astype(np.float32)
+    raise ValueError(f"unknown aggregation {aggr!r}")
+
+
+def _edges_of(g: GraphData, rows: np.ndarray, aggr: Aggr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(local_row, global_col, weight) of rows' in-edges, plus self loops for gcn."""
+    lr, col = csr_rows(g.indptr, g.indices, rows)
+    if aggr == "gcn":
+        lr = np.concatenate([lr, np.arange(len(rows), dtype=np.int64)])
+        col = np.concatenate([col, rows.astype(np.int64)])
+    val = normalized_values(g.indptr, g.indices, rows[lr], col, aggr)
+    return lr, col, val
+
+
+def full_matrix(g: GraphData, aggr: Aggr) -> CSR:
+    """The whole-graph aggregation matrix (in-memory reference path).
+
+    Shapes:
+        returns an ``(n, n)`` CSR.
+    """
+    n = g.num_nodes
+    lr, col, val = _edges_of(g, np.arange(n, dtype=np.int64), aggr)
+    return csr_from_coo(lr, col, val, (n, n))
+
+
+@dataclass
+class PartPlan:
+    """Per-part view of a partitioned graph for one aggregation type.
+
+    Attributes:
+        num_parts: ``P``.
+        owner: ``int32[n]`` part of each vertex.
+        local: ``int64[n]`` row of each vertex inside its owner's block.
+        own: per part, ``int64[n_p]`` global ids, in block row order.
+        deps: per part, the source parts ``q != p`` it needs rows from (ascending).
+        boundary: ``boundary[p][q]`` = ``int64[b_pq]`` rows *of q's block* that p
+            needs (sorted).
+        matrix: per part, CSR ``(n_p, n_p + sum_q b_pq)`` over the expanded input:
+            own rows, then boundary rows in ``deps`` order.
+        matrix_t: transposes of ``matrix``.
+    """
+
+    num_parts: int
+    owner: np.ndarray
+    local: np.ndarray
+    own: list[np.ndarray]
+    deps: list[list[int]]
+    boundary: list[dict[int, np.ndarray]]
+    matrix: list[CSR] = field(repr=False)
+    matrix_t: list[CSR] = field(repr=False)
+
+    def part_sizes(self) -> list[int]:
+        return [len(o) for o in self.own]
+
+    def expanded_size(self, p: int) -> int:
+        return self.matrix[p].shape[1]
+
+    def expansion_ratio(self) -> float:
+        """GriNNder's alpha: sum of expanded sizes over n."""
+        return sum(self.expanded_size(p) for p in range(self.num_parts)) / max(1, len(self.owner))
+
+    def block(self, p: int, q: int) -> CSR:
+        """Columns of part ``p``'s matrix that read from part ``q`` (``q == p`` = own rows).
+
+        Shapes:
+            returns CSR ``(n_p, n_q)`` for ``q == p`` else ``(n_p, b_pq)``.
+        """
+        m = self.matrix[p]
+        lo, hi = self._col_range(p, q)
+        rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
+        sel = (m.indices >= lo) & (m.indices < hi)
+        return csr_from_coo(rows[sel], m.indices[sel] - lo, m.data[sel], (m.shape[0], hi - lo))
+
+    def _col_range(self, p: int, q: int) -> tuple[int, int]:
+        if q == p:
+            return 0, len(self.own[p])
+        lo = len(self.own[p])
+        for d in self.deps[p]:
+            b = len(self.boundary[p][d])
+            if d == q:
+                return lo, lo + b
+            lo += b
+        return lo, lo  # no dependency: empty range
+
+
+def build_plan(g: GraphData, owner: np.ndarray, aggr: Aggr) -> PartPlan:
+    """Build the per-part matrices and boundary lists.
+
+    Args:
+        g: the graph.
+        owner: ``int32[n]`` part per vertex (from :func:`partition_vertices`).
+        aggr: ``gcn`` (symmetric norm + self loops) or ``mean`` (SAGE).
+    """
+    n = g.num_nodes
+    num_parts = int(owner.max()) + 1 if n else 1
+    order = np.argsort(owner, kind="stable")
+    counts = np.bincount(owner, minlength=num_parts)
+    offs = np.concatenate([[0], np.cumsum(counts)])
+    own = [order[offs[p]:offs[p + 1]].astype(np.int64) for p in range(num_parts)]
+    local = np.empty(n, dtype=np.int64)
+    for p in range(num_parts):
+        local[own[p]] = np.arange(len(own[p]), dtype=np.int64)
+    deps: list[list[int]] = []
+    boundary: list[dict[int, np.ndarray]] = []
+    mats: list[CSR] = []
+    mats_t: list[CSR] = []
+    for p in range(num_parts):
+        lr, col, val = _edges_of(g, own[p], aggr)
+        col_owner = owner[col]
+        remote = col_owner != p
+        # unique boundary vertices sorted by (owner part, local row)
+        rv = np.unique(col[remote])
+        key = owner[rv].astype(np.int64) * (n + 1) + local[rv]
+        rv = rv[np.argsort(key, kind="stable")]
+        rv_owner = owner[rv]
+        dq, starts = np.unique(rv_owner, return_index=True)
+        deps.append([int(q) for q in dq])
+        bnd = {}
+        ends = list(starts[1:]) + [len(rv)]
+        for q, s, e in zip(dq, starts, ends):
+            bnd[int(q)] = local[rv[s:e]]
+        boundary.append(bnd)
+        # expanded column position
+        ecol = np.empty(len(col), dtype=np.int64)
+        ecol[~remote] = local[col[~remote]]
+        ecol[remote] = len(own[p]) + np.searchsorted(
+            owner[rv].astype(np.int64) * (n + 1) + local[rv],
+            owner[col[remote]].astype(np.int64) * (n + 1) + local[col[remote]])
+        m = csr_from_coo(lr, ecol, val, (len(own[p]), len(own[p]) + len(rv)))
+        mats.append(m)
+        mats_t.append(m.transpose())
+    plan = PartPlan(num_parts, owner.astype(np.int32), local, own, deps, boundary, mats, mats_t)
+    logger.info("partition plan: P=%d aggr=%s alpha=%.3f", num_parts, aggr, plan.expansion_ratio())
+    return plan

@@ -1,0 +1,152 @@
+"""Sparse aggregation kernels for full-graph training.
+
+Why this module exists: ``torch.sparse.mm`` on CPU runs a CSR x dense product
+about 10x slower than a row-parallel numba loop on our machines (0.35 s vs
+0.03 s for road-ny x 128 columns on 2 cores), and aggregation is the hot path
+of every full-graph layer. On CUDA we keep ``torch.sparse.mm``, which is fast
+there. The autograd wrapper takes the transpose explicitly (precomputed once
+per graph) so the backward pass is another forward-style CSR product instead
+of a scatter.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import torch
+
+__all__ = ["CSR", "SpMM", "spmm", "csr_from_coo", "csr_rows"]
+
+logger = logging.getLogger(__name__)
+
+
+@numba.njit(parallel=True, cache=True)
+def _spmm_kernel(indptr, indices, data, x, out):  # pragma: no cover - compiled
+    nrows = out.shape[0]
+    ncols = x.shape[1]
+    for i in numba.prange(nrows):
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            v = data[k]
+            for f in range(ncols):
+                out[i, f] += v * x[j, f]
+
+
+@dataclass
+class CSR:
+    """A compressed-sparse-row matrix with its values, for aggregation.
+
+    Attributes:
+        indptr: ``int64[nrows + 1]`` row pointers.
+        indices: ``int64[nnz]`` column ids (local to whatever source space the
+            caller defined: expanded part space, one remote boundary block, ...).
+        data: ``float32[nnz]`` edge weights (normalisation already applied).
+        shape: ``(nrows, ncols)``.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    shape: tuple[int, int]
+    _torch: dict | None = None
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.indptr.nbytes + self.indices.nbytes + self.data.nbytes)
+
+    def transpose(self) -> "CSR":
+        """Return the transpose as a new CSR (a CSC view re-sorted by column)."""
+        nrows, ncols = self.shape
+        rows = np.repeat(np.arange(nrows, dtype=np.int64), np.diff(self.indptr))
+        return csr_from_coo(self.indices, rows, self.data, (ncols, nrows))
+
+    def to_torch(self, device: torch.device) -> torch.Tensor:
+        """Sparse CSR tensor on ``device`` (cached), used off CPU."""
+        if self._torch is None:
+            self._torch = {}
+        key = str(device)
+        if key not in self._torch:
+            self._torch[key] = torch.sparse_csr_tensor(
+                torch.from_numpy(self.indptr), torch.from_numpy(self.indices),
+                torch.from_numpy(self.data), size=self.shape).to(device)
+        return self._torch[key]
+
+
+def csr_from_coo(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray,
+                 shape: tuple[int, int]) -> CSR:
+    """Build a CSR from COO triplets (stable order within a row).
+
+    Shapes:
+        rows, cols, vals: ``[nnz]``.
+    """
+    order = np.argsort(rows, kind="stable")
+    counts = np.bincount(rows, minlength=shape[0]).astype(np.int64)
+    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return CSR(indptr, np.ascontiguousarray(cols[order], dtype=np.int64),
+               np.ascontiguousarray(vals[order], dtype=np.float32), (int(shape[0]), int(shape[1])))
+
+
+def csr_rows(indptr: np.ndarray, indices: np.ndarray,
+             rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edges out of the selected rows of a CSR graph, vectorised.
+
+    Args:
+        indptr: ``int64[n + 1]``.
+        indices: ``int[nnz]``.
+        rows: ``int64[r]`` global row ids.
+
+    Returns:
+        ``(local_row, col)``: ``int64[e]`` position of the row in ``rows`` and
+        ``int64[e]`` global column id, for every edge of those rows.
+    """
+    starts = indptr[rows]
+    lens = indptr[rows + 1] - starts
+    total = int(lens.sum())
+    local_row = np.repeat(np.arange(len(rows), dtype=np.int64), lens)
+    offs = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offs[1:])
+    pos = np.arange(total, dtype=np.int64) - np.repeat(offs[:-1], lens) + np.repeat(starts, lens)
+    return local_row, indices[pos].astype(np.int64)
+
+
+def spmm(a: CSR, x: torch.Tensor) -> torch.Tensor:
+    """``a @ x`` without autograd.
+
+    Shapes:
+        a: ``(m, k)``; x: ``[k, f]`` float32; returns ``[m, f]``.
+    """
+    if x.shape[0] != a.shape[1]:
+        raise ValueError(f"spmm: matrix has {a.shape[1]} columns but x has {x.shape[0]} rows")
+    if x.device.type != "cpu":
+        return torch.sparse.mm(a.to_torch(x.device), x)
+    xc = x.detach().contiguous()
+    out = torch.zeros((a.shape[0], x.shape[1]), dtype=x.dtype)
+    if a.nnz and x.shape[1]:
+        _spmm_kernel(a.indptr, a.indices, a.data.astype(xc.numpy().dtype, copy=False),
+                     xc.numpy(), out.numpy())
+    return out
+
+
+class SpMM(torch.autograd.Function):
+    """Differentiable ``a @ x`` for a constant sparse ``a``; backward uses ``at``.
+
+    Shapes:
+        x: ``[k, f]``; output ``[m, f]``; gradient ``[k, f]``.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, a: CSR, at: CSR) -> torch.Tensor:  # type: ignore[override]
+        ctx.at = at
+        return spmm(a, x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        return spmm(ctx.at, grad), None, None

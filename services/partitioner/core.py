@@ -1,0 +1,206 @@
+"""Single entry point for every vertex partitioner of Argosy.
+
+Why this module exists: ``argosy partition`` (and the benchmark) must call GREM and the
+baselines the same way and get the same result record back.  :func:`partition_stream` checks
+its arguments, refuses a memory budget it cannot meet (:func:`estimate_cost`), runs one method
+on an :class:`~.stream.EdgeStream`, and measures the edge cut and balance with one extra
+streaming pass.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
+
+import numba
+import numpy as np
+
+from .baselines import BASELINES
+from .grem import capacity, count_cut, grem_partition
+from .stream import EdgeStream
+
+__all__ = ["PartitionResult", "MemoryBudgetError", "partition_stream", "estimate_cost",
+           "METHODS", "ORDERS", "evaluate_partition"]
+
+METHODS = ("grem",) + tuple(BASELINES)
+ORDERS = ("file", "random", "degree")
+
+
+class MemoryBudgetError(ValueError):
+    """The method's estimated peak memory exceeds the caller's ``memory_budget``."""
+
+
+@dataclass
+class PartitionResult:
+    """Outcome of one partitioning run.
+
+    Attributes:
+        assignment (np.ndarray): int32 (n,) block id per vertex, in ``0..k-1``.
+        method (str): partitioner name.
+        order (str): stream order used (``file``/``random``/``degree``).
+        seconds (float): wall time of the partitioning call (excludes the metrics pass).
+        edge_cut (int): undirected edges whose endpoints lie in different blocks.
+        edge_cut_fraction (float): ``edge_cut / undirected edges``.
+        balance (float): largest block / (n / k).
+        part_sizes (np.ndarray): int64 (k,) vertices per block.
+        details (dict): method-specific statistics (phase times, cluster counts, ...).
+    """
+
+    assignment: np.ndarray
+    method: str
+    order: str
+    seconds: float
+    edge_cut: int
+    edge_cut_fraction: float
+    balance: float
+    part_sizes: np.ndarray
+    details: Dict = field(default_factory=dict)
+
+
+# bytes and seconds per unit, calibrated on the 2-core dev machine (see bench/partition.py);
+# deliberately on the safe (high) side.
+_BYTES = {
+    # method: (per vertex, per stored directed entry, per chunk entry)
+    "grem": (64, 4, 96),
+    "ldg": (16, 0, 64),
+    "fennel": (16, 0, 64),
+    "random": (16, 0, 0),
+    "hash": (8, 0, 0),
+    "metis": (72, 28, 32),
+}
+_SECONDS = {  # (per vertex, per directed entry)
+    "grem": (2.0e-6, 1.2e-7),
+    "ldg": (2.0e-7, 2.0e-8),
+    "fennel": (2.0e-7, 2.0e-8),
+    "random": (3.0e-8, 0.0),
+    "hash": (1.0e-8, 0.0),
+    "metis": (2.0e-6, 2.0e-7),
+}
+_BASE_BYTES = 8 << 20
+
+
+def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
+                  chunk_edges: int = 1 << 20) -> Tuple[int, float]:
+    """Rough peak extra memory and run time of a partitioning run.
+
+    The model is linear: ``a * n + b * entries + c * chunk`` bytes (GREM's ``b`` covers its
+    cluster graph, which is a fraction of the input; METIS holds the CSR plus its own
+    multilevel copies), plus a k-dependent term for the ``k``-sized scratch arrays.
+
+    Args:
+        num_nodes (int): vertices.
+        num_edges (int): directed entries as streamed (2x undirected edges).
+        k (int): number of blocks.
+        method (str): one of :data:`METHODS`.
+        chunk_edges (int): stream chunk size.
+
+    Returns:
+        tuple: ``(peak_bytes, seconds)``.
+    """
+    if method not in _BYTES:
+        raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
+    a, b, c = _BYTES[method]
+    chunk = min(chunk_edges, max(num_edges, 1)) if c else 0
+    peak = _BASE_BYTES + a * num_nodes + b * num_edges + c * chunk + 64 * k
+    sa, sb = _SECONDS[method]
+    secs = sa * num_nodes + sb * num_edges * (1.0 + 0.05 * math.log2(max(k, 2)))
+    return int(peak), float(secs)
+
+
+@numba.njit(cache=True)
+def _count_entries_cut(src, dst, part):
+    c = 0
+    for i in range(src.size):
+        if part[src[i]] != part[dst[i]]:
+            c += 1
+    return c
+
+
+def evaluate_partition(stream: EdgeStream, assignment: np.ndarray, k: int) -> Dict:
+    """One streaming pass: undirected edge cut, cut fraction, balance and block sizes."""
+    n = stream.num_nodes
+    cut_entries, entries = 0, 0
+    for src, dst in stream:
+        entries += src.size
+        cut_entries += int(_count_entries_cut(src, dst, assignment))
+    div = 2 if stream.symmetric else 1
+    sizes = np.bincount(assignment, minlength=k).astype(np.int64)
+    und = entries // div
+    return {
+        "edge_cut": cut_entries // div,
+        "edge_cut_fraction": (cut_entries // div) / und if und else 0.0,
+        "balance": float(sizes.max() / (n / k)) if n else 0.0,
+        "part_sizes": sizes,
+        "undirected_edges": und,
+    }
+
+
+def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: str = "file",
+                     seed: int = 0, eps: float = 0.03,
+                     memory_budget: Optional[int] = None, **options) -> PartitionResult:
+    """Partition the vertices of a streamed graph into ``k`` balanced blocks.
+
+    Every method guarantees ``max block <= ceil((1 + eps) * n / k)``.
+
+    Args:
+        stream (EdgeStream): from :func:`~.stream.open_edge_stream`.
+        k (int): number of blocks, ``1 <= k <= n``.
+        method (str): ``grem`` (default), ``fennel``, ``ldg``, ``metis``, ``hash``, ``random``.
+        order (str): stream order ``file`` | ``random`` | ``degree`` (recorded in the result).
+        seed (int): RNG seed (same seed, same input -> same assignment).
+        eps (float): allowed imbalance (default 0.03).
+        memory_budget (int, optional): bytes; refuse to run if :func:`estimate_cost` exceeds it.
+        **options: extra keyword arguments for the method (e.g. GREM's ``refine_passes``).
+
+    Returns:
+        PartitionResult: the assignment and its quality.
+
+    Raises:
+        ValueError: empty graph, ``k < 1`` or ``k > n``, bad ``eps``, unknown method/order.
+        MemoryBudgetError: estimated peak memory exceeds ``memory_budget``.
+        ImportError: ``metis`` without pymetis installed.
+    """
+    n = int(stream.num_nodes)
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
+    if order not in ORDERS:
+        raise ValueError(f"unknown stream order {order!r}; expected one of {ORDERS}")
+    if n <= 0:
+        raise ValueError("cannot partition an empty graph (0 vertices)")
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if k > n:
+        raise ValueError(f"k={k} exceeds the number of vertices n={n}")
+    if not (0.0 <= eps < 1.0):
+        raise ValueError(f"eps must be in [0, 1), got {eps}")
+    entries = int(stream.stream_entries)
+    if memory_budget is not None:
+        need, _ = estimate_cost(n, entries, int(k), method, stream.chunk_edges)
+        if need > memory_budget:
+            raise MemoryBudgetError(
+                f"method {method!r} needs an estimated {need} bytes ({need / 2**20:.1f} MiB) for "
+                f"n={n}, entries={entries}, k={k}, but memory_budget is {memory_budget} bytes "
+                f"({memory_budget / 2**20:.1f} MiB)")
+    k = int(k)
+    t0 = time.perf_counter()
+    if k == 1:
+        part, det = np.zeros(n, np.int32), {}
+    elif method == "grem":
+        part, det = grem_partition(stream, k, order=order, seed=seed, eps=eps, **options)
+    else:
+        part, det = BASELINES[method](stream, k, order=order, seed=seed, eps=eps, **options)
+    seconds = time.perf_counter() - t0
+    part = np.ascontiguousarray(part, dtype=np.int32)
+    ev = evaluate_partition(stream, part, k)
+    cap = capacity(n, k, eps)
+    if ev["part_sizes"].max() > cap:  # pragma: no cover - every method enforces it
+        raise RuntimeError(f"{method} violated the capacity {cap}: {ev['part_sizes'].max()}")
+    det = dict(det)
+    det["undirected_edges"] = ev["undirected_edges"]
+    return PartitionResult(assignment=part, method=method, order=order, seconds=seconds,
+                           edge_cut=int(ev["edge_cut"]),
+                           edge_cut_fraction=float(ev["edge_cut_fraction"]),
+                           balance=float(ev["balance"]), part_sizes=ev["part_sizes"],
+                           details=det)

@@ -1,0 +1,625 @@
+"""Chunked edge readers for the streaming partitioners.
+
+Why this module exists: GREM and the streaming baselines must partition graphs that do not fit
+in memory as a CSR.  Everything they read goes through :func:`open_edge_stream`, which yields the
+graph as a sequence of ``(src, dst)`` edge chunks and never loads a big file whole.  Supported
+inputs:
+
+* ``.npz`` CSR (``indptr`` int64 ``n+1``, ``indices`` int32/int64, symmetric).  ``indptr`` is read
+  (O(n)); ``indices`` is streamed.  If the member is stored uncompressed it is memory-mapped and
+  chunks can be read in any order; if it is deflate-compressed (``np.savez_compressed``) it is
+  decompressed *sequentially* from the zip member, chunk by chunk, so it is still never held
+  whole, but chunks can only be read in file order (``seekable`` is ``False``).  Chunks are
+  aligned to vertex boundaries, so every vertex arrives with its complete adjacency list
+  (``grouped`` is ``True``); a vertex whose degree exceeds ``chunk_edges`` forms one oversized
+  chunk.
+* ``.npy`` binary edge lists of shape ``(m, 2)`` int32/int64, memory-mapped.
+* SNAP-style text edge lists (``#``/``%`` comment lines, two whitespace-separated integer ids per
+  line), parsed block by block by a numba kernel.  Opening a text file runs one validation scan
+  (errors carry the line number) that also counts the edges and, if ``num_nodes`` is not given,
+  finds the largest id.
+
+Edge lists are symmetrised by default (each stored edge is yielded in both directions).  Self
+loops are always dropped.  Within a chunk, edge-list entries are sorted by ``src`` and duplicates
+are removed; a duplicate that re-appears in a *different* chunk cannot be detected in O(n) memory
+and is then seen as a parallel edge (weight 2) by the partitioners.
+
+Shapes: each chunk is a pair of int64 arrays ``src`` (c,), ``dst`` (c,) with ``c`` about
+``chunk_edges`` (twice that for symmetrised edge lists).
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from typing import Iterator, Optional, Tuple
+
+import numba
+import numpy as np
+
+__all__ = [
+    "EdgeStream",
+    "ArrayEdgeStream",
+    "CSRNpzStream",
+    "NpyEdgeStream",
+    "TextEdgeStream",
+    "open_edge_stream",
+    "write_edge_list_npy",
+    "write_edge_list_npy_chunked",
+    "DEFAULT_CHUNK_EDGES",
+]
+
+DEFAULT_CHUNK_EDGES = 1 << 20
+
+Chunk = Tuple[np.ndarray, np.ndarray]
+
+
+class EdgeStream:
+    """A graph readable as a sequence of directed edge chunks.
+
+    Attributes:
+        num_nodes (int): number of vertices ``n``; ids are ``0..n-1``.
+        num_edges (int): directed entries as stored in the source (``len(indices)`` for CSR,
+            rows for edge lists).
+        chunk_edges (int): target number of stored entries per chunk.
+        grouped (bool): every vertex's full adjacency list arrives inside one chunk.
+        seekable (bool): :meth:`read_chunk` can read chunks in any order.
+        symmetric (bool): chunks contain both directions of every edge.
+    """
+
+    num_nodes: int = 0
+    num_edges: int = 0
+    chunk_edges: int = DEFAULT_CHUNK_EDGES
+    grouped: bool = False
+    seekable: bool = False
+    symmetric: bool = True
+
+    @property
+    def num_chunks(self) -> int:
+        """Number of chunks one pass yields."""
+        raise NotImplementedError
+
+    @property
+    def stream_entries(self) -> int:
+        """Upper bound on the directed entries one pass yields (2x stored for symmetrised lists)."""
+        return self.num_edges
+
+    def read_chunk(self, i: int) -> Chunk:
+        """Return chunk ``i`` (only when ``seekable``)."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[Chunk]:
+        for i in range(self.num_chunks):
+            yield self.read_chunk(i)
+
+    def iter_chunks(self, chunk_order: Optional[np.ndarray] = None) -> Iterator[Chunk]:
+        """Yield chunks, in ``chunk_order`` if given and the stream is seekable.
+
+        Args:
+            chunk_order (np.ndarray, optional): a permutation of ``range(num_chunks)``; ignored
+                (file order) for non-seekable streams.
+        """
+        if chunk_order is None or not self.seekable:
+            yield from iter(self)
+        else:
+            for i in chunk_order:
+                yield self.read_chunk(int(i))
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
+                f"chunk_edges={self.chunk_edges}, chunks={self.num_chunks})")
+
+
+def _read_npy_header(f, version):
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f)
+    return np.lib.format.read_array_header_2_0(f)
+
+
+def _check_ids(arr: np.ndarray, n: Optional[int], what: str, base_index: int = 0) -> None:
+    if arr.size == 0:
+        return
+    lo = int(arr.min())
+    if lo < 0:
+        pos = int(np.argmin(arr))
+        raise ValueError(f"negative vertex id {lo} in {what} at entry {base_index + pos}")
+    if n is not None:
+        hi = int(arr.max())
+        if hi >= n:
+            pos = int(np.argmax(arr))
+            raise ValueError(f"vertex id {hi} in {what} at entry {base_index + pos} is out of "
+                             f"range: num_nodes={n}")
+
+
+def _normalise_pairs(u: np.ndarray, v: np.ndarray, n: int, symmetrize: bool) -> Chunk:
+    """Drop self loops, optionally symmetrise, sort by (src, dst) and drop duplicates."""
+    u = np.asarray(u, dtype=np.int64)
+    v = np.asarray(v, dtype=np.int64)
+    keep = u != v
+    u, v = u[keep], v[keep]
+    if symmetrize:
+        u, v = np.concatenate([u, v]), np.concatenate([v, u])
+    key = np.unique(u * np.int64(max(n, 1)) + v)
+    return key // max(n, 1), key % max(n, 1)
+
+
+# --------------------------------------------------------------------------------------------
+# in-memory arrays (tests, generators)
+# --------------------------------------------------------------------------------------------
+class ArrayEdgeStream(EdgeStream):
+    """An edge stream over in-memory ``(src, dst)`` arrays or a CSR (tests and small graphs).
+
+    Args:
+        src, dst (np.ndarray): edge endpoints (m,).
+        num_nodes (int, optional): vertex count (default ``max id + 1``).
+        chunk_edges (int): entries per chunk.
+        symmetrize (bool): also yield every edge reversed.
+    """
+
+    def __init__(self, src, dst, num_nodes: Optional[int] = None,
+                 chunk_edges: int = DEFAULT_CHUNK_EDGES, symmetrize: bool = True):
+        src = np.asarray(src, dtype=np.int64).ravel()
+        dst = np.asarray(dst, dtype=np.int64).ravel()
+        if src.shape != dst.shape:
+            raise ValueError(f"src and dst differ in length: {src.size} vs {dst.size}")
+        _check_ids(src, num_nodes, "src")
+        _check_ids(dst, num_nodes, "dst")
+        if num_nodes is None:
+            num_nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+        self.num_nodes = int(num_nodes)
+        self.num_edges = int(src.size)
+        self.chunk_edges = int(chunk_edges)
+        self.symmetrize = symmetrize
+        self.symmetric = True
+        self.seekable = True
+        self.grouped = self.num_chunks <= 1
+        self._src, self._dst = src, dst
+
+    @classmethod
+    def from_csr(cls, indptr, indices, chunk_edges: int = DEFAULT_CHUNK_EDGES) -> "CSRArrayStream":
+        """Build a vertex-aligned stream over an in-memory symmetric CSR."""
+        return CSRArrayStream(indptr, indices, chunk_edges)
+
+    @property
+    def num_chunks(self) -> int:
+        return max(1, -(-self.num_edges // self.chunk_edges))
+
+    @property
+    def stream_entries(self) -> int:
+        return self.num_edges * (2 if self.symmetrize else 1)
+
+    def read_chunk(self, i: int) -> Chunk:
+        a = i * self.chunk_edges
+        b = min(a + self.chunk_edges, self.num_edges)
+        return _normalise_pairs(self._src[a:b], self._dst[a:b], self.num_nodes, self.symmetrize)
+
+
+# --------------------------------------------------------------------------------------------
+# CSR
+# --------------------------------------------------------------------------------------------
+def _csr_boundaries(indptr: np.ndarray, chunk_edges: int) -> np.ndarray:
+    """Vertex ids at which chunks start/end so that each chunk holds ~chunk_edges entries."""
+    n = indptr.size - 1
+    bounds = [0]
+    v = 0
+    while v < n:
+        target = indptr[v] + chunk_edges
+        w = int(np.searchsorted(indptr, target, side="right")) - 1
+        w = min(max(w, v + 1), n)
+        bounds.append(w)
+        v = w
+    return np.asarray(bounds, dtype=np.int64)
+
+
+class CSRArrayStream(EdgeStream):
+    """Vertex-aligned chunks over an in-memory (or memory-mapped) CSR ``indptr``/``indices``."""
+
+    def __init__(self, indptr, indices, chunk_edges: int = DEFAULT_CHUNK_EDGES):
+        self._indptr = np.asarray(indptr, dtype=np.int64)
+        self._indices = indices
+        self.num_nodes = int(self._indptr.size - 1)
+        self.num_edges = int(self._indptr[-1])
+        if self.num_nodes < 0:
+            raise ValueError("indptr must have at least one entry")
+        self.chunk_edges = int(chunk_edges)
+        self.grouped = True
+        self.seekable = True
+        self.symmetric = True
+        self._bounds = _csr_boundaries(self._indptr, self.chunk_edges)
+
+    @property
+    def num_chunks(self) -> int:
+        return max(0, self._bounds.size - 1)
+
+    def _make_chunk(self, v0: int, v1: int, dst: np.ndarray) -> Chunk:
+        seg = self._indptr[v0:v1 + 1]
+        deg = np.diff(seg)
+        src = np.repeat(np.arange(v0, v1, dtype=np.int64), deg)
+        dst = np.asarray(dst, dtype=np.int64)
+        _check_ids(dst, self.num_nodes, "indices", int(seg[0]))
+        keep = src != dst
+        if not keep.all():
+            src, dst = src[keep], dst[keep]
+        return src, dst
+
+    def read_chunk(self, i: int) -> Chunk:
+        v0, v1 = int(self._bounds[i]), int(self._bounds[i + 1])
+        a, b = int(self._indptr[v0]), int(self._indptr[v1])
+        return self._make_chunk(v0, v1, self._indices[a:b])
+
+
+class CSRNpzStream(CSRArrayStream):
+    """CSR stored in an ``.npz`` with members ``indptr`` and ``indices``.
+
+    Uncompressed members are memory-mapped (seekable); compressed members are decompressed
+    sequentially during iteration (not seekable, still never loaded whole).
+    """
+
+    def __init__(self, path: str, chunk_edges: int = DEFAULT_CHUNK_EDGES,
+                 num_nodes: Optional[int] = None):
+        self.path = str(path)
+        with zipfile.ZipFile(self.path) as zf:
+            names = set(zf.namelist())
+            for member in ("indptr.npy", "indices.npy"):
+                if member not in names:
+                    raise ValueError(f"{self.path}: not a CSR .npz (missing member {member!r}; "
+                                     f"has {sorted(names)})")
+            with zf.open("indptr.npy") as f:
+                indptr = np.lib.format.read_array(f).astype(np.int64, copy=False)
+            info = zf.getinfo("indices.npy")
+            self._compressed = info.compress_type != zipfile.ZIP_STORED
+            with zf.open("indices.npy") as f:
+                version = np.lib.format.read_magic(f)
+                shape, fortran, dtype = _read_npy_header(f, version)
+                header_len = f.tell()
+        if indptr.ndim != 1 or indptr.size < 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+            raise ValueError(f"{self.path}: indptr must be a non-decreasing 1-D array starting at 0")
+        if len(shape) != 1 or shape[0] != indptr[-1]:
+            raise ValueError(f"{self.path}: indices has shape {shape}, expected ({int(indptr[-1])},)")
+        if num_nodes is not None and num_nodes != indptr.size - 1:
+            raise ValueError(f"{self.path}: num_nodes={num_nodes} but the CSR has "
+                             f"{indptr.size - 1} rows")
+        self._dtype = np.dtype(dtype)
+        if not self._compressed:
+            with open(self.path, "rb") as raw:
+                raw.seek(info.header_offset)
+                local = raw.read(30)
+                fn_len = int.from_bytes(local[26:28], "little")
+                ex_len = int.from_bytes(local[28:30], "little")
+            offset = info.header_offset + 30 + fn_len + ex_len + header_len
+            indices = np.memmap(self.path, dtype=self._dtype, mode="r", offset=offset,
+                                shape=(int(indptr[-1]),))
+        else:
+            indices = None
+        super().__init__(indptr, indices, chunk_edges)
+        self.seekable = not self._compressed
+
+    def read_chunk(self, i: int) -> Chunk:
+        if self._compressed:
+            raise RuntimeError("compressed .npz streams can only be read in order")
+        return super().read_chunk(i)
+
+    def __iter__(self) -> Iterator[Chunk]:
+        if not self._compressed:
+            yield from super().__iter__()
+            return
+        item = self._dtype.itemsize
+        with zipfile.ZipFile(self.path) as zf, zf.open("indices.npy") as f:
+            version = np.lib.format.read_magic(f)
+            _read_npy_header(f, version)
+            for i in range(self.num_chunks):
+                v0, v1 = int(self._bounds[i]), int(self._bounds[i + 1])
+                cnt = int(self._indptr[v1] - self._indptr[v0])
+                buf = f.read(cnt * item)
+                if len(buf) != cnt * item:
+                    raise ValueError(f"{self.path}: indices member is truncated")
+                yield self._make_chunk(v0, v1, np.frombuffer(buf, dtype=self._dtype))
+
+
+# --------------------------------------------------------------------------------------------
+# binary edge lists
+# --------------------------------------------------------------------------------------------
+class NpyEdgeStream(EdgeStream):
+    """``.npy`` edge list of shape (m, 2), memory-mapped.
+
+    Args:
+        path (str): file path.
+        chunk_edges (int): stored rows per chunk.
+        num_nodes (int, optional): vertex count; if omitted one scan finds ``max id + 1``.
+        symmetrize (bool): yield both directions of each row (default ``True``).
+    """
+
+    def __init__(self, path: str, chunk_edges: int = DEFAULT_CHUNK_EDGES,
+                 num_nodes: Optional[int] = None, symmetrize: bool = True):
+        self.path = str(path)
+        arr = np.load(self.path, mmap_mode="r")
+        if arr.ndim != 2 or arr.shape[1] != 2:
+            raise ValueError(f"{self.path}: expected an edge list of shape (m, 2), got {arr.shape}")
+        if arr.dtype.kind not in "iu":
+            raise ValueError(f"{self.path}: edge list must be integer, got {arr.dtype}")
+        self._arr = arr
+        self.num_edges = int(arr.shape[0])
+        self.chunk_edges = int(chunk_edges)
+        self.symmetrize = symmetrize
+        self.symmetric = symmetrize
+        self.seekable = True
+        if num_nodes is None:
+            hi = -1
+            for a in range(0, self.num_edges, self.chunk_edges):
+                blk = np.asarray(arr[a:a + self.chunk_edges])
+                _check_ids(blk[:, 0], None, "column 0", a)
+                _check_ids(blk[:, 1], None, "column 1", a)
+                if blk.size:
+                    hi = max(hi, int(blk.max()))
+            num_nodes = hi + 1
+        self.num_nodes = int(num_nodes)
+        self.grouped = self.num_chunks <= 1
+
+    @property
+    def num_chunks(self) -> int:
+        return max(1, -(-self.num_edges // self.chunk_edges)) if self.num_edges else 0
+
+    @property
+    def stream_entries(self) -> int:
+        return self.num_edges * (2 if self.symmetrize else 1)
+
+    def read_chunk(self, i: int) -> Chunk:
+        a = i * self.chunk_edges
+        blk = np.asarray(self._arr[a:a + self.chunk_edges]).astype(np.int64, copy=False)
+        _check_ids(blk[:, 0], self.num_nodes, "row (column 0)", a)
+        _check_ids(blk[:, 1], self.num_nodes, "row (column 1)", a)
+        return _normalise_pairs(blk[:, 0], blk[:, 1], self.num_nodes, self.symmetrize)
+
+
+# --------------------------------------------------------------------------------------------
+# text edge lists
+# --------------------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _parse_edge_block(buf, out, line0):
+    """Parse 'u v' lines from a byte block (must end at a line boundary).
+
+    Returns (count, lines, err_code, err_line, err_pos): err_code 0 ok, 1 malformed,
+    2 wrong field count, 3 negative id.
+    """
+    n = buf.size
+    i = 0
+    cnt = 0
+    line = line0
+    tok = np.zeros(2, np.int64)
+    while i < n:
+        j = i
+        while j < n and (buf[j] == 32 or buf[j] == 9 or buf[j] == 13):
+            j += 1
+        if j >= n:
+            break
+        c = buf[j]
+        if c == 10:
+            line += 1
+            i = j + 1
+            continue
+        if c == 35 or c == 37:  # '#' or '%'
+            while j < n and buf[j] != 10:
+                j += 1
+            line += 1
+            i = j + 1
+            continue
+        ntok = 0
+        while True:
+            while j < n and (buf[j] == 32 or buf[j] == 9 or buf[j] == 13 or buf[j] == 44):
+                j += 1
+            if j >= n or buf[j] == 10:
+                break
+            if ntok == 2:
+                return cnt, line, 2, line, i
+            neg = False
+            if buf[j] == 45:
+                neg = True
+                j += 1
+            if j >= n or buf[j] < 48 or buf[j] > 57:
+                return cnt, line, 1, line, i
+            v = 0
+            while j < n and buf[j] >= 48 and buf[j] <= 57:
+                v = v * 10 + (buf[j] - 48)
+                j += 1
+            if j < n and not (buf[j] == 32 or buf[j] == 9 or buf[j] == 13 or buf[j] == 10
+                              or buf[j] == 44):
+                return cnt, line, 1, line, i
+            if neg:
+                return cnt, line, 3, line, i
+            tok[ntok] = v
+            ntok += 1
+        if ntok != 2:
+            return cnt, line, 2, line, i
+        out[cnt, 0] = tok[0]
+        out[cnt, 1] = tok[1]
+        out[cnt, 2] = line
+        cnt += 1
+        line += 1
+        i = j + 1
+    return cnt, line, 0, line, i
+
+
+class TextEdgeStream(EdgeStream):
+    """SNAP-style text edge list (``# comment`` lines, ``u v`` per line, 0-based ids).
+
+    Args:
+        path (str): file path.
+        chunk_edges (int): approximate stored lines per chunk.
+        num_nodes (int, optional): vertex count; ids ``>= num_nodes`` raise ``ValueError``.
+        symmetrize (bool): yield both directions of each line (default ``True``).
+
+    Raises:
+        ValueError: on a malformed line, a line without exactly two ids, or a negative /
+            out-of-range id; the message names the 1-based line number and the line text.
+    """
+
+    _BYTES_PER_LINE_GUESS = 16
+
+    def __init__(self, path: str, chunk_edges: int = DEFAULT_CHUNK_EDGES,
+                 num_nodes: Optional[int] = None, symmetrize: bool = True):
+        self.path = str(path)
+        self.chunk_edges = int(chunk_edges)
+        self.symmetrize = symmetrize
+        self.symmetric = symmetrize
+        self.seekable = False
+        self.grouped = False
+        self._block_bytes = max(1 << 16, self.chunk_edges * self._BYTES_PER_LINE_GUESS)
+        count, hi, nchunks = 0, -1, 0
+        for u, v in self._blocks(num_nodes):
+            count += u.size
+            nchunks += 1
+            if u.size:
+                hi = max(hi, int(u.max()), int(v.max()))
+        self.num_edges = count
+        self._num_chunks = nchunks
+        self.num_nodes = int(num_nodes) if num_nodes is not None else hi + 1
+
+    @property
+    def num_chunks(self) -> int:
+        return self._num_chunks
+
+    @property
+    def stream_entries(self) -> int:
+        return self.num_edges * (2 if self.symmetrize else 1)
+
+    def _raise(self, code: int, line: int, block: bytes, pos: int) -> None:
+        end = block.find(b"\n", pos)
+        text = block[pos:end if end >= 0 else len(block)].decode("utf-8", "replace").strip()
+        why = {1: "malformed line (expected two integer vertex ids)",
+               2: "expected exactly 2 fields",
+               3: "negative vertex id"}[code]
+        raise ValueError(f"{self.path}: line {line + 1}: {why}: {text!r}")
+
+    def _blocks(self, num_nodes: Optional[int]) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+        line0 = 0
+        rest = b""
+        with open(self.path, "rb") as f:
+            while True:
+                data = f.read(self._block_bytes)
+                eof = not data
+                block = rest + data
+                if not eof:
+                    cut = block.rfind(b"\n")
+                    if cut < 0:
+                        rest = block
+                        continue
+                    block, rest = block[:cut + 1], block[cut + 1:]
+                else:
+                    rest = b""
+                if not block:
+                    if eof:
+                        break
+                    continue
+                buf = np.frombuffer(block, dtype=np.uint8)
+                out = np.empty((buf.size // 4 + 1, 3), dtype=np.int64)
+                cnt, line1, err, err_line, err_pos = _parse_edge_block(buf, out, line0)
+                if err:
+                    self._raise(int(err), int(err_line), block, int(err_pos))
+                pairs = out[:cnt]
+                if num_nodes is not None and cnt:
+                    bad = np.nonzero((pairs[:, 0] >= num_nodes) | (pairs[:, 1] >= num_nodes))[0]
+                    if bad.size:
+                        r = int(bad[0])
+                        raise ValueError(
+                            f"{self.path}: line {int(pairs[r, 2]) + 1}: vertex id "
+                            f"{int(pairs[r, :2].max())} is out of range: num_nodes={num_nodes}")
+                line0 = int(line1)
+                yield pairs[:, 0], pairs[:, 1]
+                if eof:
+                    break
+
+    def __iter__(self) -> Iterator[Chunk]:
+        for u, v in self._blocks(self.num_nodes):
+            yield _normalise_pairs(u, v, self.num_nodes, self.symmetrize)
+
+
+# --------------------------------------------------------------------------------------------
+# entry point and writers
+# --------------------------------------------------------------------------------------------
+def open_edge_stream(path, chunk_edges: int = DEFAULT_CHUNK_EDGES,
+                     num_nodes: Optional[int] = None, symmetrize: bool = True) -> EdgeStream:
+    """Open a graph file as a chunked edge stream.
+
+    Args:
+        path (str | os.PathLike): ``.npz`` CSR, ``.npy`` (m, 2) edge list, or text edge list
+            (any other suffix, e.g. ``.txt``/``.el``/``.edges``).
+        chunk_edges (int): stored entries per chunk (default 2**20).
+        num_nodes (int, optional): vertex count; ids must be ``< num_nodes``.
+        symmetrize (bool): for edge lists, also yield each edge reversed (default ``True``).
+            CSR input is assumed symmetric already.
+
+    Returns:
+        EdgeStream: iterate it for ``(src, dst)`` int64 chunks.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        ValueError: on malformed content, negative or out-of-range ids.
+    """
+    path = os.fspath(path)
+    if chunk_edges < 1:
+        raise ValueError(f"chunk_edges must be >= 1, got {chunk_edges}")
+    if not os.path.exists(path):
+        raise FileNotFoundError(path)
+    if path.endswith(".npz"):
+        return CSRNpzStream(path, chunk_edges=chunk_edges, num_nodes=num_nodes)
+    if path.endswith(".npy"):
+        return NpyEdgeStream(path, chunk_edges=chunk_edges, num_nodes=num_nodes,
+                             symmetrize=symmetrize)
+    return TextEdgeStream(path, chunk_edges=chunk_edges, num_nodes=num_nodes,
+                          symmetrize=symmetrize)
+
+
+def write_edge_list_npy(path, src, dst) -> None:
+    """Write an (m, 2) edge list ``.npy`` (int32 when ids fit, else int64).
+
+    Args:
+        path (str | os.PathLike): output file.
+        src, dst (array-like): endpoints (m,).
+    """
+    src = np.asarray(src).ravel()
+    dst = np.asarray(dst).ravel()
+    if src.shape != dst.shape:
+        raise ValueError(f"src and dst differ in length: {src.size} vs {dst.size}")
+    hi = int(max(src.max(initial=0), dst.max(initial=0)))
+    dtype = np.int32 if hi < 2 ** 31 - 1 else np.int64
+    out = np.empty((src.size, 2), dtype=dtype)
+    out[:, 0] = src
+    out[:, 1] = dst
+    np.save(path, out)
+
+
+def write_edge_list_npy_chunked(path, num_edges: int, chunks, dtype=np.int32) -> int:
+    """Write an (m, 2) ``.npy`` edge list chunk by chunk through a memory map.
+
+    Args:
+        path (str | os.PathLike): output file.
+        num_edges (int): rows to allocate (an upper bound; unused rows are trimmed at the end
+            by rewriting the header only if fewer were produced).
+        chunks (Iterable[tuple[np.ndarray, np.ndarray]]): generator of ``(src, dst)`` blocks.
+        dtype: on-disk integer dtype (default int32).
+
+    Returns:
+        int: rows written.
+    """
+    mm = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(int(num_edges), 2))
+    pos = 0
+    for s, d in chunks:
+        c = min(len(s), num_edges - pos)
+        mm[pos:pos + c, 0] = s[:c]
+        mm[pos:pos + c, 1] = d[:c]
+        pos += c
+        if pos >= num_edges:
+            break
+    mm.flush()
+    del mm
+    if pos < num_edges:  # shrink: rewrite as a smaller file via a second memmap view
+        src = np.load(path, mmap_mode="r")
+        tmp = str(path) + ".tmp.npy"
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(pos, 2))
+        step = 1 << 22
+        for a in range(0, pos, step):
+            out[a:a + step] = src[a:a + step]
+        out.flush()
+        del out, src
+        os.replace(tmp, path)
+    return pos

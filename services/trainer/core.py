@@ -1,0 +1,93 @@
+"""Pure training logic: model, optimizer, one step per FeatureBatch (no sockets, no Redis).
+
+The same object runs inside the trainer service, in the in-process baseline of
+``bench/pipeline.py`` and in unit tests, so "disaggregated vs in-process" compares equal work.
+"""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from shared.config import TrainerConfig
+from shared.envs import torch_threads
+from shared.protocol import FeatureBatch
+from services.trainer.models import GNN, Blocks
+
+__all__ = ["TrainerCore", "pick_device"]
+
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise RuntimeError("--device cuda was requested but no CUDA device is available")
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+class TrainerCore:
+    """Owns the model and optimizer; turns FeatureBatches into steps and eval counts.
+
+    Args:
+        cfg: trainer section of the job config.
+        in_dim: input feature width.  num_classes: output width.  num_layers: = number of hops.
+    """
+
+    def __init__(self, cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int = 0,
+                 device: torch.device | None = None):
+        torch.manual_seed(seed)
+        torch.set_num_threads(torch_threads())
+        self.cfg = cfg
+        self.device = device or pick_device(cfg.device)
+        self.model = GNN(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout).to(self.device)
+        self.module: torch.nn.Module = self.model          # replaced by a DDP wrapper when distributed
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+    def to_device(self, fb: FeatureBatch) -> tuple[torch.Tensor, Blocks, torch.Tensor]:
+        dev = self.device
+        x = torch.from_numpy(fb.features).to(dev, torch.float32, non_blocking=True)
+        blocks = Blocks(hop_nodes=fb.hop_nodes.tolist(), hop_edges=fb.hop_edges.tolist(),
+                        edge_src=torch.from_numpy(fb.edge_src).to(dev).long(),
+                        edge_dst=torch.from_numpy(fb.edge_dst).to(dev).long(),
+                        degrees=torch.from_numpy(fb.degrees).to(dev, torch.float32))
+        y = torch.from_numpy(fb.labels).to(dev)
+        return x, blocks, y
+
+    def train_step(self, fb: FeatureBatch) -> dict:
+        """Forward, backward and optimizer step on one batch; returns loss and accuracy counts."""
+        x, blocks, y = self.to_device(fb)
+        self.module.train()
+        t0 = time.perf_counter()
+        for _ in range(max(1, self.cfg.work_factor)):
+            self.opt.zero_grad(set_to_none=True)
+            logits = self.module(x, blocks)
+            mask = y >= 0
+            loss = F.cross_entropy(logits[mask], y[mask]) if bool(mask.any()) else logits.sum() * 0.0
+            loss.backward()
+            self.opt.step()
+        correct = int((logits.argmax(1)[mask] == y[mask]).sum())
+        return {"loss": float(loss.detach()), "correct": correct, "count": int(mask.sum()),
+                "compute_seconds": time.perf_counter() - t0}
+
+    @torch.no_grad()
+    def eval_step(self, fb: FeatureBatch) -> dict:
+        x, blocks, y = self.to_device(fb)
+        self.module.eval()
+        logits = self.model(x, blocks)
+        mask = y >= 0
+        return {"correct": int((logits.argmax(1)[mask] == y[mask]).sum()), "count": int(mask.sum())}
+
+    def state(self) -> dict:
+        return {"model": self.model.state_dict(), "opt": self.opt.state_dict(),
+                "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state()[1]}
+
+    def load_state(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["opt"])
+        torch.set_rng_state(state["torch_rng"])

@@ -1,0 +1,136 @@
+"""The job configuration: one dataclass per section, documented field by field.
+
+The whole :class:`JobConfig` is written to Redis as the job spec, and every process reads it
+from there, so all roles of a job agree on it.  :meth:`JobConfig.fingerprint` hashes the fields
+that change results; it is exchanged in :class:`~shared.protocol.Hello` and stored in reports.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from shared.errors import ConfigError
+
+__all__ = ["SamplerConfig", "LoaderConfig", "TrainerConfig", "CoordConfig", "JobConfig", "parse_size"]
+
+
+def parse_size(text: str | int | None) -> int | None:
+    """Parse ``"512M"``, ``"4GiB"``, ``"1.5G"`` or a plain byte count."""
+    if text is None or isinstance(text, int):
+        return text
+    s = str(text).strip().upper().replace("IB", "").replace("B", "")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        if s and s[-1] in mult:
+            return int(float(s[:-1]) * mult[s[-1]])
+        return int(float(s))
+    except ValueError:
+        raise ConfigError(f"cannot parse size {text!r} (expected e.g. 512M, 4G, 1048576)") from None
+
+
+@dataclass
+class SamplerConfig:
+    fanouts: tuple[int, ...] = (10, 10)
+    """Neighbours sampled per hop, the seeds' own hop first (PyG ``num_neighbors`` order)."""
+    eval_fanouts: tuple[int, ...] = (-1, -1)
+    """Fanouts for val/test batches; -1 = all neighbours (exact inference on small graphs)."""
+    batch_size: int = 256
+    """Seeds per training batch."""
+    eval_batch_size: int = 1024
+    eval_max_nodes: int = 20_000
+    """At most this many val and test vertices are evaluated per epoch (a fixed random subset)."""
+    send_hwm: int = 8
+    """ZeroMQ high-water mark of outgoing batches: a full pipe blocks the sampler (back-pressure)."""
+
+    def __post_init__(self):
+        self.fanouts = tuple(int(f) for f in self.fanouts)
+        self.eval_fanouts = tuple(int(f) for f in self.eval_fanouts)
+        if not self.fanouts or any(f == 0 or f < -1 for f in self.fanouts):
+            raise ConfigError(f"fanouts must be positive ints or -1 (got {self.fanouts})")
+        if len(self.eval_fanouts) != len(self.fanouts):
+            raise ConfigError(f"eval_fanouts {self.eval_fanouts} must have as many hops as fanouts {self.fanouts}")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1 (got {self.batch_size})")
+
+
+@dataclass
+class LoaderConfig:
+    send_hwm: int = 4
+    """High-water mark towards each trainer."""
+    recv_hwm: int = 8
+
+
+@dataclass
+class TrainerConfig:
+    model: Literal["sage", "gcn"] = "sage"
+    hidden: int = 64
+    dropout: float = 0.5
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    epochs: int = 10
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    recv_hwm: int = 8
+    checkpoint_every: int = 0
+    """Epochs between checkpoints (0 = only at the end)."""
+    work_factor: int = 1
+    """Repeat each batch's forward/backward this many times (benchmarks: make the trainer heavier)."""
+
+    def __post_init__(self):
+        if self.model not in ("sage", "gcn"):
+            raise ConfigError(f"model must be 'sage' or 'gcn' (got {self.model!r})")
+        if self.epochs < 1:
+            raise ConfigError(f"epochs must be >= 1 (got {self.epochs})")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"dropout must be in [0, 1) (got {self.dropout})")
+
+
+@dataclass
+class CoordConfig:
+    heartbeat_seconds: float = 1.0
+    heartbeat_ttl: float = 5.0
+    """A service whose heartbeat is older than this is considered dead."""
+    claim_timeout: float = 20.0
+    """Work items claimed but not acknowledged for this long are re-claimed by a live sampler."""
+    peer_timeout: float = 120.0
+    """A trainer that receives no batch for this long fails with a clear error instead of hanging."""
+
+
+@dataclass
+class JobConfig:
+    job: str = "default"
+    store: str = ""
+    """Path of the partitioned store (shared by every service)."""
+    num_samplers: int = 1
+    num_loaders: int = 1
+    num_trainers: int = 1
+    seed: int = 0
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    loader: LoaderConfig = field(default_factory=LoaderConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    coord: CoordConfig = field(default_factory=CoordConfig)
+
+    def __post_init__(self):
+        for name in ("num_samplers", "num_loaders", "num_trainers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1 (got {getattr(self, name)})")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "JobConfig":
+        d = json.loads(text)
+        try:
+            return cls(sampler=SamplerConfig(**d.pop("sampler")), loader=LoaderConfig(**d.pop("loader")),
+                       trainer=TrainerConfig(**d.pop("trainer")), coord=CoordConfig(**d.pop("coord")), **d)
+        except TypeError as e:
+            raise ConfigError(f"job spec does not match this Argosy version ({e})") from None
+
+    def fingerprint(self) -> str:
+        """Hash of the fields that change training results (not replica counts or timeouts)."""
+        d = asdict(self)
+        for k in ("job", "num_samplers", "num_loaders", "coord"):
+            d.pop(k)
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

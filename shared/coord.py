@@ -1,0 +1,273 @@
+"""All Redis access: job spec, service registry with heartbeats, work streams, metrics.
+
+This is the only module that sends Redis commands.  Work items are entries of per-partition
+Redis Streams read through one consumer group: a sampler *claims* an entry (XREADGROUP), the
+trainer *acknowledges and deletes* it after applying the batch (XACK + XDEL), and entries that
+stay claimed longer than ``claim_timeout`` (their sampler or loader died) are re-claimed by a live
+sampler (XAUTOCLAIM).  A trainer applies a batch only if ``SADD applied:{epoch}:{phase} id``
+returns 1, so a batch delivered twice is applied once.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from urllib.parse import urlparse
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from shared import keys
+from shared.config import JobConfig
+from shared.errors import CoordinationError
+
+__all__ = ["Coordinator", "redact_url"]
+
+logger = logging.getLogger(__name__)
+
+
+def redact_url(url: str) -> str:
+    """``redis://:secret@host:6379/0`` -> ``redis://***@host:6379/0`` (passwords are never logged)."""
+    u = urlparse(url)
+    if u.password or u.username:
+        return url.replace(u.netloc, "***@" + (u.hostname or "") + (f":{u.port}" if u.port else ""))
+    return url
+
+
+class Coordinator:
+    """A job's view of Redis.
+
+    Args:
+        url: ``redis://[:password@]host:port/db`` (or ``rediss://``); ``ARGOSY_REDIS_URL`` by default.
+        job: job id; every key is under ``argosy:{job}:``.
+        connect_timeout: seconds to keep retrying the first connection before failing.
+    """
+
+    def __init__(self, url: str | None, job: str, connect_timeout: float = 30.0):
+        url = url or os.environ.get("ARGOSY_REDIS_URL")
+        if not url:
+            raise CoordinationError("no Redis URL: pass --redis URL or set ARGOSY_REDIS_URL")
+        self.url = url
+        self.job = job
+        retry = Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=8)
+        self.r = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5, retry=retry,
+                                      retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+                                      health_check_interval=15, decode_responses=False)
+        self._hb_stop = threading.Event()
+        self._hb_thread: threading.Thread | None = None
+        self._wait_ready(connect_timeout)
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self.r.ping()
+                return
+            except redis.AuthenticationError as e:
+                raise CoordinationError(f"Redis at {redact_url(self.url)} refused the credentials ({e})") from None
+            except (redis.ConnectionError, redis.TimeoutError) as e:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CoordinationError(f"cannot reach Redis at {redact_url(self.url)} after {attempt} "
+                                            f"attempts ({e})") from None
+                logger.warning("Redis at %s not reachable (%s); retrying for %.0f more s",
+                               redact_url(self.url), e, left)
+                time.sleep(min(1.0, left))
+
+    # ---- job spec and state -------------------------------------------------------------------
+    def put_spec(self, cfg: JobConfig) -> None:
+        self.r.set(keys.spec(self.job), cfg.to_json())
+
+    def get_spec(self, wait: float = 0.0) -> JobConfig:
+        deadline = time.monotonic() + wait
+        while True:
+            raw = self.r.get(keys.spec(self.job))
+            if raw is not None:
+                return JobConfig.from_json(raw)
+            if time.monotonic() >= deadline:
+                raise CoordinationError(f"job {self.job!r} has no spec in Redis {redact_url(self.url)}")
+            time.sleep(0.2)
+
+    def set_state(self, state: str, result: dict | None = None) -> None:
+        pipe = self.r.pipeline()
+        pipe.set(keys.state(self.job), state)
+        if result is not None:
+            pipe.set(keys.result(self.job), json.dumps(result))
+        pipe.execute()
+
+    def get_state(self) -> str | None:
+        raw = self.r.get(keys.state(self.job))
+        return raw.decode() if raw else None
+
+    def get_result(self) -> dict | None:
+        raw = self.r.get(keys.result(self.job))
+        return json.loads(raw) if raw else None
+
+    # ---- registry -----------------------------------------------------------------------------
+    def register(self, role: str, service_id: str, info: dict, interval: float = 1.0, ttl: float = 5.0) -> None:
+        """Register this process and keep its key alive from a heartbeat thread."""
+        key = keys.service(self.job, role, service_id)
+        info = {**info, "role": role, "id": service_id, "host": socket.gethostname(), "pid": os.getpid(),
+                "started": time.time()}
+        self.r.sadd(keys.members(self.job, role), service_id)
+        ttl_ms = int(ttl * 1000)
+
+        def beat():
+            while not self._hb_stop.is_set():
+                try:
+                    pipe = self.r.pipeline()
+                    pipe.hset(key, mapping={k: json.dumps(v) for k, v in info.items()} | {"heartbeat": json.dumps(time.time())})
+                    pipe.pexpire(key, ttl_ms)
+                    pipe.execute()
+                except redis.RedisError as e:
+                    logger.warning("heartbeat to Redis failed (%s); will retry", e)
+                self._hb_stop.wait(interval)
+
+        beat_once = threading.Thread(target=beat, name=f"heartbeat-{role}", daemon=True)
+        self._hb_thread = beat_once
+        beat_once.start()
+
+    def update_info(self, role: str, service_id: str, **fields) -> None:
+        self.r.hset(keys.service(self.job, role, service_id), mapping={k: json.dumps(v) for k, v in fields.items()})
+
+    def deregister(self, role: str, service_id: str) -> None:
+        self._hb_stop.set()
+        try:
+            self.r.delete(keys.service(self.job, role, service_id))
+        except redis.RedisError:
+            pass
+
+    def services(self, role: str, include_dead: bool = False) -> list[dict]:
+        """Services of ``role``: live ones (heartbeat key present), plus dead ones if asked (``alive`` False)."""
+        ids = sorted(i.decode() for i in self.r.smembers(keys.members(self.job, role)))
+        pipe = self.r.pipeline()
+        for i in ids:
+            pipe.hgetall(keys.service(self.job, role, i))
+        out = []
+        for i, h in zip(ids, pipe.execute()):
+            if h:
+                d = {k.decode(): json.loads(v) for k, v in h.items()}
+                d["alive"] = True
+                out.append(d)
+            elif include_dead:
+                out.append({"role": role, "id": i, "alive": False})
+        return out
+
+    # ---- work streams -------------------------------------------------------------------------
+    def ensure_groups(self, num_parts: int) -> None:
+        for p in range(num_parts):
+            try:
+                self.r.xgroup_create(keys.work_stream(self.job, p), keys.WORK_GROUP, id="0", mkstream=True)
+            except redis.ResponseError as e:
+                if "BUSYGROUP" not in str(e):
+                    raise
+
+    def publish_work(self, items: list[tuple[int, dict]]) -> None:
+        """Append work items ``(part, fields)`` to the partitions' streams in one round trip."""
+        pipe = self.r.pipeline(transaction=False)
+        for part, fields in items:
+            pipe.xadd(keys.work_stream(self.job, part), {"d": json.dumps(fields)})
+        pipe.execute()
+
+    def claim(self, parts: list[int], consumer: str, count: int = 1, block_ms: int = 500) -> list[tuple[str, str, dict]]:
+        """Claim up to ``count`` new work items from the given partitions' streams."""
+        if not parts:
+            time.sleep(block_ms / 1000)
+            return []
+        streams = {keys.work_stream(self.job, p): ">" for p in parts}
+        reply = self.r.xreadgroup(keys.WORK_GROUP, consumer, streams, count=count, block=block_ms)
+        return self._unpack(reply)
+
+    def reclaim(self, parts: list[int], consumer: str, min_idle_ms: int, count: int = 4) -> list[tuple[str, str, dict]]:
+        """Take over items claimed by others and not acknowledged for ``min_idle_ms``."""
+        out = []
+        for p in parts:
+            stream = keys.work_stream(self.job, p)
+            res = self.r.xautoclaim(stream, keys.WORK_GROUP, consumer, min_idle_time=min_idle_ms, start_id="0-0", count=count)
+            entries = res[1] if len(res) > 1 else []
+            out += self._unpack([[stream.encode(), entries]])
+        return out
+
+    @staticmethod
+    def _unpack(reply) -> list[tuple[str, str, dict]]:
+        out = []
+        for stream, entries in reply or []:
+            for entry_id, fields in entries:
+                if fields is None:       # deleted while pending
+                    continue
+                s = stream.decode() if isinstance(stream, bytes) else stream
+                out.append((s, entry_id.decode(), json.loads(fields[b"d"])))
+        return out
+
+    def ack(self, stream: str, entry_id: str) -> None:
+        pipe = self.r.pipeline()
+        pipe.xack(stream, keys.WORK_GROUP, entry_id)
+        pipe.xdel(stream, entry_id)
+        pipe.execute()
+
+    def pending(self, num_parts: int) -> int:
+        """Work items claimed but not acknowledged, over all partitions."""
+        pipe = self.r.pipeline()
+        for p in range(num_parts):
+            pipe.xpending(keys.work_stream(self.job, p), keys.WORK_GROUP)
+        return sum(int(x["pending"]) for x in pipe.execute())
+
+    def backlog(self, num_parts: int) -> int:
+        """Work items still in the streams (claimed or not)."""
+        pipe = self.r.pipeline()
+        for p in range(num_parts):
+            pipe.xlen(keys.work_stream(self.job, p))
+        return sum(pipe.execute())
+
+    def mark_applied(self, epoch: int, phase: str, batch_id: int) -> bool:
+        """True the first time a batch id is applied in an epoch/phase, False for a duplicate."""
+        return bool(self.r.sadd(keys.applied(self.job, epoch, phase), batch_id))
+
+    def applied_count(self, epoch: int, phase: str) -> int:
+        return int(self.r.scard(keys.applied(self.job, epoch, phase)))
+
+    def set_phase(self, **fields) -> None:
+        self.r.set(keys.phase(self.job), json.dumps(fields))
+
+    def get_phase(self) -> dict:
+        raw = self.r.get(keys.phase(self.job))
+        return json.loads(raw) if raw else {}
+
+    # ---- metrics ------------------------------------------------------------------------------
+    def incr(self, **counters: float) -> None:
+        pipe = self.r.pipeline(transaction=False)
+        for k, v in counters.items():
+            pipe.hincrbyfloat(keys.metrics(self.job), k, v)
+        pipe.execute()
+
+    def metrics(self) -> dict[str, float]:
+        return {k.decode(): float(v) for k, v in self.r.hgetall(keys.metrics(self.job)).items()}
+
+    def append_epoch(self, record: dict) -> None:
+        self.r.rpush(keys.epoch_metrics(self.job), json.dumps(record))
+
+    def epochs(self) -> list[dict]:
+        return [json.loads(x) for x in self.r.lrange(keys.epoch_metrics(self.job), 0, -1)]
+
+    def append_timeline(self, record: dict) -> None:
+        self.r.rpush(keys.timeline(self.job), json.dumps(record))
+
+    def timeline(self) -> list[dict]:
+        return [json.loads(x) for x in self.r.lrange(keys.timeline(self.job), 0, -1)]
+
+    def delete_job(self) -> int:
+        """Delete every key of the job; returns how many."""
+        n = 0
+        for key in self.r.scan_iter(match=keys.prefix(self.job) + "*", count=1000):
+            n += self.r.delete(key)
+        return n
+
+    def close(self) -> None:
+        self._hb_stop.set()
+        self.r.close()

@@ -1,0 +1,27 @@
+"""Every ``ARGOSY_*`` environment variable, declared once with its default and meaning."""
+from __future__ import annotations
+
+import os
+
+__all__ = ["REDIS_URL", "TORCH_THREADS", "LOG_LEVEL", "ADVERTISE_HOST", "BIND_HOST", "torch_threads"]
+
+REDIS_URL = "ARGOSY_REDIS_URL"
+"""Redis URL used when ``--redis`` is not given (``redis://[:password@]host:port/db``)."""
+TORCH_THREADS = "ARGOSY_TORCH_THREADS"
+"""Intra-op threads per trainer process (default 1: one process per core; oversubscribed
+OpenMP pools were measured 10-100x slower on shared cores)."""
+LOG_LEVEL = "ARGOSY_LOG_LEVEL"
+"""Python logging level of services (default INFO)."""
+ADVERTISE_HOST = "ARGOSY_ADVERTISE_HOST"
+"""Host name peers use to reach this service's ZeroMQ endpoint (default 127.0.0.1; a pod IP or
+DNS name under compose/Kubernetes)."""
+BIND_HOST = "ARGOSY_BIND_HOST"
+"""Interface a service binds its ZeroMQ socket to (default 127.0.0.1; 0.0.0.0 in containers)."""
+
+
+def torch_threads() -> int:
+    return max(1, int(os.environ.get(TORCH_THREADS, "1")))
+
+
+def get(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(name, default)

@@ -1,0 +1,47 @@
+"""Every exception Argosy raises on purpose, in one place.
+
+Messages say what was expected and what was received, e.g. ``"(got 7)"``.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "ArgosyError", "GraphFormatError", "StoreFormatError", "ProtocolError",
+    "CoordinationError", "PeerDeadError", "RequestFailedError", "ConfigError",
+    "MemoryBudgetError",
+]
+
+
+class ArgosyError(Exception):
+    """Base class of all Argosy errors."""
+
+
+class ConfigError(ArgosyError, ValueError):
+    """A configuration value (flag, env var, job spec) is invalid."""
+
+
+class GraphFormatError(ArgosyError, ValueError):
+    """An input graph file is malformed (bad ids, wrong dtypes, mismatched lengths, ...)."""
+
+
+class StoreFormatError(ArgosyError):
+    """A partitioned store on disk is missing, corrupt, or of an unknown format version."""
+
+
+class ProtocolError(ArgosyError):
+    """A wire message could not be decoded: wrong version, unknown kind, bad frames, too big."""
+
+
+class CoordinationError(ArgosyError):
+    """Redis could not be reached or holds an unexpected state."""
+
+
+class PeerDeadError(ArgosyError):
+    """A peer this process depends on stopped answering (unrecoverable for this process)."""
+
+
+class RequestFailedError(ArgosyError):
+    """A peer answered a request with an error (recoverable: retry or skip)."""
+
+
+class MemoryBudgetError(ArgosyError):
+    """A job cannot run within the memory budget it was given."""

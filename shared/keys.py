@@ -1,0 +1,75 @@
+"""Every Redis key and stream name, as a function of the job.  Nothing else spells a key.
+
+All keys live under ``argosy:{job}:`` so one Redis can host several jobs and ``down`` can
+delete a job by prefix.
+"""
+from __future__ import annotations
+
+__all__ = ["prefix", "spec", "state", "result", "service", "members", "work_stream", "WORK_GROUP",
+           "applied", "metrics", "epoch_metrics", "phase", "barrier", "timeline"]
+
+WORK_GROUP = "samplers"
+"""Consumer group every sampler reads work streams through."""
+
+
+def prefix(job: str) -> str:
+    return f"argosy:{job}:"
+
+
+def spec(job: str) -> str:
+    """JSON job spec (config of every role)."""
+    return f"argosy:{job}:spec"
+
+
+def state(job: str) -> str:
+    """``starting`` | ``running`` | ``done`` | ``failed``."""
+    return f"argosy:{job}:state"
+
+
+def result(job: str) -> str:
+    """Final result JSON written by trainer rank 0."""
+    return f"argosy:{job}:result"
+
+
+def service(job: str, role: str, service_id: str) -> str:
+    """Hash describing a live service; expires unless heartbeats refresh it."""
+    return f"argosy:{job}:svc:{role}:{service_id}"
+
+
+def members(job: str, role: str) -> str:
+    """Set of service ids that ever registered for ``role`` (liveness = the service key exists)."""
+    return f"argosy:{job}:members:{role}"
+
+
+def work_stream(job: str, part: int) -> str:
+    """Stream of work items (seed batches) for one partition."""
+    return f"argosy:{job}:work:{part}"
+
+
+def applied(job: str, epoch: int, phase: str) -> str:
+    """Set of batch ids already applied by a trainer in this epoch/phase (idempotency)."""
+    return f"argosy:{job}:applied:{epoch}:{phase}"
+
+
+def metrics(job: str) -> str:
+    """Hash of job-wide counters (batches, seeds, edges, bytes, seconds)."""
+    return f"argosy:{job}:metrics"
+
+
+def epoch_metrics(job: str) -> str:
+    """List of per-epoch JSON records appended by trainer rank 0."""
+    return f"argosy:{job}:epochs"
+
+
+def phase(job: str) -> str:
+    """JSON of the phase being worked on: epoch, phase, planned batches."""
+    return f"argosy:{job}:phase"
+
+
+def barrier(job: str, name: str) -> str:
+    return f"argosy:{job}:barrier:{name}"
+
+
+def timeline(job: str) -> str:
+    """List of JSON throughput samples (per service, over time) for the report."""
+    return f"argosy:{job}:timeline"

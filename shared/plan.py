@@ -1,0 +1,85 @@
+"""The epoch plan: which seeds form which batch, derived identically by driver and samplers.
+
+A work item never carries seed ids.  It says ``(epoch, phase, part, offset, count)`` and every
+sampler recomputes the same seeds as ``split_order(store, part, phase, seed, epoch)[offset:offset+count]``
+(a seeded permutation of the part's split vertices), so work items stay tiny whatever the graph
+size, and a re-claimed item yields exactly the same batch.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from shared.store import PartitionStore
+
+__all__ = ["WorkItem", "split_order", "plan_phase", "PHASES"]
+
+PHASES = ("train", "val", "test")
+
+
+@dataclass
+class WorkItem:
+    """One batch to sample: ``count`` seeds starting at ``offset`` in the part's split order."""
+
+    epoch: int
+    phase: str
+    batch_id: int
+    part: int
+    offset: int
+    count: int
+    trainer_rank: int
+
+    def to_fields(self) -> dict:
+        return asdict(self)
+
+
+def _mix(*xs: int) -> int:
+    h = 0x9E3779B97F4A7C15
+    for x in xs:
+        h = ((h ^ (x & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 31
+    return h
+
+
+def split_order(store: PartitionStore, part: int, phase: str, seed: int, epoch: int) -> np.ndarray:
+    """Global ids of ``part``'s ``phase`` vertices in batch order (reshuffled each epoch for train;
+    a fixed order for val/test so each epoch evaluates the same subset)."""
+    pd = store.part(part)
+    mask = getattr(pd, f"{phase}_mask")
+    if mask is None:
+        return np.empty(0, np.int64)
+    ids = np.asarray(pd.nodes)[np.asarray(mask)]
+    rng = np.random.default_rng(_mix(seed, PHASES.index(phase), part, epoch if phase == "train" else 0))
+    return ids[rng.permutation(ids.shape[0])]
+
+
+def _counts(store: PartitionStore, phase: str) -> np.ndarray:
+    out = np.zeros(store.num_parts, np.int64)
+    for p in range(store.num_parts):
+        mask = getattr(store.part(p), f"{phase}_mask")
+        out[p] = 0 if mask is None else int(np.count_nonzero(mask))
+    return out
+
+
+def plan_phase(store: PartitionStore, phase: str, epoch: int, batch_size: int, num_trainers: int,
+               max_nodes: int | None = None, first_batch_id: int = 0) -> list[WorkItem]:
+    """Split a phase's seeds into batches, grouped by part, dealt round-robin to trainer ranks.
+
+    For ``val``/``test`` at most ``max_nodes`` seeds are taken, spread over parts in proportion
+    to their size.  Batch ids are unique within the job (``first_batch_id`` onwards).
+    """
+    counts = _counts(store, phase)
+    if max_nodes is not None and counts.sum() > max_nodes:
+        counts = np.floor(counts * (max_nodes / counts.sum())).astype(np.int64)
+    items: list[WorkItem] = []
+    bid = first_batch_id
+    for p in range(store.num_parts):
+        for off in range(0, int(counts[p]), batch_size):
+            items.append(WorkItem(epoch, phase, bid, p, off, int(min(batch_size, counts[p] - off)), 0))
+            bid += 1
+    order = np.random.default_rng(_mix(epoch, PHASES.index(phase))).permutation(len(items))
+    items = [items[i] for i in order]
+    for i, it in enumerate(items):
+        it.trainer_rank = i % num_trainers
+    return items

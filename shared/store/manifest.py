@@ -1,0 +1,91 @@
+"""The store format: a versioned JSON manifest plus memory-mappable ``.npy`` arrays.
+
+Layout of a store directory (all paths in the manifest are relative to its root)::
+
+    STORE/
+    ├── manifest.json          # this schema; format_version first
+    ├── assignment.npy         # int32[n]   part of every vertex (global id -> part)
+    ├── local_index.npy        # int32|int64[n]  row of every vertex inside its part
+    └── part-00000/
+        ├── nodes.npy          # int64[n_p]  global ids owned by the part, ascending
+        ├── indptr.npy         # int64[n_p + 1]  CSR over owned vertices
+        ├── indices.npy        # int32|int64[e_p]  neighbours, GLOBAL ids, ascending per row
+        ├── features.npy       # float32|float16[n_p, F]   (if the graph has features)
+        ├── labels.npy         # int64[n_p]  -1 = unlabelled (if the graph has labels)
+        └── {train,val,test}_mask.npy   # bool[n_p]
+
+Arrays are plain ``.npy`` (never pickles) so any process can ``np.load(mmap_mode="r")`` them.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from shared.errors import StoreFormatError
+
+__all__ = ["FORMAT_VERSION", "Manifest", "PartEntry", "MANIFEST_NAME"]
+
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass
+class PartEntry:
+    """One partition's sizes and array files."""
+
+    part: int
+    num_nodes: int
+    """Vertices owned by the part."""
+    num_edges: int
+    """Directed adjacency entries stored for those vertices (each undirected edge counts once per endpoint)."""
+    num_train: int = 0
+    cut_edges: int = 0
+    """Adjacency entries that point to a vertex owned by another part."""
+    path: str = ""
+
+
+@dataclass
+class Manifest:
+    """Everything a reader needs to interpret a store, written as ``manifest.json``."""
+
+    num_nodes: int
+    num_edges: int
+    """Undirected edges."""
+    num_parts: int
+    index_dtype: str
+    feature_dim: int = 0
+    feature_dtype: str = ""
+    num_classes: int = 0
+    splits: dict = field(default_factory=dict)
+    """Vertices per split: ``{"train": 140, "val": 500, "test": 1000}``."""
+    partition: dict = field(default_factory=dict)
+    """method, order, seed, seconds, edge_cut, edge_cut_fraction, balance, part_sizes."""
+    parts: list[PartEntry] = field(default_factory=list)
+    name: str = "graph"
+    format_version: int = FORMAT_VERSION
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d = {"format_version": d.pop("format_version"), **d}
+        return json.dumps(d, indent=1)
+
+    @classmethod
+    def load(cls, root: str | Path) -> "Manifest":
+        path = Path(root) / MANIFEST_NAME
+        if not path.exists():
+            raise StoreFormatError(f"{root}: not an Argosy store (no {MANIFEST_NAME})")
+        try:
+            d = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise StoreFormatError(f"{path}: corrupt manifest ({e})") from None
+        version = d.get("format_version")
+        if version != FORMAT_VERSION:
+            raise StoreFormatError(
+                f"{path}: store format version {version!r} is not supported by this Argosy "
+                f"(reads version {FORMAT_VERSION}); re-partition the graph with this version")
+        try:
+            parts = [PartEntry(**p) for p in d.pop("parts")]
+            return cls(parts=parts, **d)
+        except (TypeError, KeyError) as e:
+            raise StoreFormatError(f"{path}: manifest fields do not match format {FORMAT_VERSION} ({e})") from None

@@ -1,0 +1,154 @@
+"""Open a partitioned store: memory-mapped CSR, features and labels per part.
+
+Example:
+    >>> store = PartitionStore("STORE")            # doctest: +SKIP
+    >>> part = store.part(0); part.indptr.shape    # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from shared.errors import StoreFormatError
+from shared.store.manifest import Manifest
+
+__all__ = ["PartitionStore", "PartData"]
+
+
+@dataclass
+class PartData:
+    """One part's arrays, memory-mapped read-only.
+
+    Shapes:
+        nodes: int64[n_p] global ids; indptr: int64[n_p + 1]; indices: int[e_p] global ids;
+        features: float[n_p, F] | None; labels: int64[n_p] | None; masks: bool[n_p] | None.
+    """
+
+    part: int
+    nodes: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    features: np.ndarray | None
+    labels: np.ndarray | None
+    train_mask: np.ndarray | None
+    val_mask: np.ndarray | None
+    test_mask: np.ndarray | None
+
+
+class PartitionStore:
+    """Read access to a store directory written by :func:`shared.store.write_store`."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.manifest = Manifest.load(self.root)
+        self._parts: dict[int, PartData] = {}
+
+    def __repr__(self) -> str:
+        m = self.manifest
+        return f"PartitionStore({str(self.root)!r}, n={m.num_nodes}, m={m.num_edges}, parts={m.num_parts})"
+
+    def _load(self, rel: str, required: bool = True) -> np.ndarray | None:
+        path = self.root / rel
+        if not path.exists():
+            if required:
+                raise StoreFormatError(f"{self.root}: missing array {rel}")
+            return None
+        try:
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError) as e:
+            raise StoreFormatError(f"{path}: unreadable array ({e})") from None
+
+    @property
+    def num_parts(self) -> int:
+        return self.manifest.num_parts
+
+    @cached_property
+    def assignment(self) -> np.ndarray:
+        """int32[n]: the part owning each global vertex id."""
+        return self._load("assignment.npy")
+
+    @cached_property
+    def local_index(self) -> np.ndarray:
+        """int[n]: row of each global vertex inside its part's arrays."""
+        return self._load("local_index.npy")
+
+    def part(self, p: int) -> PartData:
+        """The arrays of part ``p`` (memory-mapped, cached)."""
+        if not 0 <= p < self.num_parts:
+            raise StoreFormatError(f"part {p} is out of range [0, {self.num_parts})")
+        if p not in self._parts:
+            d = self.manifest.parts[p].path
+            self._parts[p] = PartData(
+                part=p, nodes=self._load(f"{d}/nodes.npy"), indptr=self._load(f"{d}/indptr.npy"),
+                indices=self._load(f"{d}/indices.npy"),
+                features=self._load(f"{d}/features.npy", required=False),
+                labels=self._load(f"{d}/labels.npy", required=False),
+                train_mask=self._load(f"{d}/train_mask.npy", required=False),
+                val_mask=self._load(f"{d}/val_mask.npy", required=False),
+                test_mask=self._load(f"{d}/test_mask.npy", required=False))
+        return self._parts[p]
+
+    def split_nodes(self, split: str, parts: list[int] | None = None) -> np.ndarray:
+        """Global ids of the ``split`` (train/val/test) vertices of ``parts`` (default: all), ascending."""
+        out = []
+        for p in (range(self.num_parts) if parts is None else parts):
+            pd = self.part(p)
+            mask = getattr(pd, f"{split}_mask")
+            if mask is not None:
+                out.append(np.asarray(pd.nodes)[np.asarray(mask)])
+        return np.sort(np.concatenate(out)) if out else np.empty(0, np.int64)
+
+    def verify(self) -> None:
+        """Check every invariant readers rely on; raise :class:`StoreFormatError` naming the first broken one."""
+        m = self.manifest
+        n = m.num_nodes
+        assign = self.assignment
+        if assign.shape != (n,) or self.local_index.shape != (n,):
+            raise StoreFormatError(f"{self.root}: assignment/local_index must have shape ({n},)")
+        if n and (assign.min() < 0 or assign.max() >= m.num_parts):
+            raise StoreFormatError(f"{self.root}: assignment values outside [0, {m.num_parts})")
+        total_nodes = total_entries = 0
+        for entry in m.parts:
+            pd = self.part(entry.part)
+            k = pd.nodes.shape[0]
+            if k != entry.num_nodes or pd.indptr.shape != (k + 1,):
+                raise StoreFormatError(f"{self.root}: part {entry.part}: {k} nodes but manifest says {entry.num_nodes}")
+            if pd.indptr[0] != 0 or np.any(np.diff(pd.indptr) < 0) or pd.indptr[-1] != pd.indices.shape[0]:
+                raise StoreFormatError(f"{self.root}: part {entry.part}: indptr is not a valid CSR offset array")
+            if pd.indices.shape[0] != entry.num_edges:
+                raise StoreFormatError(f"{self.root}: part {entry.part}: {pd.indices.shape[0]} edges, manifest says {entry.num_edges}")
+            if pd.indices.size and (pd.indices.min() < 0 or pd.indices.max() >= n):
+                raise StoreFormatError(f"{self.root}: part {entry.part}: neighbour ids outside [0, {n})")
+            if k and np.any(assign[pd.nodes] != entry.part):
+                raise StoreFormatError(f"{self.root}: part {entry.part}: owns vertices assigned elsewhere")
+            for name in ("features", "labels", "train_mask", "val_mask", "test_mask"):
+                arr = getattr(pd, name)
+                if arr is not None and arr.shape[0] != k:
+                    raise StoreFormatError(f"{self.root}: part {entry.part}: {name} has {arr.shape[0]} rows for {k} nodes")
+            total_nodes += k
+            total_entries += pd.indices.shape[0]
+        if total_nodes != n:
+            raise StoreFormatError(f"{self.root}: parts own {total_nodes} vertices, manifest says {n}")
+        if total_entries != 2 * m.num_edges:
+            raise StoreFormatError(f"{self.root}: {total_entries} adjacency entries for {m.num_edges} undirected edges")
+
+    def global_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """Stitch the parts into one global CSR (for small graphs, tests and full-graph baselines)."""
+        n = self.manifest.num_nodes
+        deg = np.zeros(n, np.int64)
+        for p in range(self.num_parts):
+            pd = self.part(p)
+            deg[pd.nodes] = np.diff(pd.indptr)
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(deg, out=indptr[1:])
+        indices = np.empty(indptr[-1], np.dtype(self.manifest.index_dtype))
+        for p in range(self.num_parts):
+            pd = self.part(p)
+            starts = indptr[pd.nodes]
+            lens = np.diff(pd.indptr)
+            pos = np.repeat(starts - pd.indptr[:-1], lens) + np.arange(pd.indices.shape[0])
+            indices[pos] = pd.indices
+        return indptr, indices

@@ -1,0 +1,212 @@
+"""Write a partitioned store atomically and in bounded memory.
+
+Edges are streamed once and bucketed by the part of their source vertex into per-part spill
+files on disk; then each part's CSR is built from its bucket alone, so peak memory is
+O(n + largest part's edges), not O(m).  Everything is written into ``<out>.tmp-<pid>``, verified
+(edge counts, monotone ``indptr``, ids in range) and only then renamed to ``<out>``: a crash never
+leaves a half-written store behind under the final name.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from shared.errors import GraphFormatError, StoreFormatError
+from shared.graphio import Graph, index_dtype
+from shared.store.manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, PartEntry
+
+__all__ = ["write_store", "write_store_from_edges", "graph_edge_chunks", "partition_stats"]
+
+logger = logging.getLogger(__name__)
+
+NODE_ARRAYS = ("features", "labels", "train_mask", "val_mask", "test_mask")
+
+
+def graph_edge_chunks(g: Graph, chunk_edges: int = 1 << 22) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield the directed adjacency entries of a CSR graph as ``(src, dst)`` chunks."""
+    n = g.num_nodes
+    row = 0
+    while row < n:
+        end = int(np.searchsorted(g.indptr, g.indptr[row] + chunk_edges, side="right")) - 1
+        end = max(end, row + 1)
+        end = min(end, n)
+        lo, hi = int(g.indptr[row]), int(g.indptr[end])
+        src = np.repeat(np.arange(row, end, dtype=np.int64), np.diff(g.indptr[row:end + 1]))
+        yield src, np.asarray(g.indices[lo:hi], dtype=np.int64)
+        row = end
+
+
+def partition_stats(assignment: np.ndarray, num_parts: int, cut_entries: int, num_edges: int) -> dict:
+    """Edge-cut fraction and balance of an assignment (``cut_entries`` counts directed entries)."""
+    sizes = np.bincount(assignment, minlength=num_parts)
+    return {
+        "edge_cut": int(cut_entries // 2),
+        "edge_cut_fraction": float(cut_entries / 2 / max(num_edges, 1)),
+        "balance": float(sizes.max() / max(sizes.mean(), 1e-9)),
+        "part_sizes": sizes.tolist(),
+    }
+
+
+def write_store(g: Graph, assignment: np.ndarray, out: str | os.PathLike, num_parts: int | None = None,
+                partition_info: dict | None = None, feature_dtype: str = "float32",
+                overwrite: bool = False, chunk_edges: int = 1 << 22) -> Manifest:
+    """Write an in-memory graph + vertex->part assignment as a store at ``out``.
+
+    Args:
+        g: the graph (symmetric CSR) and its node data.
+        assignment: int[n] part of every vertex, in ``[0, num_parts)``.
+        partition_info: method/order/seconds etc., recorded in the manifest.
+        feature_dtype: ``float32`` or ``float16`` (halves feature bytes on disk and on the wire).
+    Returns:
+        The manifest written.
+    """
+    node_data = {k: getattr(g, k) for k in NODE_ARRAYS if getattr(g, k) is not None}
+    return write_store_from_edges(graph_edge_chunks(g, chunk_edges), g.num_nodes, assignment, out,
+                                  num_parts=num_parts, node_data=node_data, partition_info=partition_info,
+                                  feature_dtype=feature_dtype, overwrite=overwrite, name=g.name)
+
+
+def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]], num_nodes: int,
+                           assignment: np.ndarray, out: str | os.PathLike, num_parts: int | None = None,
+                           node_data: dict | None = None, partition_info: dict | None = None,
+                           feature_dtype: str = "float32", overwrite: bool = False,
+                           name: str = "graph") -> Manifest:
+    """Stream directed adjacency entries into a store (see module docstring).
+
+    ``edge_chunks`` must contain both directions of every undirected edge (as a symmetric CSR
+    does); self loops and duplicates are dropped per part.
+    """
+    out = Path(out)
+    assignment = np.asarray(assignment)
+    if assignment.shape != (num_nodes,):
+        raise GraphFormatError(f"assignment must have shape ({num_nodes},) (got {assignment.shape})")
+    if num_nodes == 0:
+        raise GraphFormatError("cannot write a store for an empty graph")
+    k = int(num_parts if num_parts is not None else assignment.max() + 1)
+    if assignment.min() < 0 or assignment.max() >= k:
+        raise GraphFormatError(f"assignment values must lie in [0, {k}) (got [{assignment.min()}, {assignment.max()}])")
+    if feature_dtype not in ("float32", "float16"):
+        raise GraphFormatError(f"feature_dtype must be float32 or float16 (got {feature_dtype!r})")
+    if out.exists() and not overwrite:
+        raise StoreFormatError(f"{out} already exists (pass overwrite=True / --overwrite to replace it)")
+    node_data = dict(node_data or {})
+    for key, arr in node_data.items():
+        if arr.shape[0] != num_nodes:
+            raise GraphFormatError(f"node array {key!r} has {arr.shape[0]} rows for {num_nodes} nodes")
+
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        manifest = _write(tmp, edge_chunks, num_nodes, assignment.astype(np.int32), k, node_data,
+                          partition_info or {}, feature_dtype, name)
+        _verify(tmp, manifest)
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{os.getpid()}"
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    logger.info("wrote store %s: %d nodes, %d edges, %d parts", out, manifest.num_nodes, manifest.num_edges, k)
+    return manifest
+
+
+def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, node_data: dict,
+           partition_info: dict, feature_dtype: str, name: str) -> Manifest:
+    idt = index_dtype(n)
+    sizes = np.bincount(assign, minlength=k)
+    order = np.argsort(assign, kind="stable")            # owned ids per part, ascending
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    local_index = np.empty(n, idt)
+    local_index[order] = (np.arange(n) - starts[assign[order]]).astype(idt)
+    np.save(root / "assignment.npy", assign)
+    np.save(root / "local_index.npy", local_index)
+
+    # pass 1: bucket directed entries by the part of their source vertex
+    spill = root / "_spill"
+    spill.mkdir()
+    files = [open(spill / f"{p}.bin", "wb") for p in range(k)]
+    try:
+        for src, dst in edge_chunks:
+            src = np.asarray(src, np.int64)
+            dst = np.asarray(dst, np.int64)
+            if src.size == 0:
+                continue
+            lo, hi = min(src.min(), dst.min()), max(src.max(), dst.max())
+            if lo < 0 or hi >= n:
+                raise GraphFormatError(f"edge id {lo if lo < 0 else hi} is out of range [0, {n})")
+            keep = src != dst
+            src, dst = src[keep], dst[keep]
+            p_of = assign[src]
+            o = np.argsort(p_of, kind="stable")
+            bounds = np.searchsorted(p_of[o], np.arange(k + 1))
+            pairs = np.stack([src[o], dst[o]], axis=1)
+            for p in np.flatnonzero(np.diff(bounds)):
+                files[p].write(pairs[bounds[p]:bounds[p + 1]].tobytes())
+    finally:
+        for f in files:
+            f.close()
+
+    # pass 2: build each part's CSR from its bucket
+    parts, total_entries, total_cut = [], 0, 0
+    feats = node_data.get("features")
+    num_train = 0
+    for p in range(k):
+        pdir = root / f"part-{p:05d}"
+        pdir.mkdir()
+        nodes = order[starts[p]:starts[p + 1]].astype(np.int64)
+        pairs = np.fromfile(spill / f"{p}.bin", dtype=np.int64).reshape(-1, 2)
+        (spill / f"{p}.bin").unlink()
+        rows = local_index[pairs[:, 0]].astype(np.int64)
+        key = np.unique(rows * n + pairs[:, 1])              # sort by (row, neighbour) and dedup
+        del pairs
+        rows = key // n
+        nbrs = (key - rows * n).astype(idt)
+        indptr = np.zeros(len(nodes) + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=len(nodes)), out=indptr[1:])
+        cut = int(np.count_nonzero(assign[nbrs] != p))
+        np.save(pdir / "nodes.npy", nodes)
+        np.save(pdir / "indptr.npy", indptr)
+        np.save(pdir / "indices.npy", nbrs)
+        if feats is not None:
+            np.save(pdir / "features.npy", np.asarray(feats[nodes], dtype=feature_dtype))
+        for key_name in ("labels", "train_mask", "val_mask", "test_mask"):
+            if key_name in node_data:
+                np.save(pdir / f"{key_name}.npy", np.asarray(node_data[key_name])[nodes])
+        p_train = int(np.asarray(node_data["train_mask"])[nodes].sum()) if "train_mask" in node_data else 0
+        num_train += p_train
+        parts.append(PartEntry(part=p, num_nodes=len(nodes), num_edges=int(nbrs.shape[0]),
+                               num_train=p_train, cut_edges=cut, path=pdir.name))
+        total_entries += int(nbrs.shape[0])
+        total_cut += cut
+    spill.rmdir()
+
+    labels = node_data.get("labels")
+    splits = {s.replace("_mask", ""): int(np.asarray(node_data[s]).sum())
+              for s in ("train_mask", "val_mask", "test_mask") if s in node_data}
+    info = dict(partition_info)
+    info.update(partition_stats(assign, k, total_cut, total_entries // 2))
+    manifest = Manifest(
+        num_nodes=n, num_edges=total_entries // 2, num_parts=k, index_dtype=str(idt),
+        feature_dim=int(feats.shape[1]) if feats is not None else 0,
+        feature_dtype=feature_dtype if feats is not None else "",
+        num_classes=int(labels.max()) + 1 if labels is not None and len(labels) else 0,
+        splits=splits, partition=info, parts=parts, name=name, format_version=FORMAT_VERSION)
+    (root / MANIFEST_NAME).write_text(manifest.to_json())
+    return manifest
+
+
+def _verify(root: Path, manifest: Manifest) -> None:
+    """Re-open what was written and check the invariants a reader relies on."""
+    from shared.store.reader import PartitionStore
+    store = PartitionStore(root)
+    store.verify()
