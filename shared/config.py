@@ -102,6 +102,8 @@ class JobConfig:
     job: str = "default"
     store: str = ""
     """Path of the partitioned store (shared by every service)."""
+    run_dir: str = ""
+    """Where trainers write checkpoints (the launcher writes the report there too)."""
     num_samplers: int = 1
     num_loaders: int = 1
     num_trainers: int = 1
@@ -131,6 +133,6 @@ class JobConfig:
     def fingerprint(self) -> str:
         """Hash of the fields that change training results (not replica counts or timeouts)."""
         d = asdict(self)
-        for k in ("job", "num_samplers", "num_loaders", "coord"):
+        for k in ("job", "run_dir", "num_samplers", "num_loaders", "coord"):
             d.pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

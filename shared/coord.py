@@ -261,6 +261,18 @@ class Coordinator:
     def timeline(self) -> list[dict]:
         return [json.loads(x) for x in self.r.lrange(keys.timeline(self.job), 0, -1)]
 
+    def publish_dist_url(self, url: str) -> None:
+        self.r.set(keys.dist(self.job), url)
+
+    def wait_dist_url(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            raw = self.r.get(keys.dist(self.job))
+            if raw:
+                return raw.decode()
+            time.sleep(0.2)
+        raise CoordinationError(f"trainer rank 0 did not publish a rendezvous address within {timeout:.0f} s")
+
     def delete_job(self) -> int:
         """Delete every key of the job; returns how many."""
         n = 0

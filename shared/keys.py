@@ -73,3 +73,8 @@ def barrier(job: str, name: str) -> str:
 def timeline(job: str) -> str:
     """List of JSON throughput samples (per service, over time) for the report."""
     return f"argosy:{job}:timeline"
+
+
+def dist(job: str) -> str:
+    """torch.distributed rendezvous URL published by trainer rank 0."""
+    return f"argosy:{job}:dist"

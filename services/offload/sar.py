@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -38,7 +39,8 @@ from .memory import current_rss_bytes, peak_rss_bytes
 from .model import (ModelSpec, dropout_mask, flat_grads, init_params, layer_forward, make_optimizer,
                     masked_loss_sum, post_activation)
 
-__all__ = ["SARConfig", "SARContext", "SARAggregate", "write_part_files", "launch_sar", "free_port"]
+__all__ = ["SARConfig", "SARContext", "SARAggregate", "SARWorker", "write_part_files", "launch_sar",
+           "launch_sar_jobs", "free_port"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class SARConfig:
     device: str = "cpu"
     task: str = "train"  # train | grads
     out_dir: str = ""
+    alpha: float = 0.0
 
 
 def free_port() -> int:
@@ -115,8 +118,11 @@ class SARContext:
         give: ``give[q]`` rows of this part that worker ``q`` needs (``int64``).
     """
 
-    def __init__(self, rank: int, world: int, z: dict, device: torch.device) -> None:
+    def __init__(self, rank: int, world: int, z: dict, device: torch.device,
+                 group: dist.ProcessGroup | None = None, peers: list[int] | None = None) -> None:
         self.rank, self.world, self.device = rank, world, device
+        self.group = group
+        self.peers = peers if peers is not None else list(range(world))
         self.n_local = int(len(z["own"]))
         self.a: dict[int, CSR] = {}
         self.at: dict[int, CSR] = {}
@@ -134,9 +140,9 @@ class SARContext:
         """Send to ``dst`` and receive from ``src`` concurrently (empty sides skipped)."""
         ops = []
         if send is not None:
-            ops.append(dist.P2POp(dist.isend, send.contiguous(), dst))
+            ops.append(dist.P2POp(dist.isend, send.contiguous(), self.peers[dst], self.group))
         if recv is not None:
-            ops.append(dist.P2POp(dist.irecv, recv, src))
+            ops.append(dist.P2POp(dist.irecv, recv, self.peers[src], self.group))
         if ops:
             for req in dist.batch_isend_irecv(ops):
                 req.wait()
@@ -187,12 +193,12 @@ class SARAggregate(torch.autograd.Function):
 class SARWorker:
     """Model state and training loop of one SAR rank."""
 
-    def __init__(self, rank: int, cfg: SARConfig) -> None:
-        self.rank, self.cfg = rank, cfg
+    def __init__(self, rank: int, cfg: SARConfig, group: dist.ProcessGroup | None = None) -> None:
+        self.rank, self.cfg, self.group = rank, cfg, group
         self.device = torch.device(cfg.device)
         with np.load(os.path.join(cfg.part_dir, f"part_{rank}.npz")) as zf:
             z = {k: zf[k] for k in zf.files}
-        self.sc = SARContext(rank, cfg.world_size, z, self.device)
+        self.sc = SARContext(rank, cfg.world_size, z, self.device, group, list(range(cfg.world_size)))
         self.x = torch.from_numpy(z["features"]).to(self.device)
         self.labels = torch.from_numpy(z["labels"]).to(self.device)
         self.masks = {k: torch.from_numpy(z[k]).to(self.device) for k in ("train_mask", "val_mask", "test_mask")}
@@ -202,7 +208,7 @@ class SARWorker:
         self.params = init_params(self.spec, cfg.seed, self.device)
         for p in self.params:  # identical replicas even if init ever became rank-dependent
             for t in p.values():
-                dist.broadcast(t.data, 0)
+                dist.broadcast(t.data, 0, group=group)
 
     def forward(self, epoch: int, training: bool) -> torch.Tensor:
         agg = lambda x: SARAggregate.apply(x, self.sc)  # noqa: E731
@@ -226,14 +232,14 @@ class SARWorker:
         loss.backward()
         grads = [t.grad if t.grad is not None else torch.zeros_like(t) for p in self.params for t in p.values()]
         flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat)
+        dist.all_reduce(flat, group=self.group)
         off = 0
         for p in self.params:
             for t in p.values():
                 t.grad = flat[off:off + t.numel()].view_as(t).clone()
                 off += t.numel()
         lv = loss.detach().reshape(1).clone()
-        dist.all_reduce(lv)
+        dist.all_reduce(lv, group=self.group)
         return float(lv)
 
     @torch.no_grad()
@@ -244,16 +250,50 @@ class SARWorker:
             sel = self.masks[k] & (self.labels >= 0)
             counts += [int((pred[sel] == self.labels[sel]).sum()), int(sel.sum())]
         t = torch.tensor(counts, dtype=torch.float64, device=self.device)
-        dist.all_reduce(t)
+        dist.all_reduce(t, group=self.group)
         c = t.cpu().tolist()
         return {"train_accuracy": c[0] / max(1, c[1]), "val_accuracy": c[2] / max(1, c[3]),
                 "test_accuracy": c[4] / max(1, c[5])}
 
 
-def _worker_main(rank: int, cfg: SARConfig) -> None:
-    """Entry of one spawned rank: rendezvous, train or compute grads, write its result file."""
+def _run_job(rank: int, cfg: SARConfig, group: dist.ProcessGroup | None, base_rss: int) -> None:
+    w = SARWorker(rank, cfg, group)
+    result: dict = {"rank": rank}
+    if cfg.task == "grads":
+        result["loss"] = w.step(0)
+        np.savez(os.path.join(cfg.out_dir, f"grads_{rank}.npz"),
+                 **{k: v.numpy() for k, v in flat_grads(w.params).items()})
+    else:
+        opt = make_optimizer(w.params, cfg.lr, cfg.weight_decay)
+        times, losses = [], []
+        for epoch in range(cfg.epochs):
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            losses.append(w.step(epoch))
+            opt.step()
+            if cfg.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        result.update(w.evaluate())
+        result["epoch_seconds"] = float(np.median(times)) if times else 0.0
+        result["epoch_seconds_all"] = times
+        result["final_loss"] = losses[-1] if losses else None
+    result["peak_rss_bytes"] = peak_rss_bytes()
+    result["base_rss_bytes"] = base_rss
+    if cfg.device.startswith("cuda"):
+        result["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated())
+    with open(os.path.join(cfg.out_dir, f"result_{rank}.json"), "w") as f:
+        json.dump(result, f)
+
+
+def _worker_main(rank: int, jobs: list[SARConfig], nprocs: int, port: int) -> None:
+    """Entry of one spawned process: rendezvous once, then run every job it is a member of.
+
+    A job of ``world_size < nprocs`` runs on a sub-group of ranks ``0..world_size-1``
+    (so one spawn can test N = 1, 2, 4 without paying process start-up three times).
+    """
     base_rss = current_rss_bytes()
-    threads = max(1, (os.cpu_count() or 1) // cfg.world_size)
+    threads = max(1, (os.cpu_count() or 1) // nprocs)
     torch.set_num_threads(threads)
     try:
         import numba
@@ -261,42 +301,45 @@ def _worker_main(rank: int, cfg: SARConfig) -> None:
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     except (ImportError, ValueError):
         pass
-    if cfg.device.startswith("cuda"):
+    cuda = jobs[0].device.startswith("cuda")
+    if cuda:
         torch.cuda.set_device(rank % torch.cuda.device_count())
-        cfg.device = f"cuda:{rank % torch.cuda.device_count()}"
-    backend = "nccl" if cfg.device.startswith("cuda") else "gloo"
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{cfg.port}", rank=rank,
-                            world_size=cfg.world_size)
+    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=nprocs)
     try:
-        w = SARWorker(rank, cfg)
-        result: dict = {"rank": rank}
-        if cfg.task == "grads":
-            result["loss"] = w.step(0)
-            np.savez(os.path.join(cfg.out_dir, f"grads_{rank}.npz"),
-                     **{k: v.numpy() for k, v in flat_grads(w.params).items()})
-        else:
-            opt = make_optimizer(w.params, cfg.lr, cfg.weight_decay)
-            times, losses = [], []
-            for epoch in range(cfg.epochs):
-                t0 = time.perf_counter()
-                opt.zero_grad(set_to_none=True)
-                losses.append(w.step(epoch))
-                opt.step()
-                if cfg.device.startswith("cuda"):
-                    torch.cuda.synchronize()
-                times.append(time.perf_counter() - t0)
-            result.update(w.evaluate())
-            result["epoch_seconds"] = float(np.median(times)) if times else 0.0
-            result["final_loss"] = losses[-1] if losses else None
-        result["peak_rss_bytes"] = peak_rss_bytes()
-        result["base_rss_bytes"] = base_rss
-        if cfg.device.startswith("cuda"):
-            result["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated())
-        with open(os.path.join(cfg.out_dir, f"result_{rank}.json"), "w") as f:
-            json.dump(result, f)
-        dist.barrier()
+        for job in jobs:
+            if cuda:
+                job.device = f"cuda:{rank % torch.cuda.device_count()}"
+            group = None if job.world_size == nprocs else dist.new_group(list(range(job.world_size)))
+            if rank < job.world_size:
+                _run_job(rank, job, group, base_rss)
+            dist.barrier()
     finally:
         dist.destroy_process_group()
+
+
+def launch_sar_jobs(g: GraphData, jobs: list[SARConfig], partition: str = "contiguous") -> list[dict]:
+    """Run several SAR jobs (each ``part_dir``/``out_dir`` set) in one spawn of max(world) processes."""
+    import torch.multiprocessing as mp
+
+    for job in jobs:
+        os.makedirs(job.part_dir, exist_ok=True)
+        job.out_dir = job.out_dir or job.part_dir
+        job.alpha = write_part_files(g, job.world_size, "gcn" if job.kind == "gcn" else "mean",
+                                     job.part_dir, partition, job.seed)["alpha"]
+    nprocs = max(j.world_size for j in jobs)
+    port = jobs[0].port or free_port()
+    mp.spawn(_worker_main, args=(jobs, nprocs, port), nprocs=nprocs, join=True)
+    outs = []
+    for job in jobs:
+        ranks = []
+        for k in range(job.world_size):
+            with open(os.path.join(job.out_dir, f"result_{k}.json")) as f:
+                ranks.append(json.load(f))
+        out = dict(ranks[0])
+        out.update(ranks=ranks, alpha=job.alpha)
+        outs.append(out)
+    return outs
 
 
 def launch_sar(g: GraphData, cfg: SARConfig, partition: str = "contiguous") -> dict:
@@ -304,31 +347,14 @@ def launch_sar(g: GraphData, cfg: SARConfig, partition: str = "contiguous") -> d
 
     Returns:
         ``{"ranks": [per-rank result dicts], "alpha": ..., **rank 0's metrics}``;
-        for ``task="grads"`` rank 0's gradients are in ``out_dir/grads_0.npz``.
+        for ``task="grads"`` rank ``k``'s gradients are in ``out_dir/grads_{k}.npz``.
     """
-    import torch.multiprocessing as mp
-
     tmp = None
     if not cfg.part_dir:
         tmp = tempfile.mkdtemp(prefix="argosy-sar-")
         cfg.part_dir = tmp
-    if not cfg.out_dir:
-        cfg.out_dir = cfg.part_dir
-    info = write_part_files(g, cfg.world_size, "gcn" if cfg.kind == "gcn" else "mean", cfg.part_dir,
-                            partition, cfg.seed)
-    if not cfg.port:
-        cfg.port = free_port()
-    mp.spawn(_worker_main, args=(cfg,), nprocs=cfg.world_size, join=True)
-    ranks = []
-    for k in range(cfg.world_size):
-        with open(os.path.join(cfg.out_dir, f"result_{k}.json")) as f:
-            ranks.append(json.load(f))
-    out = dict(ranks[0])
-    out["ranks"] = ranks
-    out["alpha"] = info["alpha"]
-    if tmp is not None and cfg.task != "grads":
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
-
+    try:
+        return launch_sar_jobs(g, [cfg], partition)[0]
+    finally:
+        if tmp is not None and cfg.task != "grads":
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -405,19 +405,26 @@ def _merge_keys(keys: np.ndarray, w: np.ndarray) -> Tuple[np.ndarray, np.ndarray
     return keys[idx], np.add.reduceat(w, idx)
 
 
-def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int,
-                        merge_every: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_every: int,
+                        other: Optional[np.ndarray] = None):
     """Stream the edges once and build the weighted CSR of the cluster graph.
 
+    Args:
+        other (np.ndarray, optional): a vertex partition whose cut (in entries) is counted
+            in the same pass.
+
     Returns:
-        tuple: ``(xadj, adj, ew, total_entries)`` with int64 arrays.
+        tuple: ``(xadj, adj, ew, total_entries, other_cut_entries)``.
     """
+    other_cut = 0
     acc_k = np.empty(0, np.int64)
     acc_w = np.empty(0, np.int64)
     pend_k, pend_w, pend = [], [], 0
     total = 0
     for src, dst in stream:
         total += src.size
+        if other is not None:
+            other_cut += int(count_cut(src, dst, other))
         cs = cmap[src].astype(np.int64)
         cd = cmap[dst].astype(np.int64)
         keep = cs != cd
@@ -440,13 +447,16 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int,
     xadj = np.zeros(nc + 1, np.int64)
     np.cumsum(np.bincount(rows, minlength=nc), out=xadj[1:])
     # symmetrise weights defensively (streams with asymmetric duplicates)
-    return xadj, adj.astype(np.int64), acc_w, total
+    return xadj, adj.astype(np.int64), acc_w, total, other_cut
 
 
 # --------------------------------------------------------------------------------------------
 # driver
 # --------------------------------------------------------------------------------------------
-def _stream_cluster(stream, n, k, eps, order, state, passes, deg, part, shrink=1):
+def _stream_cluster(stream, n, k, eps, order, state, passes, deg, part, shrink=1, greedy=None):
+    """Streaming LP clustering; if ``greedy`` = (part, size, cap, alpha) also runs one-pass
+    Fennel on the chunks of the first pass (shared chunk reads)."""
+    from .baselines import _one_pass_chunk  # lazy: baselines imports this module
     kk = min(k, max(2, n // 160))
     maxw = max(1, int(eps * n / kk) // shrink)
     label = np.arange(n, dtype=np.int32)
@@ -464,6 +474,10 @@ def _stream_cluster(stream, n, k, eps, order, state, passes, deg, part, shrink=1
             if touched.size < src.size + 1:
                 touched = np.empty(src.size + 1, np.int32)
             go = group_order(starts, order, state)
+            if greedy is not None and p == 0:
+                gp, gs, gcap, galpha, gconn, gtouch = greedy
+                _one_pass_chunk(src, dst, starts, go, gp, gs, k, gcap, 1, galpha, 1.5, gconn,
+                                gtouch)
             moved += _stream_lp_chunk(src, dst, starts, go, label, csize, deg, maxw, rating,
                                       touched, first and p == 0, state, partarr, use_part)
         done += 1
@@ -505,7 +519,7 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
 def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 0,
                    eps: float = 0.03, cluster_passes: int = 4, refine_passes: int = 6,
                    vcycles: int = 2, repeats: int = 3, stream_cycles: int = 2,
-                   refine_shrink: int = 1, fm_rounds: int = 2,
+                   refine_shrink: int = 1, fm_rounds: int = 2, greedy_start: bool = True,
                    initial: str = "rb") -> Tuple[np.ndarray, Dict]:
     """Partition a streamed graph with GREM.
 
@@ -524,6 +538,9 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         refine_shrink (int): divide the cluster-size limit by this in the streamed V-cycles.
         fm_rounds (int): rounds of buffered k-way FM per chunk during streaming refinement
             (vertex-aligned streams only; 0 = label-propagation refinement only).
+        greedy_start (bool): also compute a one-pass Fennel partition during the first
+            clustering pass (same chunk reads) and start the streamed V-cycles from it if its
+            cut is lower than the multilevel one (it is on hub-first orders, e.g. SNAP ids).
         initial (str): initial partitioner of the cluster graph's coarsest level,
             ``"rb"`` (own, default) or ``"metis"`` (pymetis, optional).
 
@@ -543,14 +560,25 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         cd: Dict = {}
         t0 = time.perf_counter()
         # 1. streaming size-constrained label propagation (inside blocks after cycle 0)
+        greedy = None
+        if part is None and greedy_start:
+            from .baselines import _place_unseen
+
+            gpart = np.full(n, -1, np.int32)
+            gsize = np.zeros(k, np.int64)
+            galpha = math.sqrt(k) * max(stream.stream_entries / 2.0, 1.0) / max(n, 1) ** 1.5
+            greedy = (gpart, gsize, cap, galpha, np.zeros(k, np.int64), np.empty(k, np.int64))
         cmap, nc, passes, maxw = _stream_cluster(stream, n, k, eps, order, state,
                                                  cluster_passes, deg, part,
-                                                 1 if part is None else refine_shrink)
+                                                 1 if part is None else refine_shrink, greedy)
+        if greedy is not None:
+            _place_unseen(gpart, gsize, k)
         cd.update(cluster_passes=passes, clusters=int(nc), max_cluster=maxw)
         t1 = time.perf_counter()
         # 2. cluster graph
         merge_every = max(1 << 20, 4 * stream.chunk_edges)
-        cx, ca, ce, entries = build_cluster_graph(stream, cmap, nc, merge_every)
+        cx, ca, ce, entries, gcut = build_cluster_graph(stream, cmap, nc, merge_every,
+                                                        gpart if greedy is not None else None)
         cvw = np.bincount(cmap, minlength=nc).astype(np.int64)
         cd.update(cluster_graph_entries=int(ca.size))
         t2 = time.perf_counter()
@@ -597,11 +625,17 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                   t_cluster=t1 - t0, t_cluster_graph=t2 - t1, t_partition_coarse=t3 - t2,
                   t_refine=t4 - t3)
         det["cycles"].append(cd)
+        before = best_cut
         if best_cut is None or cut_now < best_cut:
             best_cut, best_part = cut_now, part.copy()
-        elif cut_now >= best_cut:
-            part = best_part.copy()
-        if cyc > 0 and cut_now > 0.998 * best_cut and cut_now >= best_cut:
+        if greedy is not None:
+            det["greedy_cut"] = gcut // 2
+            det["start"] = "greedy" if gcut < best_cut else "multilevel"
+            if gcut < best_cut:  # the one-pass greedy partition is the better start
+                best_cut, best_part = gcut, gpart
+            del greedy
+        part = best_part.copy()
+        if cyc > 0 and before is not None and best_cut > 0.998 * before:
             break
     part = best_part
     if np.bincount(part, minlength=k).max() > cap:  # pragma: no cover - safety net

@@ -463,7 +463,7 @@ class TextEdgeStream(EdgeStream):
         self.symmetric = symmetrize
         self.seekable = False
         self.grouped = False
-        self._block_bytes = max(1 << 16, self.chunk_edges * self._BYTES_PER_LINE_GUESS)
+        self._block_bytes = max(1 << 10, self.chunk_edges * self._BYTES_PER_LINE_GUESS)
         count, hi, nchunks = 0, -1, 0
         for u, v in self._blocks(num_nodes):
             count += u.size
@@ -618,7 +618,8 @@ def write_edge_list_npy_chunked(path, num_edges: int, chunks, dtype=np.int32) ->
         out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(pos, 2))
         step = 1 << 22
         for a in range(0, pos, step):
-            out[a:a + step] = src[a:a + step]
+            b = min(a + step, pos)
+            out[a:b] = src[a:b]
         out.flush()
         del out, src
         os.replace(tmp, path)

@@ -62,12 +62,23 @@ class SamplerCore:
             order = self._orders[key] = split_order(self.store, item.part, item.phase, self.seed, item.epoch)
         return order[item.offset:item.offset + item.count]
 
-    def sample(self, seeds: np.ndarray, fanouts, rng_seed: int = 0) -> SampledBatch:
-        """Sample blocks around ``seeds`` (global ids).  See :class:`~shared.protocol.SampledBatch`."""
+    def sample(self, seeds: np.ndarray, fanouts, rng_seed: int = 0, home_part: int | None = None) -> SampledBatch:
+        """Sample blocks around ``seeds`` (global ids).  See :class:`~shared.protocol.SampledBatch`.
+
+        Args:
+            home_part: count a neighbour as remote when it is owned by another part than this
+                one (the machine holding ``home_part`` would fetch it over the network); default:
+                remote = outside every part this sampler serves.
+        """
         seeds = np.unique(np.asarray(seeds, np.int64)) if len(seeds) != len(set(seeds.tolist())) else np.asarray(seeds, np.int64)
         n = self._assign.shape[0]
         if seeds.size and (seeds.min() < 0 or seeds.max() >= n):
             raise ValueError(f"seed ids must lie in [0, {n}) (got [{seeds.min()}, {seeds.max()}])")
+        if home_part is None:
+            served = self.served
+        else:
+            served = np.zeros_like(self.served)
+            served[home_part] = True
         self._tick += 1
         if self._tick >= 2**31 - 1:                     # stamps wrap: clear the scratch once
             self._slot[:] = 0
@@ -75,14 +86,15 @@ class SamplerCore:
         t0 = time.perf_counter()
         nodes, hop_nodes, degrees, esrc, edst, hop_edges, remote = sample_blocks(
             seeds, np.asarray(fanouts, np.int64), self._indptr, self._indices, self._assign, self._local,
-            self.served, self._slot, self._tick, rng_seed & 0x7FFFFFFFFFFFFFFF)
+            served, self._slot, self._tick, rng_seed & 0x7FFFFFFFFFFFFFFF)
         return SampledBatch(nodes=nodes, hop_nodes=hop_nodes, degrees=degrees, edge_src=esrc, edge_dst=edst,
                             hop_edges=hop_edges, remote_neighbors=int(remote),
                             sample_seconds=time.perf_counter() - t0)
 
     def sample_item(self, item: WorkItem, fanouts) -> SampledBatch:
         """Sample the batch a work item describes, deterministically."""
-        batch = self.sample(self.seeds_for(item), fanouts, rng_seed=_mix(self.seed, item.epoch, item.batch_id))
+        batch = self.sample(self.seeds_for(item), fanouts, rng_seed=_mix(self.seed, item.epoch, item.batch_id),
+                            home_part=item.part)
         batch.epoch, batch.phase, batch.batch_id = item.epoch, item.phase, item.batch_id
         batch.part, batch.trainer_rank = item.part, item.trainer_rank
         return batch

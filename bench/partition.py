@@ -1,0 +1,509 @@
+"""Partitioner benchmark: GREM vs streaming baselines vs METIS (and KaMinPar if installed).
+
+Why this file exists: issue 3 asks whether GREM reaches METIS-like edge cuts with less memory
+and time.  Each (graph, method, k) runs in its own subprocess, so wall time and peak RSS
+(``os.wait4`` rusage of that child, plus the child's own RSS right after imports) are measured
+per run and cannot leak between runs.  Results go to ``bench/results/partition.jsonl``, a
+markdown report ``partition.md`` (cut ratio vs METIS per graph and k, geometric means at
+k = 8, 16, 32, worst ratio, times, peak RSS) and a PNG of edge cut vs k.
+
+Usage::
+
+    python bench/partition.py                                  # everything (7 graphs x 5 k)
+    python bench/partition.py --graphs cora,road-ny --ks 8,32 --methods grem,metis
+    python bench/partition.py --scale --scale-n 10000000 --scale-m 100000000   # lead only
+
+``--scale`` writes a degree-corrected SBM graph chunk by chunk into an (m, 2) int32 ``.npy``
+memmap (never held in memory), then partitions it with GREM and with METIS (if METIS's
+estimated memory does not fit, the comparison is repeated at the largest size that fits) and
+reports peak-RSS ratio, time ratio and edges/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = Path(os.environ.get("ARGOSY_DATASETS", ROOT.parent / "shared" / "datasets"))
+if not DATASETS.exists():
+    DATASETS = Path("/work/shared/datasets")
+RESULTS = ROOT / "bench" / "results"
+
+__all__ = ["main", "run_one", "generate_dcsbm_npy"]
+
+
+# --------------------------------------------------------------------------------------------
+# worker (runs in the child process)
+# --------------------------------------------------------------------------------------------
+def _rss_kib(field: str = "VmRSS") -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _kaminpar(path: str, k: int, eps: float, seed: int, preset: str):
+    import tempfile
+
+    import kaminpar  # noqa: F401  (optional, benchmark only)
+
+    from services.partitioner.stream import open_edge_stream
+    from services.partitioner.baselines import _gather_csr
+
+    st = open_edge_stream(path)
+    indptr, indices = _gather_csr(st)
+    with tempfile.TemporaryDirectory() as td:
+        f = os.path.join(td, "g.parhip")
+        n, m = indptr.size - 1, indices.size
+        with open(f, "wb") as fh:  # ParHIP binary: version, n, m, offsets (bytes), adjacency
+            np.array([3, n, m], dtype=np.uint64).tofile(fh)
+            header = 3 * 8
+            off = (header + (n + 1) * 8 + indptr.astype(np.uint64) * 8).astype(np.uint64)
+            off.tofile(fh)
+            indices.astype(np.uint64).tofile(fh)
+        t0 = time.perf_counter()
+        g = kaminpar.load_graph(f, kaminpar.GraphFileFormat.PARHIP)
+        ctx = getattr(kaminpar, f"{preset}_context")()
+        solver = kaminpar.KaMinPar(num_threads=1, ctx=ctx)
+        part = np.asarray(solver.compute_partition(g, k, eps), dtype=np.int32)
+        secs = time.perf_counter() - t0
+    return st, part, secs
+
+
+def _warm_up(method: str) -> None:
+    """Load/compile the numba kernels on a tiny graph so the timed run excludes JIT/cache load."""
+    from services.partitioner.core import partition_stream
+    from services.partitioner.stream import ArrayEdgeStream
+
+    n = 400
+    u = np.arange(n)
+    src = np.r_[u, u]
+    dst = np.r_[(u + 1) % n, (u + 7) % n]
+    partition_stream(ArrayEdgeStream(src, dst, num_nodes=n, chunk_edges=256), 4,
+                     method=method if method in ("grem", "fennel", "ldg", "metis", "hash",
+                                                 "random") else "grem")
+
+
+def _reset_peak() -> bool:
+    try:  # Linux >= 4.0: "5" resets the peak RSS (VmHWM) of this process
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _worker(args) -> None:
+    base_kib = _rss_kib()
+    from services.partitioner.core import evaluate_partition, partition_stream
+    from services.partitioner.stream import open_edge_stream
+
+    if not args.method.startswith("kaminpar"):
+        _warm_up(args.method)
+    reset = _reset_peak()
+    import_kib = _rss_kib()
+    rec = {"graph": args.graph_name, "method": args.method, "k": args.k, "order": args.order,
+           "seed": args.seed, "eps": args.eps, "chunk_edges": args.chunk_edges}
+    t0 = time.perf_counter()
+    if args.method.startswith("kaminpar"):
+        preset = args.method.split("-", 1)[1] if "-" in args.method else "default"
+        st, part, secs = _kaminpar(args.graph, args.k, args.eps, args.seed, preset)
+        ev = evaluate_partition(st, part, args.k)
+        rec.update(seconds=secs, edge_cut=int(ev["edge_cut"]),
+                   edge_cut_fraction=ev["edge_cut_fraction"], balance=ev["balance"],
+                   n=st.num_nodes, entries=st.num_edges)
+    else:
+        st = open_edge_stream(args.graph, chunk_edges=args.chunk_edges)
+        r = partition_stream(st, args.k, method=args.method, order=args.order, seed=args.seed,
+                             eps=args.eps)
+        det = {key: v for key, v in r.details.items() if key != "cycles"}
+        if "cycles" in r.details:
+            det["cycles"] = [{kk: (round(vv, 4) if isinstance(vv, float) else vv)
+                              for kk, vv in c.items()} for c in r.details["cycles"]]
+        rec.update(seconds=r.seconds, edge_cut=r.edge_cut,
+                   edge_cut_fraction=r.edge_cut_fraction, balance=r.balance,
+                   n=st.num_nodes, entries=st.num_edges,
+                   details=json.loads(json.dumps(det, default=lambda o: str(o))))
+    rec["wall_in_child"] = time.perf_counter() - t0
+    rec["rss_start_kib"] = base_kib
+    rec["rss_after_import_kib"] = import_kib
+    rec["peak_rss_self_kib"] = _rss_kib("VmHWM")
+    rec["peak_reset"] = reset
+    print("RESULT " + json.dumps(rec), flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# parent
+# --------------------------------------------------------------------------------------------
+def run_one(graph: str, name: str, method: str, k: int, order: str = "file", seed: int = 0,
+            eps: float = 0.03, chunk_edges: int = 1 << 16, timeout: float = 1800.0) -> dict:
+    """Run one (graph, method, k) in a fresh subprocess; return its record (or an error)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--graph", graph,
+           "--graph-name", name, "--method", method, "--k", str(k), "--order", order,
+           "--seed", str(seed), "--eps", str(eps), "--chunk-edges", str(chunk_edges)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t0 = time.perf_counter()
+    proc = _RusagePopen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            cwd=str(ROOT), text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        return {"graph": name, "method": method, "k": k, "error": f"timeout after {timeout}s"}
+    finally:
+        wall = time.perf_counter() - t0
+    # communicate() reaped the child; rusage comes from the wait4 inside Popen when possible
+    ru = getattr(proc, "_argosy_rusage", None)
+    lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        return {"graph": name, "method": method, "k": k,
+                "error": (err.strip().splitlines() or ["failed"])[-1][:500]}
+    rec = json.loads(lines[-1][7:])
+    rec["wall_total"] = wall
+    peak = rec.get("peak_rss_self_kib", 0)
+    rec["wait4_maxrss_kib"] = ru
+    if ru is not None and not rec.get("peak_reset"):
+        peak = max(peak, ru)
+    rec["peak_rss_mib"] = peak / 1024.0
+    rec["extra_rss_mib"] = (peak - rec.get("rss_after_import_kib", 0)) / 1024.0
+    return rec
+
+
+def _fmt(x, nd=2):
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def _geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def write_report(records, out_md: Path, out_png: Path, header: str) -> dict:
+    """Markdown tables + summary (geomean cut ratio vs METIS at k=8,16,32) and the PNG plot."""
+    ok = [r for r in records if "error" not in r]
+    graphs = list(dict.fromkeys(r["graph"] for r in ok))
+    methods = list(dict.fromkeys(r["method"] for r in ok))
+    ks = sorted({r["k"] for r in ok})
+    by = {(r["graph"], r["method"], r["k"]): r for r in ok}
+    lines = [header, ""]
+    # summary
+    summary = {}
+    ratios_all = {}
+    for m in methods:
+        if m == "metis":
+            continue
+        rs = []
+        for g in graphs:
+            for k in (8, 16, 32):
+                a, b = by.get((g, m, k)), by.get((g, "metis", k))
+                if a and b:
+                    rs.append((a["edge_cut"] / max(b["edge_cut"], 1), g, k))
+        if rs:
+            worst = max(rs)
+            ratios_all[m] = rs
+            summary[m] = {"geomean_ratio_k8_16_32": _geomean([x for x, _, _ in rs]),
+                          "worst_ratio": worst[0], "worst_at": f"{worst[1]} k={worst[2]}",
+                          "cells": len(rs)}
+    if summary:
+        lines += ["## Summary: edge cut relative to METIS at k = 8, 16, 32", "",
+                  "| method | geomean cut / METIS | worst | worst at | cells |",
+                  "|---|---:|---:|---|---:|"]
+        for m, s in summary.items():
+            lines.append(f"| {m} | {_fmt(s['geomean_ratio_k8_16_32'], 3)} | "
+                         f"{_fmt(s['worst_ratio'], 3)} | {s['worst_at']} | {s['cells']} |")
+        lines.append("")
+        per_k = []
+        for m in summary:
+            row = [m]
+            for k in (8, 16, 32):
+                row.append(_fmt(_geomean([x for x, g, kk in ratios_all[m] if kk == k]), 3))
+            per_k.append("| " + " | ".join(row) + " |")
+        lines += ["| method | geomean k=8 | geomean k=16 | geomean k=32 |", "|---|---:|---:|---:|"]
+        lines += per_k + [""]
+    # per graph tables
+    for g in graphs:
+        r0 = next(r for r in ok if r["graph"] == g)
+        lines += [f"### {g} (n={r0.get('n')}, stored entries={r0.get('entries')})", "",
+                  "Each cell: cut % / cut vs METIS / balance / seconds / peak RSS MiB "
+                  "(extra MiB over the process after imports and a warm-up run).", "",
+                  "| method | " + " | ".join(f"k={k}" for k in ks) + " |",
+                  "|---|" + "---:|" * len(ks)]
+        for m in methods:
+            cells = []
+            for k in ks:
+                r = by.get((g, m, k))
+                if not r:
+                    cells.append("-")
+                    continue
+                b = by.get((g, "metis", k))
+                ratio = r["edge_cut"] / max(b["edge_cut"], 1) if b else None
+                cells.append(f"{100 * r['edge_cut_fraction']:.3f} / {_fmt(ratio, 3)} / "
+                             f"{r['balance']:.3f} / {r['seconds']:.2f} / "
+                             f"{r['peak_rss_mib']:.0f} ({r['extra_rss_mib']:.0f})")
+            lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        lines.append("")
+    errs = [r for r in records if "error" in r]
+    if errs:
+        lines += ["## Failed runs", ""] + [f"- {r['graph']} {r['method']} k={r['k']}: "
+                                            f"{r['error']}" for r in errs] + [""]
+    out_md.write_text("\n".join(lines))
+    # plot
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        cols = min(4, len(graphs)) or 1
+        rows = math.ceil(len(graphs) / cols) or 1
+        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+        for ax, g in zip(axes.ravel(), graphs):
+            for m in methods:
+                xs = [k for k in ks if (g, m, k) in by]
+                ys = [100 * by[(g, m, k)]["edge_cut_fraction"] for k in xs]
+                if xs:
+                    ax.plot(xs, ys, marker="o", label=m)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(g)
+            ax.set_xlabel("k")
+            ax.set_ylabel("edge cut %")
+            ax.grid(alpha=0.3)
+        for ax in axes.ravel()[len(graphs):]:
+            ax.axis("off")
+        axes.ravel()[0].legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out_png, dpi=110)
+        plt.close(fig)
+    except Exception as exc:  # pragma: no cover - plotting is best effort
+        print(f"plot failed: {exc}", file=sys.stderr)
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
+# synthetic graphs for --scale
+# --------------------------------------------------------------------------------------------
+def generate_dcsbm_npy(path: str, n: int, m: int, blocks: int = 1024, mix: float = 0.1,
+                       exponent: float = 2.5, seed: int = 0, chunk: int = 1 << 22,
+                       shuffle: bool = True) -> int:
+    """Write a degree-corrected SBM edge list (m rows, int32) chunk by chunk to ``path``.
+
+    Vertices are split into ``blocks`` contiguous communities with power-law propensities
+    (Pareto ``exponent``); each edge picks a source by propensity and, with probability
+    ``1 - mix``, a destination inside the source's community (else anywhere).  Vertex ids are
+    then relabelled by a seeded random permutation if ``shuffle``.  Peak memory is O(n + chunk).
+
+    Returns:
+        int: rows written.
+    """
+    from services.partitioner.stream import write_edge_list_npy_chunked
+
+    rng = np.random.default_rng(seed)
+    theta = (rng.pareto(exponent - 1.0, n) + 1.0).astype(np.float64)
+    cum = np.cumsum(theta)
+    cum /= cum[-1]
+    size = -(-n // blocks)
+    perm = rng.permutation(n).astype(np.int32) if shuffle else None
+
+    def chunks():
+        left = m
+        while left > 0:
+            c = min(chunk, left)
+            u = np.searchsorted(cum, rng.random(c), side="right").clip(0, n - 1)
+            inside = rng.random(c) >= mix
+            b = u // size
+            lo = np.where(b > 0, cum[np.maximum(b * size - 1, 0)], 0.0)
+            hi = cum[np.minimum((b + 1) * size, n) - 1]
+            r = rng.random(c)
+            r = np.where(inside, lo + r * (hi - lo), r)
+            v = np.searchsorted(cum, r, side="right").clip(0, n - 1)
+            if perm is not None:
+                u, v = perm[u], perm[v]
+            yield u.astype(np.int32), v.astype(np.int32)
+            left -= c
+
+    return write_edge_list_npy_chunked(path, m, chunks(), dtype=np.int32)
+
+
+def _mem_available() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def scale_mode(args) -> None:
+    sys.path.insert(0, str(ROOT))
+    from services.partitioner.core import estimate_cost
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    work = Path(args.scale_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    n, m, k = args.scale_n, args.scale_m, args.scale_k
+    recs = []
+
+    def gen(n_, m_):
+        p = work / f"dcsbm_n{n_}_m{m_}.npy"
+        if not p.exists():
+            t0 = time.perf_counter()
+            generate_dcsbm_npy(str(p), n_, m_, seed=args.seed)
+            print(f"generated {p} in {time.perf_counter() - t0:.1f}s", flush=True)
+        return p
+
+    p = gen(n, m)
+    g = run_one(str(p), p.stem, "grem", k, args.order, args.seed, args.eps,
+                args.scale_chunk, args.timeout)
+    recs.append(g)
+    print(json.dumps(g), flush=True)
+    avail = _mem_available()
+    need, _ = estimate_cost(n, 2 * m, k, "metis")
+    n2, m2 = n, m
+    note = ""
+    while need > 0.8 * avail and m2 > 1000:
+        n2, m2 = n2 // 2, m2 // 2
+        need, _ = estimate_cost(n2, 2 * m2, k, "metis")
+    if (n2, m2) != (n, m):
+        note = (f"METIS needs ~{estimate_cost(n, 2 * m, k, 'metis')[0] / 2**30:.1f} GiB for "
+                f"n={n}, m={m} (available {avail / 2**30:.1f} GiB): compared at n={n2}, m={m2}")
+        print(note, flush=True)
+        p2 = gen(n2, m2)
+        g2 = run_one(str(p2), p2.stem, "grem", k, args.order, args.seed, args.eps,
+                     args.scale_chunk, args.timeout)
+        recs.append(g2)
+    else:
+        p2, g2 = p, g
+    mt = run_one(str(p2), p2.stem, "metis", k, args.order, args.seed, args.eps,
+                 args.scale_chunk, args.timeout)
+    recs.append(mt)
+    print(json.dumps(mt), flush=True)
+    out = RESULTS / "partition_scale.jsonl"
+    with open(out, "a") as f:
+        for r in recs:
+            f.write(json.dumps(r) + "\n")
+    lines = [f"# Scale run ({time.strftime('%Y-%m-%d %H:%M')})", "",
+             f"DC-SBM, n={n}, m={m} undirected rows, k={k}, order={args.order}, "
+             f"chunk={args.scale_chunk}.", ""]
+    if note:
+        lines += [note, ""]
+    lines += ["| graph | method | seconds | peak RSS MiB | edges/s | cut % | balance |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    for r in recs:
+        if "error" in r:
+            lines.append(f"| {r['graph']} | {r['method']} | error: {r['error']} | | | | |")
+            continue
+        eps_ = r["entries"] / max(r["seconds"], 1e-9)
+        lines.append(f"| {r['graph']} | {r['method']} | {r['seconds']:.1f} | "
+                     f"{r['peak_rss_mib']:.0f} | {eps_:.3g} | "
+                     f"{100 * r['edge_cut_fraction']:.3f} | {r['balance']:.3f} |")
+    if "error" not in g2 and "error" not in mt:
+        lines += ["", f"At n={n2}, m={m2}: METIS/GREM peak RSS ratio "
+                      f"{mt['peak_rss_mib'] / g2['peak_rss_mib']:.2f}, time ratio "
+                      f"{mt['seconds'] / g2['seconds']:.2f}, cut ratio GREM/METIS "
+                      f"{g2['edge_cut'] / max(mt['edge_cut'], 1):.3f}."]
+    (RESULTS / "partition_scale.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+# --------------------------------------------------------------------------------------------
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--graphs", default="all", help="comma list of dataset names, or 'all'")
+    ap.add_argument("--methods", default="grem,fennel,ldg,metis",
+                    help="comma list; add kaminpar (or kaminpar-fast/-strong) if installed")
+    ap.add_argument("--ks", default="2,4,8,16,32")
+    ap.add_argument("--order", default="file", choices=["file", "random", "degree"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--eps", type=float, default=0.03)
+    ap.add_argument("--chunk-edges", type=int, default=1 << 16,
+                    help="stream chunk (stored entries); small on purpose so that every graph "
+                         "but cora is streamed in several chunks")
+    ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--append", action="store_true", help="append to the jsonl, then re-report")
+    ap.add_argument("--scale", action="store_true")
+    ap.add_argument("--scale-n", type=int, default=10_000_000)
+    ap.add_argument("--scale-m", type=int, default=100_000_000)
+    ap.add_argument("--scale-k", type=int, default=16)
+    ap.add_argument("--scale-chunk", type=int, default=1 << 22)
+    ap.add_argument("--scale-dir", default="/tmp/argosy_scale")
+    # worker
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--graph", help=argparse.SUPPRESS)
+    ap.add_argument("--graph-name", help=argparse.SUPPRESS)
+    ap.add_argument("--method", help=argparse.SUPPRESS)
+    ap.add_argument("--k", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        sys.path.insert(0, str(ROOT))
+        _worker(args)
+        return 0
+    if args.scale:
+        scale_mode(args)
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.graphs == "all":
+        graphs = sorted(p.stem for p in DATASETS.glob("*.npz"))
+    else:
+        graphs = args.graphs.split(",")
+    methods = args.methods.split(",")
+    ks = [int(x) for x in args.ks.split(",")]
+    jl = out / "partition.jsonl"
+    records = []
+    if args.append and jl.exists():
+        records = [json.loads(x) for x in jl.read_text().splitlines() if x.strip()]
+    done = {(r["graph"], r["method"], r["k"]) for r in records if "error" not in r}
+    for g in graphs:
+        path = DATASETS / f"{g}.npz"
+        for k in ks:
+            for m in methods:
+                if (g, m, k) in done:
+                    continue
+                r = run_one(str(path), g, m, k, args.order, args.seed, args.eps,
+                            args.chunk_edges, args.timeout)
+                records = [x for x in records if (x["graph"], x["method"], x["k"]) != (g, m, k)]
+                records.append(r)
+                msg = r.get("error") or (f"cut={r['edge_cut']} ({100 * r['edge_cut_fraction']:.3f}%)"
+                                         f" bal={r['balance']:.3f} t={r['seconds']:.2f}s "
+                                         f"rss={r['peak_rss_mib']:.0f}MiB")
+                print(f"{g:13s} {m:8s} k={k:3d} {msg}", flush=True)
+                with open(jl, "w") as f:
+                    for x in records:
+                        f.write(json.dumps(x) + "\n")
+    header = (f"# Partitioner benchmark\n\nOrder: **{args.order}** (streaming methods see "
+              f"vertices/chunks in this order), eps={args.eps}, seed={args.seed}, "
+              f"chunk_edges={args.chunk_edges}, one run per cell, single process per run "
+              f"(2-core shared machine). Generated {time.strftime('%Y-%m-%d %H:%M')} by "
+              f"`python bench/partition.py {' '.join(argv if argv is not None else sys.argv[1:])}`.")
+    summary = write_report(records, out / "partition.md", out / "partition_cut_vs_k.png", header)
+    for m, s in summary.items():
+        print(f"{m}: geomean cut/METIS (k=8,16,32) = {s['geomean_ratio_k8_16_32']:.3f}, "
+              f"worst {s['worst_ratio']:.3f} at {s['worst_at']}")
+    return 0
+
+
+class _RusagePopen(subprocess.Popen):
+    """Popen that records the child's peak RSS (KiB) from ``os.wait4`` when it is reaped."""
+
+    def _try_wait(self, wait_flags):
+        try:
+            pid, sts, ru = os.wait4(self.pid, wait_flags)
+        except ChildProcessError:
+            pid, sts, ru = self.pid, 0, None
+        if pid == self.pid and ru is not None:
+            self._argosy_rusage = ru.ru_maxrss
+        return (pid, sts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+"""``python -m services.loader --redis URL --job JOB``: one loader process."""
+import argparse
+
+from shared.lifecycle import common_args, start_service
+
+
+def main(argv=None) -> None:
+    args = common_args(argparse.ArgumentParser(prog="argosy-loader", description=__doc__)).parse_args(argv)
+    ctx = start_service("loader", args)
+    from services.loader.service import LoaderProc
+    LoaderProc(ctx).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+"""``python -m services.sampler --redis URL --job JOB``: one sampler process."""
+import argparse
+
+from shared.lifecycle import common_args, start_service
+
+
+def main(argv=None) -> None:
+    args = common_args(argparse.ArgumentParser(prog="argosy-sampler", description=__doc__)).parse_args(argv)
+    ctx = start_service("sampler", args)
+    from services.sampler.service import SamplerProc
+    SamplerProc(ctx).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""The trainer process: receive FeatureBatches, train, acknowledge, and (rank 0) drive epochs.
+
+Epochs run as an explicit state machine (:class:`EpochDriver`): ``TRAIN`` -> ``VAL`` -> ``TEST``
+per epoch, then ``DONE``.  Every rank derives the same plan (:func:`shared.plan.plan_phase`);
+rank 0 alone publishes it to Redis.  A batch is applied only if Redis has not seen its id in this
+epoch/phase, and acknowledged (XACK+XDEL) only after it was applied, so a crash anywhere upstream
+means re-delivery, never loss, and a duplicate is counted, never applied twice.  Dense gradients
+are synchronised by DDP (gloo on CPU, NCCL on CUDA); ``Join`` covers ranks with one batch fewer.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import zmq
+from torch.distributed.algorithms.join import Join
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from shared.errors import PeerDeadError, ProtocolError
+from shared.lifecycle import ServiceContext
+from shared.plan import PHASES, WorkItem, plan_phase
+from shared.protocol import FeatureBatch
+from shared.redis_server import free_port
+from shared.store import PartitionStore
+from shared.transport import advertise_host, bind_random, make_socket, recv_msg
+from services.trainer.core import TrainerCore
+
+__all__ = ["TrainerProc", "PhaseStats"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PhaseStats:
+    """What one rank observed during one phase (summed over ranks with all_reduce)."""
+
+    batches: int = 0
+    seeds: int = 0
+    correct: int = 0
+    labelled: int = 0
+    loss_sum: float = 0.0
+    sampled_edges: int = 0
+    remote_neighbors: int = 0
+    feature_rows: int = 0
+    remote_feature_rows: int = 0
+    duplicates: int = 0
+    idle_seconds: float = 0.0
+    compute_seconds: float = 0.0
+    planned_seeds: int = 0
+
+    FIELDS = ("batches", "seeds", "correct", "labelled", "loss_sum", "sampled_edges", "remote_neighbors",
+              "feature_rows", "remote_feature_rows", "duplicates", "idle_seconds", "compute_seconds", "planned_seeds")
+
+    def reduce(self, world: int) -> "PhaseStats":
+        if world == 1:
+            return self
+        t = torch.tensor([float(getattr(self, f)) for f in self.FIELDS], dtype=torch.float64)
+        dist.all_reduce(t)
+        return PhaseStats(**{f: (float(v) if f in ("loss_sum", "idle_seconds", "compute_seconds") else int(v))
+                             for f, v in zip(self.FIELDS, t.tolist())})
+
+
+class TrainerProc:
+    def __init__(self, ctx: ServiceContext, rank: int):
+        self.ctx = ctx
+        self.cfg = ctx.cfg
+        self.rank = rank
+        self.world = self.cfg.num_trainers
+        if not 0 <= rank < self.world:
+            raise ValueError(f"--rank must be in [0, {self.world}) (got {rank})")
+        self.store = PartitionStore(self.cfg.store)
+        m = self.store.manifest
+        self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
+                                len(self.cfg.sampler.fanouts), seed=self.cfg.seed)
+        self.zctx = zmq.Context()
+        self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.trainer.recv_hwm)
+        self.endpoint = bind_random(self.pull, ctx.port)
+        self.epochs: list[dict] = []
+
+    # ---- setup --------------------------------------------------------------------------------
+    def init_distributed(self) -> None:
+        if self.world == 1:
+            return
+        coord = self.ctx.coord
+        if self.rank == 0:
+            url = os.environ.get("ARGOSY_DIST_URL") or f"tcp://{advertise_host()}:{free_port()}"
+            coord.publish_dist_url(url)
+        else:
+            url = coord.wait_dist_url(self.cfg.coord.peer_timeout)
+        backend = "nccl" if self.core.device.type == "cuda" else "gloo"
+        logger.info("joining torch.distributed %s world=%d rank=%d via %s", backend, self.world, self.rank, url)
+        dist.init_process_group(backend, init_method=url, world_size=self.world, rank=self.rank,
+                                timeout=__import__("datetime").timedelta(seconds=self.cfg.coord.peer_timeout))
+        self.core.module = DDP(self.core.model, device_ids=None if backend == "gloo" else [self.core.device.index])
+
+    # ---- the receive/apply loop ---------------------------------------------------------------
+    def run_phase(self, epoch: int, phase: str, plan: list[WorkItem]) -> PhaseStats:
+        coord, timeout = self.ctx.coord, self.cfg.coord.peer_timeout
+        mine = {it.batch_id: it for it in plan if it.trainer_rank == self.rank}
+        st = PhaseStats(planned_seeds=sum(it.count for it in mine.values()))
+        done: set[int] = set()
+        last_progress = time.monotonic()
+        join = Join([self.core.module]) if (phase == "train" and self.world > 1) else contextlib.nullcontext()
+        with join:
+            while len(done) < len(mine):
+                if self.ctx.stop.is_set():
+                    raise KeyboardInterrupt("stop requested")
+                t0 = time.perf_counter()
+                try:
+                    fb = recv_msg(self.pull, 200)
+                except ProtocolError as e:
+                    logger.warning("dropped a malformed message: %s", e)
+                    continue
+                st.idle_seconds += time.perf_counter() - t0
+                if fb is None:
+                    if time.monotonic() - last_progress > timeout:
+                        raise PeerDeadError(self._starvation_report(epoch, phase, len(mine) - len(done), timeout))
+                    continue
+                if not isinstance(fb, FeatureBatch):
+                    logger.warning("ignored an unexpected %s message", type(fb).__name__)
+                    continue
+                if fb.epoch != epoch or fb.phase != phase or fb.batch_id not in mine or fb.batch_id in done \
+                        or not coord.mark_applied(epoch, phase, fb.batch_id):
+                    st.duplicates += 1                       # a re-delivery of something already applied
+                    coord.ack(fb.work_stream, fb.work_id)
+                    continue
+                last_progress = time.monotonic()
+                if phase == "train":
+                    r = self.core.train_step(fb)
+                    st.loss_sum += r["loss"] * r["count"]
+                    st.compute_seconds += r["compute_seconds"]
+                else:
+                    t1 = time.perf_counter()
+                    r = self.core.eval_step(fb)
+                    st.compute_seconds += time.perf_counter() - t1
+                coord.ack(fb.work_stream, fb.work_id)
+                done.add(fb.batch_id)
+                st.batches += 1
+                st.seeds += fb.num_seeds
+                st.correct += r["correct"]
+                st.labelled += r["count"]
+                st.sampled_edges += fb.num_sampled_edges
+                st.remote_neighbors += fb.remote_neighbors
+                st.feature_rows += fb.features.shape[0]
+                st.remote_feature_rows += fb.remote_feature_rows
+        return st
+
+    def _starvation_report(self, epoch, phase, missing, timeout) -> str:
+        coord = self.ctx.coord
+        live = {role: len(coord.services(role)) for role in ("sampler", "loader", "trainer")}
+        return (f"trainer rank {self.rank} received no batch for {timeout:.0f} s in epoch {epoch} {phase} "
+                f"({missing} batches missing); live services: {live}. A sampler or loader tier is down or "
+                "stuck; check `argosy status`")
+
+    # ---- the epoch driver ---------------------------------------------------------------------
+    def run(self) -> None:
+        ctx, coord, cfg = self.ctx, self.ctx.coord, self.cfg
+        coord.register("trainer", ctx.service_id, {"rank": self.rank, "endpoint": self.endpoint},
+                       cfg.coord.heartbeat_seconds, cfg.coord.heartbeat_ttl)
+        try:
+            self.init_distributed()
+            if self.rank == 0:
+                coord.ensure_groups(self.store.num_parts)
+                coord.set_state("running")
+            best_val, result = -1.0, {}
+            for epoch in range(cfg.trainer.epochs):
+                rec = {"epoch": epoch}
+                for phase in PHASES:
+                    plan = plan_phase(self.store, phase, epoch,
+                                      cfg.sampler.batch_size if phase == "train" else cfg.sampler.eval_batch_size,
+                                      self.world, None if phase == "train" else cfg.sampler.eval_max_nodes)
+                    if self.rank == 0:
+                        coord.set_phase(epoch=epoch, phase=phase, planned=len(plan))
+                        coord.publish_work([(it.part, it.to_fields()) for it in plan])
+                    t0 = time.perf_counter()
+                    st = self.run_phase(epoch, phase, plan).reduce(self.world)
+                    secs = time.perf_counter() - t0
+                    if self.world > 1:
+                        dist.barrier()
+                    self._record(rec, phase, st, secs)
+                if self.rank == 0:
+                    if rec["val_accuracy"] >= best_val:
+                        best_val = rec["val_accuracy"]
+                        result.update(best_epoch=epoch, val_accuracy=rec["val_accuracy"], test_accuracy=rec["test_accuracy"])
+                    coord.append_epoch(rec)
+                    logger.info("epoch %d: loss %.4f train %.3f val %.3f test %.3f (%.2f s, idle %.0f%%)", epoch,
+                                rec["train_loss"], rec["train_accuracy"], rec["val_accuracy"], rec["test_accuracy"],
+                                rec["epoch_seconds"], 100 * rec["trainer_idle_fraction"])
+                self.epochs.append(rec)
+            if self.rank == 0:
+                self._save_checkpoint()
+                result.update(self._summary())
+                coord.set_state("done", result)
+        except BaseException as e:
+            if self.rank == 0 or isinstance(e, PeerDeadError):
+                coord.set_state("failed", {"error": f"{type(e).__name__}: {e}", "rank": self.rank})
+            logger.error("trainer failed: %s", e)
+            raise
+        finally:
+            coord.deregister("trainer", ctx.service_id)
+            self.pull.close(0)
+            self.zctx.term()
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+    def _record(self, rec: dict, phase: str, st: PhaseStats, secs: float) -> None:
+        if phase == "train":
+            rec.update(train_loss=st.loss_sum / max(st.labelled, 1), train_accuracy=st.correct / max(st.labelled, 1),
+                       epoch_seconds=secs, batches=st.batches, seeds_planned=st.planned_seeds, seeds_trained=st.seeds,
+                       duplicates=st.duplicates, sampled_edges=st.sampled_edges,
+                       remote_fraction=st.remote_neighbors / max(st.sampled_edges, 1),
+                       halo_fraction=st.remote_feature_rows / max(st.feature_rows, 1),
+                       trainer_idle_fraction=st.idle_seconds / max(secs * self.world, 1e-9),
+                       compute_seconds=st.compute_seconds, batches_per_second=st.batches / max(secs, 1e-9),
+                       sampled_edges_per_second=st.sampled_edges / max(secs, 1e-9))
+        else:
+            rec[f"{phase}_accuracy"] = st.correct / max(st.labelled, 1)
+            rec[f"{phase}_seconds"] = secs
+            rec["duplicates"] = rec.get("duplicates", 0) + st.duplicates
+
+    def _summary(self) -> dict:
+        ep = self.epochs
+        tot = lambda k: sum(e[k] for e in ep)
+        secs = tot("epoch_seconds")
+        return {
+            "epochs": len(ep), "final_test_accuracy": ep[-1]["test_accuracy"], "final_val_accuracy": ep[-1]["val_accuracy"],
+            "epoch_seconds": secs / len(ep), "batches_per_second": tot("batches") / max(secs, 1e-9),
+            "sampled_edges_per_second": tot("sampled_edges") / max(secs, 1e-9),
+            "trainer_idle_fraction": sum(e["trainer_idle_fraction"] * e["epoch_seconds"] for e in ep) / max(secs, 1e-9),
+            "remote_fraction": sum(e["remote_fraction"] * e["sampled_edges"] for e in ep) / max(tot("sampled_edges"), 1),
+            "seeds_planned": tot("seeds_planned"), "seeds_trained": tot("seeds_trained"),
+            "duplicates": tot("duplicates"), "config_fingerprint": self.cfg.fingerprint(),
+        }
+
+    def _save_checkpoint(self) -> None:
+        if not self.cfg.run_dir:
+            return
+        path = Path(self.cfg.run_dir) / "checkpoint.pt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        torch.save({**self.core.state(), "epochs": self.epochs, "config": json.loads(self.cfg.to_json())}, tmp)
+        os.replace(tmp, path)

@@ -1,0 +1,72 @@
+"""What every service process does the same way: logging, signals, Redis, spec, registration.
+
+``python -m services.<role>`` builds a :class:`ServiceContext` and hands it to the role's ``run``.
+SIGTERM/SIGINT set ``ctx.stop`` once; the busy loop drains and returns; the registry entry is
+deleted on the way out so ``argosy status`` shows the service gone, not silently stale.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+from shared import envs
+from shared.config import JobConfig
+from shared.coord import Coordinator
+
+__all__ = ["ServiceContext", "common_args", "start_service", "setup_logging"]
+
+logger = logging.getLogger(__name__)
+
+
+def setup_logging(role: str, sid: str) -> None:
+    logging.basicConfig(level=os.environ.get(envs.LOG_LEVEL, "INFO").upper(),
+                        format=f"%(asctime)s {role}[{sid}] %(levelname)s %(name)s: %(message)s")
+
+
+def common_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--redis", default=os.environ.get(envs.REDIS_URL), help="Redis URL (default $ARGOSY_REDIS_URL)")
+    parser.add_argument("--job", default=os.environ.get("ARGOSY_JOB", "default"), help="job id")
+    parser.add_argument("--id", default=None, help="service id (default: role-<random>)")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("ARGOSY_PORT", "0")),
+                        help="ZeroMQ port to bind (0 = a random free port)")
+    return parser
+
+
+@dataclass
+class ServiceContext:
+    role: str
+    service_id: str
+    coord: Coordinator
+    cfg: JobConfig
+    port: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def job_over(self) -> bool:
+        return self.stop.is_set() or self.coord.get_state() in ("done", "failed", "stopping")
+
+
+def start_service(role: str, args: argparse.Namespace, info: dict | None = None) -> ServiceContext:
+    sid = args.id or f"{role}-{uuid.uuid4().hex[:6]}"
+    setup_logging(role, sid)
+    try:
+        import setproctitle  # optional nicety
+        setproctitle.setproctitle(f"argosy-{sid}")
+    except ImportError:
+        pass
+    coord = Coordinator(args.redis, args.job)
+    cfg = coord.get_spec(wait=60)
+    ctx = ServiceContext(role=role, service_id=sid, coord=coord, cfg=cfg, port=args.port)
+
+    def on_signal(signum, frame):
+        if not ctx.stop.is_set():
+            logger.info("signal %d: draining and stopping", signum)
+        ctx.stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return ctx

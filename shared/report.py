@@ -1,0 +1,70 @@
+"""Run reports: ``report.json``, ``report.md`` and PNG plots written into the run directory."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+__all__ = ["write_report"]
+
+
+def _plot(run_dir: Path, epochs: list[dict], timeline: list[dict]) -> list[str]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    if epochs:
+        ep = [e["epoch"] for e in epochs]
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+        axes[0].plot(ep, [e["train_loss"] for e in epochs], label="train loss")
+        axes[0].set_xlabel("epoch"); axes[0].set_title("loss"); axes[0].legend()
+        for key in ("train_accuracy", "val_accuracy", "test_accuracy"):
+            axes[1].plot(ep, [e[key] for e in epochs], label=key.replace("_accuracy", ""))
+        axes[1].set_xlabel("epoch"); axes[1].set_title("accuracy"); axes[1].legend()
+        axes[2].plot(ep, [e["batches_per_second"] for e in epochs], label="batches/s")
+        ax2 = axes[2].twinx()
+        ax2.plot(ep, [e["trainer_idle_fraction"] for e in epochs], color="tab:red", label="trainer idle")
+        ax2.set_ylim(0, 1); ax2.set_ylabel("trainer idle fraction", color="tab:red")
+        axes[2].set_xlabel("epoch"); axes[2].set_title("throughput"); axes[2].legend(loc="upper left")
+        fig.tight_layout()
+        fig.savefig(run_dir / "training.png", dpi=90)
+        plt.close(fig)
+        files.append("training.png")
+    if len(timeline) > 2:
+        t0 = timeline[0]["t"]
+        ts = [s["t"] - t0 for s in timeline[1:]]
+        fig, ax = plt.subplots(figsize=(8, 4))
+        for key, label in (("sampler_batches", "sampler tier"), ("loader_batches", "loader tier")):
+            rates = [(b.get(key, 0) - a.get(key, 0)) / max(b["t"] - a["t"], 1e-9) for a, b in zip(timeline, timeline[1:])]
+            ax.plot(ts, rates, label=f"{label} batches/s")
+        ax.set_xlabel("seconds"); ax.set_ylabel("batches/s"); ax.set_title("throughput per tier over time"); ax.legend()
+        fig.tight_layout()
+        fig.savefig(run_dir / "throughput.png", dpi=90)
+        plt.close(fig)
+        files.append("throughput.png")
+    return files
+
+
+def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline: list[dict], extra: dict) -> Path:
+    """Write the report files; returns the path of ``report.md``."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "report.json").write_text(json.dumps({"result": result, "epochs": epochs, "timeline": timeline,
+                                                     **extra}, indent=1))
+    plots = _plot(run_dir, epochs, timeline)
+    lines = [f"# Argosy run {extra.get('job', '')}", "",
+             "| metric | value |", "|---|---|"]
+    for k, v in result.items():
+        lines.append(f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |")
+    lines += ["", "## Setup", "", "```json", json.dumps(extra, indent=1), "```", ""]
+    lines += [f"![{p}]({p})" for p in plots]
+    if epochs:
+        lines += ["", "## Epochs", "", "| epoch | loss | train | val | test | s | batches/s | idle | remote |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for e in epochs:
+            lines.append(f"| {e['epoch']} | {e['train_loss']:.4f} | {e['train_accuracy']:.3f} | {e['val_accuracy']:.3f} | "
+                         f"{e['test_accuracy']:.3f} | {e['epoch_seconds']:.2f} | {e['batches_per_second']:.1f} | "
+                         f"{e['trainer_idle_fraction']:.2f} | {e['remote_fraction']:.3f} |")
+    path = run_dir / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,147 @@
+"""Contract and policy tests of the offload store (in-process library)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from services.offload.policy import Schedule
+from services.offload.store import (BlockNotFoundError, CacheBudgetError, DiskBudgetError,
+                                    OffloadStore)
+
+BLK = 1024  # bytes of one 16x16 float32 block
+
+
+def blk(v: float) -> torch.Tensor:
+    return torch.full((16, 16), float(v))
+
+
+def test_put_get_spill_roundtrip(tmp_path):
+    with OffloadStore(cache_bytes=2 * BLK, spill_dir=str(tmp_path), policy="lru") as s:
+        for p in range(5):
+            s.put("act", 1, p, blk(p))
+        st = s.stats()
+        assert st["resident_bytes"] <= 2 * BLK
+        assert st["bytes_written"] >= 3 * BLK and st["evictions"] >= 3
+        for p in range(5):
+            assert torch.equal(s.get("act", 1, p), blk(p))
+        assert s.stats()["bytes_read"] > 0
+        assert len(list(tmp_path.iterdir())) >= 3
+
+
+def test_gather_and_scatter_add_exact(tmp_path):
+    rng = np.random.default_rng(0)
+    blocks = [torch.from_numpy(rng.normal(size=(8 + q, 3)).astype(np.float32)) for q in range(3)]
+    with OffloadStore(cache_bytes=200, spill_dir=str(tmp_path)) as s:  # forces spills
+        for q, b in enumerate(blocks):
+            s.put("act", 0, q, b.clone())
+        rows = {1: np.array([0, 4, 8]), 2: np.array([9])}
+        g = s.gather("act", 0, [(0, None), (1, rows[1]), (2, rows[2])])
+        assert torch.equal(g, torch.cat([blocks[0], blocks[1][rows[1]], blocks[2][rows[2]]]))
+        ref = torch.zeros(10, 3)
+        for _ in range(3):
+            src = torch.from_numpy(rng.normal(size=(3, 3)).astype(np.float32))
+            idx = np.array([1, 1, 7])
+            s.scatter_add("grad", 0, 2, idx, src, num_rows=10)
+            ref.index_add_(0, torch.from_numpy(idx), src)
+        s.scatter_add("grad", 0, 2, None, torch.ones(10, 3))
+        assert torch.allclose(s.get("grad", 0, 2), ref + 1)
+
+
+def test_async_ops_keep_order(tmp_path):
+    with OffloadStore(cache_bytes=3 * BLK, spill_dir=str(tmp_path)) as s:
+        futs = [s.put_async("act", 0, p, blk(p)) for p in range(6)]
+        futs += [s.scatter_add_async("grad", 0, 0, None, torch.ones(16, 16), num_rows=16) for _ in range(5)]
+        assert torch.equal(s.get("act", 0, 5), blk(5))  # waits for the queued put
+        assert torch.equal(s.get("grad", 0, 0), blk(5))
+        for f in futs:
+            f.result()
+        assert torch.equal(s.get_async("act", 0, 2).result(), blk(2))
+
+
+def test_budget_errors_are_loud(tmp_path):
+    with OffloadStore(cache_bytes=2 * BLK, spill_dir=None) as s:
+        s.put("act", 0, 0, blk(0))
+        s.put("act", 0, 1, blk(1))
+        with pytest.raises(CacheBudgetError, match="no spill directory"):
+            s.put("act", 0, 2, blk(2))
+        assert torch.equal(s.get("act", 0, 0), blk(0))  # nothing dropped
+    with OffloadStore(cache_bytes=BLK, spill_dir=str(tmp_path), disk_bytes=BLK) as s:
+        s.put("act", 0, 0, blk(0))
+        s.put("act", 0, 1, blk(1))  # spills block 0
+        with pytest.raises(DiskBudgetError, match="disk budget"):
+            s.put("act", 0, 2, blk(2))
+    with OffloadStore(cache_bytes=BLK, spill_dir=str(tmp_path / "x")) as s:
+        s.put("act", 0, 0, blk(0))
+        s.put("act", 0, 1, blk(1))
+        s.pin([("act", 0, 1)])
+        with pytest.raises(CacheBudgetError, match="cannot pin"):
+            s.pin([("act", 0, 0)])
+        s.unpin([("act", 0, 1)])
+        s.pin([("act", 0, 0)])
+        with pytest.raises(BlockNotFoundError):
+            s.get("act", 3, 3)
+        s.release("act", 0, 0)
+        with pytest.raises(BlockNotFoundError):
+            s.get("act", 0, 0)
+
+
+def _min_misses(seq, resident, cap):
+    """Reference Belady (MIN with bypass) miss count for unit-size blocks."""
+    cache, misses = set(resident), 0
+    for i, k in enumerate(seq):
+        if k in cache:
+            continue
+        misses += 1
+        nxt = lambda b: next((j for j in range(i + 1, len(seq)) if seq[j] == b), float("inf"))  # noqa
+        if len(cache) < cap:
+            cache.add(k)
+            continue
+        victim = max(list(cache) + [k], key=nxt)
+        if victim != k:
+            cache.discard(victim)
+            cache.add(k)
+    return misses
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_belady_is_optimal_and_beats_lru(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    nblocks, cap = 10, 4
+    seq = [int(x) for x in rng.integers(0, nblocks, 120)]
+    seq += list(range(nblocks)) * 3  # a cyclic tail: LRU's worst case
+    results = {}
+    for policy in ("belady", "lru"):
+        with OffloadStore(cache_bytes=cap * BLK, spill_dir=str(tmp_path / policy), policy=policy,
+                          prefetch=False) as s:
+            for p in range(nblocks):
+                s.put("act", 0, p, blk(p))
+            resident = [p for p in range(nblocks) if s.is_resident("act", 0, p)]
+            s.plan(Schedule([("act", 0, p, "r") for p in seq], cyclic=False))
+            s.stats(reset=True)
+            for p in seq:
+                assert torch.equal(s.get("act", 0, p), blk(p))
+            results[policy] = s.stats()
+            if policy == "belady":
+                assert results[policy]["misses"] == _min_misses(seq, resident, cap)
+                assert results[policy]["unplanned_accesses"] == 0
+    assert results["belady"]["hit_rate"] > results["lru"]["hit_rate"]
+    assert results["belady"]["bytes_read"] < results["lru"]["bytes_read"]
+
+
+def test_prefetch_turns_misses_into_hits(tmp_path):
+    seq = list(range(8)) * 3
+    hits = {}
+    for pf in (False, True):
+        with OffloadStore(cache_bytes=4 * BLK, spill_dir=str(tmp_path / str(pf)), prefetch=pf) as s:
+            for p in range(8):
+                s.put("act", 0, p, blk(p))
+            s.plan(Schedule([("act", 0, p, "r") for p in seq]))
+            s.stats(reset=True)
+            for p in seq:
+                assert torch.equal(s.get("act", 0, p), blk(p))
+            s.sync()
+            hits[pf] = s.stats()
+    assert hits[True]["hits"] > hits[False]["hits"]
+    assert hits[True]["prefetch_loads"] > 0
