@@ -136,6 +136,8 @@ def run_job(args, detach: bool = False) -> dict:
         store = Path(args.store)
         PartitionStore(store)                     # fails early with a clear message
     elif args.data:
+        if not Path(args.data).exists():
+            raise ArgosyError(f"{args.data}: no such file")
         store = run_dir / "store"
         part_res = partition_to_store(args.data, store, args.parts, args.partition_method, args.seed, args.json)
     else:

@@ -23,6 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .optim import Adam
+
 __all__ = ["ModelSpec", "init_params", "layer_forward", "post_activation", "dropout_mask",
            "make_optimizer", "masked_loss_sum", "flat_grads"]
 
@@ -137,13 +139,13 @@ def masked_loss_sum(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tens
     return F.cross_entropy(logits[sel], labels[sel], reduction="sum")
 
 
-def make_optimizer(params: list[dict[str, torch.Tensor]], lr: float, weight_decay: float) -> torch.optim.Optimizer:
+def make_optimizer(params: list[dict[str, torch.Tensor]], lr: float, weight_decay: float) -> Adam:
     """Adam with weight decay on the first layer only (Kipf & Welling's recipe)."""
     groups = [{"params": list(params[0].values()), "weight_decay": weight_decay}]
     rest = [t for p in params[1:] for t in p.values()]
     if rest:
         groups.append({"params": rest, "weight_decay": 0.0})
-    return torch.optim.Adam(groups, lr=lr)
+    return Adam(groups, lr=lr)
 
 
 def flat_grads(params: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

@@ -322,6 +322,7 @@ def _chunk_fm(src, dst, starts, part, size, k, cap, local, rounds, stall, state)
     locked = np.zeros(ng, np.bool_)
     mv = np.empty(ng, np.int64)
     mfrom = np.empty(ng, np.int64)
+    deg_cap = max(64, 8 * (src.size // max(ng, 1)))
     total = 0
     moved_total = 0
     for _ in range(rounds):
@@ -367,7 +368,7 @@ def _chunk_fm(src, dst, starts, part, size, k, cap, local, rounds, stall, state)
                     break
             for e in range(starts[i], starts[i + 1]):
                 j = local[dst[e]]
-                if j < 0 or locked[j]:
+                if j < 0 or locked[j] or starts[j + 1] - starts[j] > deg_cap:
                     continue
                 gj, tj = _group_best(src, dst, starts[j], starts[j + 1], part, size, k, cap,
                                      conn, touched)

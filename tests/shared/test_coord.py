@@ -1,0 +1,82 @@
+"""Coordination against a real Redis server: work streams, idempotency, registry, auth."""
+import time
+
+import pytest
+
+from shared.config import JobConfig
+from shared.coord import Coordinator, redact_url
+from shared.errors import CoordinationError
+from shared.redis_server import EmbeddedRedis
+
+
+@pytest.fixture
+def coord(redis_url, request):
+    c = Coordinator(redis_url, f"t-{request.node.name}")
+    c.delete_job()
+    yield c
+    c.delete_job()
+    c.close()
+
+
+def test_spec_round_trip(coord):
+    cfg = JobConfig(job="x", num_samplers=3)
+    coord.put_spec(cfg)
+    got = coord.get_spec()
+    assert got == cfg and got.fingerprint() == cfg.fingerprint()
+
+
+def test_claim_ack_and_reclaim(coord):
+    coord.ensure_groups(2)
+    coord.publish_work([(0, {"b": 1}), (1, {"b": 2}), (0, {"b": 3})])
+    got = coord.claim([0, 1], "s1", count=10, block_ms=100)
+    assert sorted(f["b"] for _, _, f in got) == [1, 2, 3]
+    assert coord.claim([0, 1], "s2", count=10, block_ms=50) == []       # nothing new for another consumer
+    stream, eid, _ = got[0]
+    coord.ack(stream, eid)
+    assert coord.pending(2) == 2 and coord.backlog(2) == 2
+    time.sleep(0.15)
+    taken = coord.reclaim([0, 1], "s2", min_idle_ms=100)                  # s1 "died": s2 takes its items
+    assert sorted(f["b"] for _, _, f in taken) == sorted(f["b"] for _, _, f in got[1:])
+    assert coord.reclaim([0, 1], "s3", min_idle_ms=10_000) == []          # fresh claims are not stolen
+
+
+def test_mark_applied_is_idempotent(coord):
+    assert coord.mark_applied(0, "train", 5)
+    assert not coord.mark_applied(0, "train", 5)
+    assert coord.mark_applied(1, "train", 5)
+    assert coord.applied_count(0, "train") == 1
+
+
+def test_registry_heartbeat_expires(coord):
+    coord.register("sampler", "s-a", {"endpoint": "tcp://x:1"}, interval=0.1, ttl=0.5)
+    time.sleep(0.3)
+    live = coord.services("sampler")
+    assert [s["id"] for s in live] == ["s-a"] and live[0]["endpoint"] == "tcp://x:1"
+    coord._hb_stop.set()                                                  # the process "dies"
+    time.sleep(0.8)
+    assert coord.services("sampler") == []
+    assert coord.services("sampler", include_dead=True)[0]["alive"] is False
+
+
+def test_metrics_and_epochs(coord):
+    coord.incr(a=1, b=2.5)
+    coord.incr(a=2)
+    assert coord.metrics() == {"a": 3.0, "b": 2.5}
+    coord.append_epoch({"epoch": 0})
+    assert coord.epochs() == [{"epoch": 0}]
+
+
+def test_password_auth_and_redaction():
+    with EmbeddedRedis(password="s3cret") as srv:
+        c = Coordinator(srv.url, "auth")
+        assert c.r.ping()
+        assert "s3cret" not in redact_url(srv.url)
+        bad = srv.url.replace("s3cret", "wrong")
+        with pytest.raises(CoordinationError, match="refused the credentials|invalid|WRONGPASS") as e:
+            Coordinator(bad, "auth", connect_timeout=2)
+        assert "wrong" not in str(e.value)
+
+
+def test_unreachable_redis_fails_clearly():
+    with pytest.raises(CoordinationError, match="cannot reach Redis"):
+        Coordinator("redis://127.0.0.1:1/0", "x", connect_timeout=1)
