@@ -218,6 +218,46 @@ def _watch(coord, stack: LocalStack, cfg: JobConfig, quiet: bool) -> tuple[dict,
 
 
 # ---------------------------------------------------------------------------------------------
+def cmd_submit(args) -> int:
+    """Write a job spec into an existing Redis for already-running (or soon-running) services,
+    optionally wait for the job to finish and write its report (compose/Kubernetes driver)."""
+    from shared.coord import Coordinator
+    from shared.report import write_report
+    from shared.store import PartitionStore
+    if not args.store:
+        raise ArgosyError("submit needs --store DIR (a store every service can read at the same path)")
+    PartitionStore(args.store)
+    url = args.redis or os.environ.get(envs.REDIS_URL)
+    if not url:
+        raise ArgosyError("submit needs --redis URL or $ARGOSY_REDIS_URL")
+    job = args.job or "default"
+    run_dir = Path(args.run_dir or Path(args.store).parent / "runs" / job)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg = job_config(args, Path(args.store), job, run_dir)
+    coord = Coordinator(url, job, connect_timeout=120)
+    if coord.get_state() in ("running",) and not args.force:
+        raise ArgosyError(f"job {job!r} is already running (pass --force to replace its spec)")
+    coord.delete_job()
+    coord.put_spec(cfg)
+    coord.set_state("starting")
+    print(f"submitted job {job} (fingerprint {cfg.fingerprint()})", file=sys.stderr)
+    if not args.wait:
+        return 0
+    t0, timeline = time.time(), []
+    while True:
+        state = coord.get_state()
+        if state in ("done", "failed"):
+            break
+        timeline.append({"t": time.time(), **coord.metrics()})
+        time.sleep(1.0)
+    result = {**(coord.get_result() or {}), "wall_seconds": time.time() - t0}
+    report = write_report(run_dir, result, coord.epochs(), timeline, {"job": job, "store": args.store,
+                                                                     "config": json.loads(cfg.to_json())})
+    result["report"] = str(report)
+    _print_result(result, args.json)
+    return 0 if state == "done" else 1
+
+
 def cmd_train(args) -> int:
     res = run_job(args)
     _print_result(res, args.json)
@@ -402,6 +442,11 @@ def build_parser() -> argparse.ArgumentParser:
     u = sub.add_parser("up", help="start a job's stack in the background (see status, scale, down)")
     _add_train_args(u)
     u.set_defaults(func=lambda a: (run_job(a, detach=True), 0)[1])
+    sb = sub.add_parser("submit", help="put a job spec into Redis for services started elsewhere (compose, k8s)")
+    _add_train_args(sb)
+    sb.add_argument("--wait", action="store_true", help="wait until the job ends, then write its report")
+    sb.add_argument("--force", action="store_true")
+    sb.set_defaults(func=cmd_submit)
     g = sub.add_parser("generate", help="write a synthetic DC-SBM graph (.npz, or .npy edge list for big graphs)")
     g.add_argument("--nodes", type=int, default=100_000)
     g.add_argument("--avg-degree", type=float, default=10.0)

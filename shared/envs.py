@@ -18,6 +18,18 @@ DNS name under compose/Kubernetes)."""
 BIND_HOST = "ARGOSY_BIND_HOST"
 """Interface a service binds its ZeroMQ socket to (default 127.0.0.1; 0.0.0.0 in containers)."""
 
+SPEC_WAIT = "ARGOSY_SPEC_WAIT"
+"""Seconds a service waits for its job spec to appear in Redis (default 600: under compose or
+Kubernetes, services may start before ``argosy submit`` runs)."""
+PORT = "ARGOSY_PORT"
+"""Fixed ZeroMQ port for loaders/trainers (default 0 = random; set it in containers)."""
+RANK = "ARGOSY_RANK"
+"""Trainer rank (default: the ordinal suffix of $HOSTNAME, as in a StatefulSet pod name)."""
+DIST_URL = "ARGOSY_DIST_URL"
+"""torch.distributed rendezvous URL used by trainer rank 0 (default tcp://ADVERTISE_HOST:free port)."""
+JOB = "ARGOSY_JOB"
+"""Job id when --job is not given (default ``default``)."""
+
 
 def torch_threads() -> int:
     return max(1, int(os.environ.get(TORCH_THREADS, "1")))

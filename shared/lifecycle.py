@@ -59,7 +59,7 @@ def start_service(role: str, args: argparse.Namespace, info: dict | None = None)
     except ImportError:
         pass
     coord = Coordinator(args.redis, args.job)
-    cfg = coord.get_spec(wait=60)
+    cfg = coord.get_spec(wait=float(os.environ.get("ARGOSY_SPEC_WAIT", "600")))
     ctx = ServiceContext(role=role, service_id=sid, coord=coord, cfg=cfg, port=args.port)
 
     def on_signal(signum, frame):

@@ -87,7 +87,8 @@ def run_train(a: TrainArgs) -> dict:
     if a.feature_norm:  # Kipf & Welling row-normalise bag-of-words features
         rs = g.features.sum(1, keepdims=True, dtype=np.float64)
         rs[rs == 0] = 1.0
-        g.features = (g.features / rs).astype(np.float32)
+        g.features = np.ascontiguousarray(g.features, dtype=np.float32)
+        g.features /= rs.astype(np.float32)  # in place: no second copy of the features
     n_cls = int(g.labels.max()) + 1
     dims = (int(g.features.shape[1]),) + (a.hidden,) * (a.layers - 1) + (n_cls,)
     spec = ModelSpec(a.model, dims, a.dropout)  # type: ignore[arg-type]
