@@ -37,6 +37,8 @@ class LocalStack:
         self.job, self.redis_url, self.run_dir = job, redis_url, Path(run_dir)
         self.procs: dict[str, subprocess.Popen] = {}
         self.restarts = 0
+        self.trainer_restarts = 0
+        self.max_trainer_restarts = 3
         self.env = {**os.environ, envs.REDIS_URL: redis_url, "PYTHONUNBUFFERED": "1", **(env or {})}
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
 
@@ -55,15 +57,37 @@ class LocalStack:
         for i in range(cfg.num_samplers):
             self.start("sampler", f"sampler-{i}", detach=detach)
 
+    def trainers_dead(self) -> str | None:
+        for sid, p in self.procs.items():
+            if sid.startswith("trainer") and p.poll() is not None:
+                return f"{sid} exited with code {p.returncode} (see {self.run_dir / 'logs' / (sid + '.log')})"
+        return None
+
+    def restart_trainers(self, coord, world: int) -> None:
+        """Kill what is left of the DDP world and start it again; trainers resume from the checkpoint."""
+        self.trainer_restarts += 1
+        for sid in [s for s in self.procs if s.startswith("trainer")]:
+            p = self.procs.pop(sid)
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        coord.clear_dist_url()
+        cfg = coord.get_spec()
+        cfg.resume = True
+        coord.put_spec(cfg)
+        coord.set_state("starting")
+        for r in range(world):
+            self.start("trainer", f"trainer-{r}-r{self.trainer_restarts}", ["--rank", str(r)])
+
     def check(self, restart: bool = True) -> str | None:
-        """Restart dead samplers/loaders; return an error string if a trainer died."""
+        """Restart dead samplers/loaders (trainers are handled by :meth:`restart_trainers`)."""
         for sid, p in list(self.procs.items()):
             rc = p.poll()
             if rc is None:
                 continue
             role = sid.split("-")[0]
             if role == "trainer":
-                return f"{sid} exited with code {rc} (see {self.run_dir / 'logs' / (sid + '.log')})"
+                continue
             if rc != 0 and restart:
                 self.restarts += 1
                 logger.warning("%s exited with code %s; starting a replacement", sid, rc)
@@ -113,11 +137,12 @@ def job_config(args, store: Path, job: str, run_dir: Path) -> JobConfig:
         job=job, store=str(store.resolve()), run_dir=str(run_dir.resolve()), seed=args.seed,
         num_samplers=args.samplers, num_loaders=args.loaders, num_trainers=args.trainers,
         sampler=SamplerConfig(fanouts=fan, eval_fanouts=tuple([-1] * len(fan)) if args.eval_fanouts is None
-                              else tuple(int(x) for x in args.eval_fanouts.split(",")), batch_size=args.batch_size),
+                              else tuple(int(x) for x in args.eval_fanouts.split(",")), batch_size=args.batch_size,
+                              eval_max_nodes=args.eval_max_nodes),
         loader=LoaderConfig(),
         trainer=TrainerConfig(model=args.model, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
                               weight_decay=args.weight_decay, epochs=args.epochs, device=args.device,
-                              work_factor=args.work_factor),
+                              work_factor=args.work_factor, normalize_features=args.normalize_features),
         coord=CoordConfig(claim_timeout=args.claim_timeout, peer_timeout=args.peer_timeout))
 
 
@@ -132,6 +157,10 @@ def run_job(args, detach: bool = False) -> dict:
     run_dir = Path(args.run_dir or Path("runs") / job)
     run_dir.mkdir(parents=True, exist_ok=True)
     part_res = None
+    if getattr(args, "resume", False) and not args.store and (run_dir / "store" / "manifest.json").exists():
+        args.store = str(run_dir / "store")
+    if getattr(args, "resume", False) and not (run_dir / "checkpoint.pt").exists():
+        raise ArgosyError(f"--resume: no checkpoint in {run_dir} (pass the --run-dir of the interrupted run)")
     if args.store:
         store = Path(args.store)
         PartitionStore(store)                     # fails early with a clear message
@@ -148,6 +177,7 @@ def run_job(args, detach: bool = False) -> dict:
         embedded = EmbeddedRedis().start()
         url = embedded.url
     cfg = job_config(args, store, job, run_dir)
+    cfg.resume = bool(getattr(args, "resume", False))
     coord = Coordinator(url, job)
     coord.delete_job()
     coord.put_spec(cfg)
@@ -180,7 +210,8 @@ def run_job(args, detach: bool = False) -> dict:
             epochs = []
         if embedded:
             embedded.stop()
-    result = {**result, "wall_seconds": time.time() - t_start, "restarts": stack.restarts}
+    result = {**result, "wall_seconds": time.time() - t_start, "restarts": stack.restarts,
+              "trainer_restarts": stack.trainer_restarts}
     extra = {"job": job, "store": str(store), "config": json.loads(cfg.to_json()), "partition": part_res}
     report = write_report(run_dir, result, epochs, timeline, extra)
     result["report"] = str(report)
@@ -194,12 +225,18 @@ def _watch(coord, stack: LocalStack, cfg: JobConfig, quiet: bool) -> tuple[dict,
     try:
         while True:
             state = coord.get_state()
-            err = stack.check()
+            stack.check()
             if state == "done":
                 break
-            if state == "failed" or err:
-                res = coord.get_result() or {}
-                raise ArgosyError(f"job failed: {res.get('error') or err}")
+            dead = stack.trainers_dead()
+            if state == "failed" or dead:
+                reason = (coord.get_result() or {}).get("error") if state == "failed" else dead
+                if stack.trainer_restarts >= stack.max_trainer_restarts:
+                    raise ArgosyError(f"job failed: {reason}")
+                logger.warning("trainer failure (%s); restarting the trainers from the last checkpoint "
+                               "(attempt %d of %d)", reason, stack.trainer_restarts + 1, stack.max_trainer_restarts)
+                stack.restart_trainers(coord, cfg.num_trainers)
+                continue
             epochs = coord.epochs()
             if len(epochs) > seen:
                 e = epochs[-1]
@@ -234,6 +271,7 @@ def cmd_submit(args) -> int:
     run_dir = Path(args.run_dir or Path(args.store).parent / "runs" / job)
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = job_config(args, Path(args.store), job, run_dir)
+    cfg.resume = True            # a trainer pod restarted by compose/Kubernetes continues from its checkpoint
     coord = Coordinator(url, job, connect_timeout=120)
     if coord.get_state() in ("running",) and not args.force:
         raise ArgosyError(f"job {job!r} is already running (pass --force to replace its spec)")
@@ -271,6 +309,7 @@ def _print_result(res: dict, as_json: bool) -> None:
     keys = ("test_accuracy", "val_accuracy", "best_epoch", "epochs", "epoch_seconds", "batches_per_second",
             "sampled_edges_per_second", "trainer_idle_fraction", "remote_fraction", "seeds_planned", "seeds_trained",
             "duplicates", "wall_seconds")
+    keys = keys + ("seeds_redelivered", "seeds_dropped", "restarts", "trainer_restarts")
     for k in keys:
         if k in res:
             v = res[k]
@@ -414,10 +453,13 @@ def _add_train_args(p: argparse.ArgumentParser, epochs: int = 10) -> None:
     p.add_argument("--fanouts", default="10,10", help="neighbours per hop, seeds' hop first (-1 = all)")
     p.add_argument("--eval-fanouts", default=None, help="fanouts for val/test (default all neighbours)")
     p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--eval-max-nodes", type=int, default=20_000, help="val/test vertices evaluated per epoch (a fixed subset)")
     p.add_argument("--samplers", type=int, default=1)
     p.add_argument("--loaders", type=int, default=1)
     p.add_argument("--trainers", type=int, default=1)
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--normalize-features", action="store_true",
+                   help="row-normalise features (the standard preprocessing for Cora/Citeseer bag-of-words)")
     p.add_argument("--work-factor", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--redis", default=None, help="Redis URL (default $ARGOSY_REDIS_URL, else an embedded server)")
@@ -438,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(samplers=2, func=cmd_demo)
     t = sub.add_parser("train", help="partition (optional) and train with separate sampler/loader/trainer processes")
     _add_train_args(t)
+    t.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
     t.set_defaults(func=cmd_train)
     u = sub.add_parser("up", help="start a job's stack in the background (see status, scale, down)")
     _add_train_args(u)

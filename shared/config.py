@@ -72,8 +72,10 @@ class TrainerConfig:
     epochs: int = 10
     device: Literal["auto", "cpu", "cuda"] = "auto"
     recv_hwm: int = 8
-    checkpoint_every: int = 0
-    """Epochs between checkpoints (0 = only at the end)."""
+    checkpoint_every: int = 1
+    """Epochs between checkpoints (0 = only at the end); a restarted trainer resumes from the last one."""
+    normalize_features: bool = False
+    """Row-normalise input features to sum 1 (Kipf & Welling's preprocessing for bag-of-words features)."""
     work_factor: int = 1
     """Repeat each batch's forward/backward this many times (benchmarks: make the trainer heavier)."""
 
@@ -104,6 +106,8 @@ class JobConfig:
     """Path of the partitioned store (shared by every service)."""
     run_dir: str = ""
     """Where trainers write checkpoints (the launcher writes the report there too)."""
+    resume: bool = False
+    """Trainers continue from ``run_dir/checkpoint.pt`` when it exists (set on restarts and by --resume)."""
     num_samplers: int = 1
     num_loaders: int = 1
     num_trainers: int = 1
@@ -133,6 +137,6 @@ class JobConfig:
     def fingerprint(self) -> str:
         """Hash of the fields that change training results (not replica counts or timeouts)."""
         d = asdict(self)
-        for k in ("job", "run_dir", "num_samplers", "num_loaders", "coord"):
+        for k in ("job", "run_dir", "resume", "num_samplers", "num_loaders", "coord"):
             d.pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

@@ -53,7 +53,9 @@ class Coordinator:
             raise CoordinationError("no Redis URL: pass --redis URL or set ARGOSY_REDIS_URL")
         self.url = url
         self.job = job
-        retry = Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=8)
+        # ~60 s of retries with backoff: every command rides out a Redis restart transparently,
+        # then fails with a clear error instead of spinning or hanging forever.
+        retry = Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=int(os.environ.get("ARGOSY_REDIS_RETRIES", "35")))
         self.r = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5, retry=retry,
                                       retry_on_error=[redis.ConnectionError, redis.TimeoutError],
                                       health_check_interval=15, decode_responses=False)
@@ -229,6 +231,15 @@ class Coordinator:
         """True the first time a batch id is applied in an epoch/phase, False for a duplicate."""
         return bool(self.r.sadd(keys.applied(self.job, epoch, phase), batch_id))
 
+    def clear_applied(self, from_epoch: int) -> None:
+        """Forget applied batch ids of ``from_epoch`` and later (a resumed trainer re-runs them)."""
+        for key in self.r.scan_iter(match=keys.prefix(self.job) + "applied:*", count=1000):
+            if int(key.decode().split(":")[-2]) >= from_epoch:
+                self.r.delete(key)
+
+    def clear_dist_url(self) -> None:
+        self.r.delete(keys.dist(self.job))
+
     def applied_count(self, epoch: int, phase: str) -> int:
         return int(self.r.scard(keys.applied(self.job, epoch, phase)))
 
@@ -251,6 +262,13 @@ class Coordinator:
 
     def append_epoch(self, record: dict) -> None:
         self.r.rpush(keys.epoch_metrics(self.job), json.dumps(record))
+
+    def trim_epochs(self, n: int) -> None:
+        """Keep only the first ``n`` epoch records (a resumed job re-runs the rest)."""
+        if n == 0:
+            self.r.delete(keys.epoch_metrics(self.job))
+        else:
+            self.r.ltrim(keys.epoch_metrics(self.job), 0, n - 1)
 
     def epochs(self) -> list[dict]:
         return [json.loads(x) for x in self.r.lrange(keys.epoch_metrics(self.job), 0, -1)]

@@ -51,11 +51,14 @@ class EmbeddedRedis:
         ...     print(r.url)                          # redis://127.0.0.1:PORT/0
     """
 
-    def __init__(self, port: int | None = None, password: str | None = None):
+    def __init__(self, port: int | None = None, password: str | None = None, data_dir: str | None = None):
+        """``data_dir``: keep an append-only file there, so a restarted server has the job's state back."""
         self.port = port or free_port()
         self.password = password
         self.proc: subprocess.Popen | None = None
-        self._dir = tempfile.mkdtemp(prefix="argosy-redis-")
+        self.persistent = data_dir is not None
+        self._dir = data_dir or tempfile.mkdtemp(prefix="argosy-redis-")
+        Path(self._dir).mkdir(parents=True, exist_ok=True)
 
     @property
     def url(self) -> str:
@@ -64,7 +67,8 @@ class EmbeddedRedis:
 
     def start(self, timeout: float = 10.0) -> "EmbeddedRedis":
         exe = find_redis_server()
-        args = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        aof = ["--appendonly", "yes", "--appendfsync", "everysec"] if self.persistent else ["--appendonly", "no"]
+        args = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", *aof,
                 "--dir", self._dir, "--loglevel", "warning", "--daemonize", "no"]
         if self.password:
             args += ["--requirepass", self.password]
@@ -79,7 +83,7 @@ class EmbeddedRedis:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
                     reply = s.recv(64)
-                    if reply.startswith(b"+PONG") or reply.startswith(b"-NOAUTH"):
+                    if reply.startswith((b"+PONG", b"-NOAUTH", b"-LOADING")):
                         logger.info("embedded Redis (%s) on 127.0.0.1:%d", exe, self.port)
                         return self
             except OSError:
@@ -96,7 +100,14 @@ class EmbeddedRedis:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if not self.persistent:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL the server (fault injection); ``start()`` brings it back on the same port."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def __enter__(self) -> "EmbeddedRedis":
         return self.start()

@@ -13,7 +13,12 @@ depend on the partition count.
 
 Block kinds: ``feat`` (layer 0, persistent inputs), ``act`` (layer l input
 after ReLU+dropout, one epoch), ``grad`` (gradient w.r.t. ``act``), ``eval``
-(inference activations). The access order of both passes is handed to the
+(inference activations). Each has a *halo* twin (``feath``, ``acth``,
+``gradh``, ``evalh``): the compact block of the rows of part ``p`` that other
+parts read (its export set, ``(alpha - 1) * D`` bytes in all). Gathers read
+the own block plus the small halo blocks of the dependencies instead of whole
+remote blocks, and remote gradient contributions accumulate in the halo
+gradient block, so each layer's big blocks are read about once per pass. The access order of both passes is handed to the
 store in advance (:meth:`OffloadTrainer.train_schedule`) so it can run
 Belady eviction and exact prefetch.
 """
@@ -73,11 +78,31 @@ class OffloadTrainer:
         for p in range(self.P):
             store.put("feat", 0, p, torch.from_numpy(np.ascontiguousarray(graph.features[plan.own[p]],
                                                                           dtype=np.float32)))
-        self._sources = [[(p, None)] + [(q, plan.boundary[p][q]) for q in plan.deps[p]]
-                         for p in range(self.P)]
+        # export set of each part and, per dependency, positions inside the owner's export set
+        exp_lists: list[list[np.ndarray]] = [[] for _ in range(self.P)]
+        for p in range(self.P):
+            for q in plan.deps[p]:
+                exp_lists[q].append(plan.boundary[p][q])
+        self.export = [np.unique(np.concatenate(e)) if e else np.zeros(0, np.int64) for e in exp_lists]
+        self._export_t = [torch.from_numpy(e) for e in self.export]
+        self.hidx = [{q: np.searchsorted(self.export[q], plan.boundary[p][q]) for q in plan.deps[p]}
+                     for p in range(self.P)]
+        for p in range(self.P):
+            x = torch.from_numpy(np.ascontiguousarray(graph.features[plan.own[p]], dtype=np.float32))
+            self._put_with_halo("feat", 0, p, x, sync=True)
         self._train_sched = Schedule(self.train_schedule())
         self._eval_sched = Schedule(self.eval_schedule())
         store.flush()
+
+    def _sources(self, kind: str, p: int) -> list[tuple[str, int, np.ndarray | None]]:
+        return [(kind, p, None)] + [(kind + "h", q, self.hidx[p][q]) for q in self.plan.deps[p]]
+
+    def _put_with_halo(self, kind: str, l: int, p: int, x: torch.Tensor, sync: bool = False) -> None:
+        put = self.store.put if sync else self.store.put_async
+        x = x.detach().cpu()
+        put(kind, l, p, x)
+        if len(self.export[p]):
+            put(kind + "h", l, p, x.index_select(0, self._export_t[p]))
 
     # ------------------------------------------------------------------ schedules
     def _in_kind(self, l: int, training: bool) -> str:
@@ -86,26 +111,32 @@ class OffloadTrainer:
         return "feat" if (l == 0 and self.spec.dropout <= 0) else "act"
 
     def _gather_reads(self, kind: str, l: int, p: int) -> list[Access]:
-        return [(kind, l, q, "r") for q, _ in self._sources[p]]
+        return [(k, l, q, "r") for k, q, _ in self._sources(kind, p)]
+
+    def _writes(self, kind: str, l: int, p: int) -> list[Access]:
+        return [(kind, l, p, "w")] + ([(kind + "h", l, p, "w")] if len(self.export[p]) else [])
 
     def train_schedule(self) -> list[Access]:
         """Planned block accesses of one training step, in execution order."""
         L, P, s = self.spec.num_layers, self.P, []
         if self.spec.dropout > 0:
             for p in range(P):
-                s += [("feat", 0, p, "r"), ("act", 0, p, "w")]
+                s += [("feat", 0, p, "r")] + self._writes("act", 0, p)
         for l in range(L - 1):
             for p in range(P):
-                s += self._gather_reads(self._in_kind(l, True), l, p) + [("act", l + 1, p, "w")]
+                s += self._gather_reads(self._in_kind(l, True), l, p) + self._writes("act", l + 1, p)
         for l in reversed(range(L)):
             seen: set[int] = set()
             for p in range(P):
                 s += self._gather_reads(self._in_kind(l, True), l, p)
                 if l < L - 1:
                     s.append(("grad", l + 1, p, "r"))
+                    if len(self.export[p]):
+                        s.append(("gradh", l + 1, p, "r"))
                 if l > 0:
-                    for q, _ in self._sources[p]:
-                        s.append(("grad", l, q, "r" if q in seen else "w"))
+                    s.append(("grad", l, p, "w"))
+                    for q in self.plan.deps[p]:
+                        s.append(("gradh", l, q, "r" if q in seen else "w"))
                         seen.add(q)
         return s
 
@@ -116,7 +147,7 @@ class OffloadTrainer:
             for p in range(P):
                 s += self._gather_reads(self._in_kind(l, False), l, p)
                 if l < L - 1:
-                    s.append(("eval", l + 1, p, "w"))
+                    s += self._writes("eval", l + 1, p)
         return s
 
     # ------------------------------------------------------------------ compute
@@ -130,7 +161,21 @@ class OffloadTrainer:
                             epoch, l, p, self.device)
 
     def _gather(self, kind: str, l: int, p: int) -> torch.Tensor:
-        return self.store.gather(kind, l, self._sources[p]).to(self.device)
+        return self.store.gather(kind, l, self._sources(kind, p)).to(self.device)
+
+    def _grad_of(self, l: int, p: int) -> torch.Tensor:
+        """Full gradient block of part ``p``'s layer-``l`` input: own + halo contributions."""
+        st = self.store
+        g = st.get("grad", l, p)
+        if len(self.export[p]):
+            g = g.clone().index_add_(0, self._export_t[p], st.get("gradh", l, p))
+            st.release("gradh", l, p)
+        st.release("grad", l, p)
+        return g.to(self.device)
+
+    def _release(self, kind: str, l: int) -> None:
+        self.store.release_layer(kind, l)
+        self.store.release_layer(kind + "h", l)
 
     def step(self, epoch: int) -> float:
         """One full-graph forward + backward; accumulates ``.grad`` of the parameters.
@@ -144,13 +189,13 @@ class OffloadTrainer:
         if spec.dropout > 0:
             for p in range(P):
                 x = st.get("feat", 0, p)
-                st.put_async("act", 0, p, x * self._mask(epoch, 0, p).cpu())
+                self._put_with_halo("act", 0, p, x * self._mask(epoch, 0, p).cpu())
         with torch.no_grad():
             for l in range(L - 1):
                 kind = self._in_kind(l, True)
                 for p in range(P):
                     z = self._layer(l, p, self._gather(kind, l, p))
-                    st.put_async("act", l + 1, p, post_activation(z, self._mask(epoch, l + 1, p)))
+                    self._put_with_halo("act", l + 1, p, post_activation(z, self._mask(epoch, l + 1, p)))
         total = 0.0
         for l in reversed(range(L)):
             kind = self._in_kind(l, True)
@@ -165,18 +210,20 @@ class OffloadTrainer:
                     total += float(loss.detach())
                 else:
                     a = post_activation(z, self._mask(epoch, l + 1, p))
-                    a.backward(st.get("grad", l + 1, p).to(self.device))
-                    st.release("grad", l + 1, p)
+                    a.backward(self._grad_of(l + 1, p))
                 if l > 0:
                     gg = g.grad.detach().cpu()
-                    off = 0
-                    for q, rows in self._sources[p]:
-                        k = self.sizes[q] if rows is None else len(rows)
-                        st.scatter_add_async("grad", l, q, rows, gg[off:off + k], num_rows=self.sizes[q])
+                    n_p = self.sizes[p]
+                    st.put_async("grad", l, p, gg[:n_p])
+                    off = n_p
+                    for q in self.plan.deps[p]:
+                        k = len(self.hidx[p][q])
+                        st.scatter_add_async("gradh", l, q, self.hidx[p][q], gg[off:off + k],
+                                             num_rows=len(self.export[q]))
                         off += k
                 del g, z
             if l > 0 or spec.dropout > 0:
-                st.release_layer("act", l)
+                self._release("act", l)
         st.sync()
         return total
 
@@ -193,7 +240,7 @@ class OffloadTrainer:
             for p in range(P):
                 z = self._layer(l, p, self._gather(kind, l, p))
                 if l < L - 1:
-                    st.put_async("eval", l + 1, p, torch.relu(z))
+                    self._put_with_halo("eval", l + 1, p, torch.relu(z))
                 else:
                     pred = z.argmax(1)
                     for k, ms in self.masks.items():
@@ -201,7 +248,7 @@ class OffloadTrainer:
                         correct[k] += int((pred[sel] == self.labels[p][sel]).sum())
                         count[k] += int(sel.sum())
             if l > 0:
-                st.release_layer("eval", l)
+                self._release("eval", l)
         st.sync()
         out = {k.replace("_mask", "_accuracy"): correct[k] / max(1, count[k]) for k in self.masks}
         out.update({k.replace("_mask", "_correct"): correct[k] for k in self.masks})

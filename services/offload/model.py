@@ -111,14 +111,17 @@ def dropout_mask(shape: tuple[int, int], prob: float, seed: int, epoch: int, lay
                  part: int, device: torch.device | str = "cpu") -> torch.Tensor | None:
     """Deterministic inverted-dropout scale mask for one (epoch, layer, part) block.
 
-    Returns None when ``prob == 0``. Shapes: returns ``float32[shape]`` with
-    entries ``0`` or ``1/(1-prob)``.
+    Returns None when ``prob == 0``. ``prob`` is quantised to 1/65536. Shapes:
+    returns ``float32[shape]`` with entries ``0`` or ``1/(1-prob)``.
     """
     if prob <= 0:
         return None
-    rng = np.random.default_rng([seed, epoch, layer, part])  # numpy's PCG64: ~4x faster than torch.rand
-    keep = rng.random(shape, dtype=np.float32) >= prob
-    return torch.from_numpy(keep * np.float32(1.0 / (1.0 - prob))).to(device)
+    rng = np.random.default_rng([seed, epoch, layer, part])
+    n = shape[0] * shape[1]
+    # 16-bit uniforms sliced from raw PCG64 output: several times faster than rng.random()
+    u = rng.bit_generator.random_raw((n + 3) // 4).view(np.uint16)[:n].reshape(shape)
+    keep = torch.from_numpy(u >= np.uint16(min(65535, round(prob * 65536))))
+    return keep.to(torch.float32).mul_(1.0 / (1.0 - prob)).to(device)
 
 
 def post_activation(z: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

@@ -140,8 +140,12 @@ class StoreServer:
             has_rows = h.get("has_rows", [False] * len(parts))
             if len(has_rows) != len(parts) or sum(bool(x) for x in has_rows) != len(arrays):
                 raise ProtocolError("gather: has_rows must match parts and the number of row arrays")
+            kinds = h.get("kinds") or [kind] * len(parts)
+            if len(kinds) != len(parts) or not all(isinstance(k, str) for k in kinds):
+                raise ProtocolError("gather: kinds must be a list of str matching parts")
             it = iter(arrays)
-            sources = [(int(p), next(it).astype(np.int64) if r else None) for p, r in zip(parts, has_rows)]
+            sources = [(k, int(p), next(it).astype(np.int64) if r else None)
+                       for k, p, r in zip(kinds, parts, has_rows)]
             return {}, [st.gather(kind, layer, sources).numpy()]
         if op == "scatter_add":
             kind, layer, part = _key_fields(h)
@@ -249,11 +253,11 @@ class RemoteStore:
         return torch.from_numpy(self._call("get", kind=kind, layer=int(layer), part=int(part))[1][0])
 
     def gather(self, kind: str, layer: int, sources) -> torch.Tensor:
-        parts = [int(p) for p, _ in sources]
-        rows = [_np(r).astype(np.int64) for _, r in sources if r is not None]
-        has = [r is not None for _, r in sources]
-        return torch.from_numpy(self._call("gather", rows, kind=kind, layer=int(layer), parts=parts,
-                                           has_rows=has)[1][0])
+        src = [s if len(s) == 3 else (kind, *s) for s in sources]
+        rows = [_np(r).astype(np.int64) for _, _, r in src if r is not None]
+        return torch.from_numpy(self._call(
+            "gather", rows, kind=kind, layer=int(layer), kinds=[k for k, _, _ in src],
+            parts=[int(p) for _, p, _ in src], has_rows=[r is not None for _, _, r in src])[1][0])
 
     def scatter_add(self, kind: str, layer: int, part: int, rows, src, num_rows: int | None = None) -> None:
         arrays = ([_np(rows).astype(np.int64)] if rows is not None else []) + [_np(src)]

@@ -129,6 +129,9 @@ class OffloadStore:
             one) or ``lru``.
         prefetch: with ``belady``, load upcoming planned reads in the background.
         prefetch_window: how many upcoming distinct planned reads to consider.
+        max_pending_bytes: bound on bytes held by queued ``*_async`` writes
+            (back-pressure: a caller blocks until the I/O thread catches up);
+            default a quarter of ``cache_bytes``.
 
     Shapes:
         Blocks are CPU tensors of any shape/dtype; ``gather``/``scatter_add``
@@ -143,7 +146,8 @@ class OffloadStore:
     """
 
     def __init__(self, cache_bytes: int, spill_dir: str | None = None, disk_bytes: int | None = None,
-                 policy: str = "belady", prefetch: bool = True, prefetch_window: int = 8) -> None:
+                 policy: str = "belady", prefetch: bool = True, prefetch_window: int = 8,
+                 max_pending_bytes: int | None = None) -> None:
         if policy not in ("belady", "lru"):
             raise ValueError(f"policy must be belady|lru (got {policy!r})")
         if cache_bytes < 0:
@@ -166,6 +170,9 @@ class OffloadStore:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offload-io")
         self._pf_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offload-prefetch")
         self._pending: dict[BlockKey, int] = {}
+        self._pending_bytes = 0
+        self.max_pending_bytes = int(max_pending_bytes if max_pending_bytes is not None
+                                     else max(1, self.cache_bytes // 4))
         self._stats = StoreStats()
         self._closed = False
 
@@ -217,21 +224,23 @@ class OffloadStore:
             self._after_access()
         return data
 
-    def gather(self, kind: str, layer: int, sources: Sequence[tuple[int, np.ndarray | torch.Tensor | None]],
-               out: torch.Tensor | None = None) -> torch.Tensor:
-        """Concatenate rows of several blocks of one (kind, layer): a part's expanded input.
+    def gather(self, kind: str, layer: int, sources: Sequence[tuple], out: torch.Tensor | None = None
+               ) -> torch.Tensor:
+        """Concatenate rows of several blocks of one layer: a part's expanded input.
 
         Args:
             kind, layer: which blocks.
-            sources: ``(part, rows)`` in output order; ``rows`` None = the whole block.
+            sources: ``(part, rows)`` or ``(kind, part, rows)`` in output order;
+                ``rows`` None = the whole block.
             out: optional preallocated output.
 
         Shapes:
             each block ``[n_q, f]``; rows ``int64[b_q]``; returns ``[sum b_q, f]``.
         """
         pieces = []
-        for part, rows in sources:
-            data, _ = self._acquire(_key(kind, layer, part), pin=False)
+        for src in sources:
+            k, part, rows = src if len(src) == 3 else (kind, *src)
+            data, _ = self._acquire(_key(k, layer, part), pin=False)
             if rows is None:
                 pieces.append(data)
             else:
@@ -356,13 +365,14 @@ class OffloadStore:
     # ------------------------------------------------------------------ async API
     def put_async(self, kind: str, layer: int, part: int, tensor: torch.Tensor) -> Future:
         """Queue :meth:`put` on the I/O thread; reads of the key wait for it."""
-        return self._submit_write(_key(kind, layer, part), self.put, kind, layer, part, tensor)
+        return self._submit_write(_key(kind, layer, part), tensor.nelement() * tensor.element_size(),
+                                  self.put, kind, layer, part, tensor)
 
     def scatter_add_async(self, kind: str, layer: int, part: int, rows, src: torch.Tensor,
                           num_rows: int | None = None) -> Future:
         """Queue :meth:`scatter_add` on the I/O thread (FIFO with other async work)."""
-        return self._submit_write(_key(kind, layer, part), self.scatter_add, kind, layer, part,
-                                  rows, src, num_rows)
+        return self._submit_write(_key(kind, layer, part), src.nelement() * src.element_size(),
+                                  self.scatter_add, kind, layer, part, rows, src, num_rows)
 
     def get_async(self, kind: str, layer: int, part: int) -> Future:
         return self._pool.submit(self.get, kind, layer, part)
@@ -410,9 +420,12 @@ class OffloadStore:
         if self._closed:
             raise OffloadError("offload store is closed")
 
-    def _submit_write(self, key: BlockKey, fn, *args) -> Future:
-        with self._lock:
+    def _submit_write(self, key: BlockKey, nbytes: int, fn, *args) -> Future:
+        with self._cond:
             self._check_open()
+            while self._pending_bytes > 0 and self._pending_bytes + nbytes > self.max_pending_bytes:
+                self._cond.wait()  # back-pressure: never queue unbounded memory
+            self._pending_bytes += nbytes
             self._pending[key] = self._pending.get(key, 0) + 1
 
         def run():
@@ -420,6 +433,7 @@ class OffloadStore:
                 return fn(*args)
             finally:
                 with self._cond:
+                    self._pending_bytes -= nbytes
                     self._pending[key] -= 1
                     if not self._pending[key]:
                         del self._pending[key]

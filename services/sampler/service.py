@@ -83,7 +83,7 @@ class SamplerProc:
                     if items:
                         logger.warning("re-claimed %d work items left unacknowledged for %.0f s",
                                        len(items), cfg.coord.claim_timeout)
-                        coord.incr(reclaimed_batches=len(items))
+                        coord.incr(reclaimed_batches=len(items), reclaimed_seeds=sum(f["count"] for _, _, f in items))
                     last_reclaim = now
                 if not items:
                     items = coord.claim(self.parts, ctx.service_id, count=1, block_ms=200)

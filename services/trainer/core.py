@@ -47,11 +47,18 @@ class TrainerCore:
         self.device = device or pick_device(cfg.device)
         self.model = GNN(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout).to(self.device)
         self.module: torch.nn.Module = self.model          # replaced by a DDP wrapper when distributed
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        # Kipf & Welling regularise only the first GCN layer; SAGE decays every layer (PyG examples).
+        layers = list(self.model.layers)
+        groups = ([{"params": layers[0].parameters(), "weight_decay": cfg.weight_decay},
+                   {"params": [p for l in layers[1:] for p in l.parameters()], "weight_decay": 0.0}]
+                  if cfg.model == "gcn" else [{"params": self.model.parameters(), "weight_decay": cfg.weight_decay}])
+        self.opt = torch.optim.Adam(groups, lr=cfg.lr)
 
     def to_device(self, fb: FeatureBatch) -> tuple[torch.Tensor, Blocks, torch.Tensor]:
         dev = self.device
         x = torch.from_numpy(fb.features).to(dev, torch.float32, non_blocking=True)
+        if self.cfg.normalize_features:
+            x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
         blocks = Blocks(hop_nodes=fb.hop_nodes.tolist(), hop_edges=fb.hop_edges.tolist(),
                         edge_src=torch.from_numpy(fb.edge_src).to(dev).long(),
                         edge_dst=torch.from_numpy(fb.edge_dst).to(dev).long(),

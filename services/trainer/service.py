@@ -51,13 +51,16 @@ class PhaseStats:
     remote_neighbors: int = 0
     feature_rows: int = 0
     remote_feature_rows: int = 0
-    duplicates: int = 0
+    duplicate_arrivals: int = 0
+    """Batches that arrived again after being applied (re-deliveries), acknowledged and skipped."""
+    duplicate_seeds: int = 0
+    """Seeds applied more than once in this phase, measured from the applied seed ids (should be 0)."""
     idle_seconds: float = 0.0
     compute_seconds: float = 0.0
     planned_seeds: int = 0
 
     FIELDS = ("batches", "seeds", "correct", "labelled", "loss_sum", "sampled_edges", "remote_neighbors",
-              "feature_rows", "remote_feature_rows", "duplicates", "idle_seconds", "compute_seconds", "planned_seeds")
+              "feature_rows", "remote_feature_rows", "duplicate_arrivals", "duplicate_seeds", "idle_seconds", "compute_seconds", "planned_seeds")
 
     def reduce(self, world: int) -> "PhaseStats":
         if world == 1:
@@ -84,6 +87,9 @@ class TrainerProc:
         self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.trainer.recv_hwm)
         self.endpoint = bind_random(self.pull, ctx.port)
         self.epochs: list[dict] = []
+        self.start_epoch = 0
+        self.resumed_from: int | None = None
+        self.best_val, self.result = -1.0, {}
 
     # ---- setup --------------------------------------------------------------------------------
     def init_distributed(self) -> None:
@@ -107,6 +113,7 @@ class TrainerProc:
         mine = {it.batch_id: it for it in plan if it.trainer_rank == self.rank}
         st = PhaseStats(planned_seeds=sum(it.count for it in mine.values()))
         done: set[int] = set()
+        applied_seeds: list[np.ndarray] = []
         last_progress = time.monotonic()
         join = Join([self.core.module]) if (phase == "train" and self.world > 1) else contextlib.nullcontext()
         with join:
@@ -129,7 +136,7 @@ class TrainerProc:
                     continue
                 if fb.epoch != epoch or fb.phase != phase or fb.batch_id not in mine or fb.batch_id in done \
                         or not coord.mark_applied(epoch, phase, fb.batch_id):
-                    st.duplicates += 1                       # a re-delivery of something already applied
+                    st.duplicate_arrivals += 1               # a re-delivery of something already applied
                     coord.ack(fb.work_stream, fb.work_id)
                     continue
                 last_progress = time.monotonic()
@@ -143,6 +150,7 @@ class TrainerProc:
                     st.compute_seconds += time.perf_counter() - t1
                 coord.ack(fb.work_stream, fb.work_id)
                 done.add(fb.batch_id)
+                applied_seeds.append(np.array(fb.nodes[:fb.num_seeds]))
                 st.batches += 1
                 st.seeds += fb.num_seeds
                 st.correct += r["correct"]
@@ -151,6 +159,9 @@ class TrainerProc:
                 st.remote_neighbors += fb.remote_neighbors
                 st.feature_rows += fb.features.shape[0]
                 st.remote_feature_rows += fb.remote_feature_rows
+        if applied_seeds:
+            allseeds = np.concatenate(applied_seeds)
+            st.duplicate_seeds = int(allseeds.shape[0] - np.unique(allseeds).shape[0])
         return st
 
     def _starvation_report(self, epoch, phase, missing, timeout) -> str:
@@ -166,12 +177,16 @@ class TrainerProc:
         coord.register("trainer", ctx.service_id, {"rank": self.rank, "endpoint": self.endpoint},
                        cfg.coord.heartbeat_seconds, cfg.coord.heartbeat_ttl)
         try:
-            self.init_distributed()
-            if self.rank == 0:
+            self._maybe_resume()
+            if self.rank == 0:                      # before the rendezvous, so no rank receives early
                 coord.ensure_groups(self.store.num_parts)
+                coord.clear_applied(self.start_epoch)
+                coord.trim_epochs(0)
+                for rec in self.epochs:
+                    coord.append_epoch(rec)
                 coord.set_state("running")
-            best_val, result = -1.0, {}
-            for epoch in range(cfg.trainer.epochs):
+            self.init_distributed()
+            for epoch in range(self.start_epoch, cfg.trainer.epochs):
                 rec = {"epoch": epoch}
                 for phase in PHASES:
                     plan = plan_phase(self.store, phase, epoch,
@@ -186,19 +201,22 @@ class TrainerProc:
                     if self.world > 1:
                         dist.barrier()
                     self._record(rec, phase, st, secs)
+                if rec["val_accuracy"] >= self.best_val:
+                    self.best_val = rec["val_accuracy"]
+                    self.result.update(best_epoch=epoch, val_accuracy=rec["val_accuracy"], test_accuracy=rec["test_accuracy"])
+                self.epochs.append(rec)
                 if self.rank == 0:
-                    if rec["val_accuracy"] >= best_val:
-                        best_val = rec["val_accuracy"]
-                        result.update(best_epoch=epoch, val_accuracy=rec["val_accuracy"], test_accuracy=rec["test_accuracy"])
                     coord.append_epoch(rec)
                     logger.info("epoch %d: loss %.4f train %.3f val %.3f test %.3f (%.2f s, idle %.0f%%)", epoch,
                                 rec["train_loss"], rec["train_accuracy"], rec["val_accuracy"], rec["test_accuracy"],
                                 rec["epoch_seconds"], 100 * rec["trainer_idle_fraction"])
-                self.epochs.append(rec)
+                    every = cfg.trainer.checkpoint_every
+                    if every and (epoch + 1) % every == 0:
+                        self._save_checkpoint(epoch)
             if self.rank == 0:
-                self._save_checkpoint()
-                result.update(self._summary())
-                coord.set_state("done", result)
+                self._save_checkpoint(cfg.trainer.epochs - 1)
+                self.result.update(self._summary())
+                coord.set_state("done", self.result)
         except BaseException as e:
             if self.rank == 0 or isinstance(e, PeerDeadError):
                 coord.set_state("failed", {"error": f"{type(e).__name__}: {e}", "rank": self.rank})
@@ -215,7 +233,8 @@ class TrainerProc:
         if phase == "train":
             rec.update(train_loss=st.loss_sum / max(st.labelled, 1), train_accuracy=st.correct / max(st.labelled, 1),
                        epoch_seconds=secs, batches=st.batches, seeds_planned=st.planned_seeds, seeds_trained=st.seeds,
-                       duplicates=st.duplicates, sampled_edges=st.sampled_edges,
+                       duplicates=st.duplicate_seeds, duplicate_arrivals=st.duplicate_arrivals,
+                       seeds_dropped=max(st.planned_seeds - st.seeds, 0), sampled_edges=st.sampled_edges,
                        remote_fraction=st.remote_neighbors / max(st.sampled_edges, 1),
                        halo_fraction=st.remote_feature_rows / max(st.feature_rows, 1),
                        trainer_idle_fraction=st.idle_seconds / max(secs * self.world, 1e-9),
@@ -224,7 +243,7 @@ class TrainerProc:
         else:
             rec[f"{phase}_accuracy"] = st.correct / max(st.labelled, 1)
             rec[f"{phase}_seconds"] = secs
-            rec["duplicates"] = rec.get("duplicates", 0) + st.duplicates
+            rec["duplicate_arrivals"] = rec.get("duplicate_arrivals", 0) + st.duplicate_arrivals
 
     def _summary(self) -> dict:
         ep = self.epochs
@@ -237,14 +256,43 @@ class TrainerProc:
             "trainer_idle_fraction": sum(e["trainer_idle_fraction"] * e["epoch_seconds"] for e in ep) / max(secs, 1e-9),
             "remote_fraction": sum(e["remote_fraction"] * e["sampled_edges"] for e in ep) / max(tot("sampled_edges"), 1),
             "seeds_planned": tot("seeds_planned"), "seeds_trained": tot("seeds_trained"),
-            "duplicates": tot("duplicates"), "config_fingerprint": self.cfg.fingerprint(),
+            "duplicates": tot("duplicates"), "duplicate_arrivals": tot("duplicate_arrivals"),
+            "seeds_dropped": tot("seeds_dropped"),
+            "seeds_redelivered": int(self.ctx.coord.metrics().get("reclaimed_seeds", 0)),
+            "resumed_from_epoch": self.resumed_from, "config_fingerprint": self.cfg.fingerprint(),
         }
 
-    def _save_checkpoint(self) -> None:
-        if not self.cfg.run_dir:
+    def _checkpoint_path(self) -> Path | None:
+        return Path(self.cfg.run_dir) / "checkpoint.pt" if self.cfg.run_dir else None
+
+    def _save_checkpoint(self, epoch: int) -> None:
+        """Atomically write model, optimizer, RNG state and progress after ``epoch`` (rank 0)."""
+        path = self._checkpoint_path()
+        if path is None:
             return
-        path = Path(self.cfg.run_dir) / "checkpoint.pt"
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        torch.save({**self.core.state(), "epochs": self.epochs, "config": json.loads(self.cfg.to_json())}, tmp)
+        torch.save({**self.core.state(), "epoch": epoch, "epochs": self.epochs, "best_val": self.best_val,
+                    "result": self.result, "fingerprint": self.cfg.fingerprint()}, tmp)
         os.replace(tmp, path)
+
+    def _maybe_resume(self) -> None:
+        """Continue after the last checkpointed epoch if this job's run dir has one.
+
+        ``weights_only=True``: a checkpoint is data, never code.  A checkpoint of a job with a
+        different config fingerprint is refused rather than silently mixed in.
+        """
+        path = self._checkpoint_path()
+        if path is None or not path.exists():
+            return
+        if not self.ctx.coord.get_spec().resume:       # re-read: the launcher sets it when restarting us
+            return
+        ck = torch.load(path, map_location=self.core.device, weights_only=True)
+        if ck.get("fingerprint") != self.cfg.fingerprint():
+            raise ValueError(f"{path} belongs to a job with a different configuration "
+                             f"({ck.get('fingerprint')} != {self.cfg.fingerprint()}); use another --run-dir")
+        self.core.load_state(ck)
+        self.start_epoch = int(ck["epoch"]) + 1
+        self.epochs, self.best_val, self.result = list(ck["epochs"]), float(ck["best_val"]), dict(ck["result"])
+        self.resumed_from = self.start_epoch
+        logger.info("resumed from %s: continuing at epoch %d", path, self.start_epoch)

@@ -1,0 +1,29 @@
+#!/bin/sh
+# Entrypoint of every Argosy image.
+#
+#   sampler|loader|trainer [ARGS]  python -m services.<role> --id <ARGOSY_SERVICE_ID or role-$HOSTNAME> ARGS
+#   offload [ARGS]                 python -m services.offload serve ARGS
+#   partition-job                  generate a demo graph if needed, partition it into $ARGOSY_STORE
+#   anything else                  exec'd as is (e.g. `argosy submit ...`, `bash`)
+#
+# ARGOSY_ADVERTISE_HOST (the address peers connect to) defaults to this container's IP address:
+# under compose there is no stable per-replica DNS name, and under Kubernetes the chart sets it
+# from the pod IP (downward API).
+set -e
+if [ -z "${ARGOSY_ADVERTISE_HOST:-}" ] || [ "${ARGOSY_ADVERTISE_HOST}" = auto ]; then
+    ARGOSY_ADVERTISE_HOST=$(python -c 'import socket; print(socket.gethostbyname(socket.gethostname()))')
+    export ARGOSY_ADVERTISE_HOST
+fi
+host=${HOSTNAME:-$(cat /etc/hostname)}
+case "${1:-}" in
+    sampler|loader|trainer)
+        role=$1; shift
+        exec python -m "services.$role" --id "${ARGOSY_SERVICE_ID:-$role-$host}" "$@" ;;
+    offload)
+        shift
+        exec python -m services.offload serve "$@" ;;
+    partition-job)
+        shift
+        exec /app/docker/partition-job.sh "$@" ;;
+esac
+exec "$@"

@@ -1,0 +1,86 @@
+"""``python -m services.autoscaler --redis URL --job J --target local``: scale the CPU tiers of a job.
+
+Watches the trainers' idle fraction and the tiers' throughput in Redis, and adds or removes
+sampler/loader replicas through the scaling target, with hysteresis, bounds and a cooldown.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+
+from shared import envs
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser(prog: str = "argosy-autoscaler") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    p.add_argument("--redis", default=os.environ.get(envs.REDIS_URL), help="Redis URL (default $ARGOSY_REDIS_URL)")
+    p.add_argument("--job", default=os.environ.get("ARGOSY_JOB", "default"), help="job id")
+    p.add_argument("--target", default="local", choices=("local", "compose", "k8s"), help="where replicas run")
+    p.add_argument("--roles", default="sampler,loader", help="roles to scale (default sampler,loader)")
+    p.add_argument("--min", type=int, default=1, dest="min_replicas", help="fewest replicas per role (default 1)")
+    p.add_argument("--max", type=int, default=8, dest="max_replicas", help="most replicas per role (default 8)")
+    p.add_argument("--idle-target", type=float, default=0.10, help="scale up above this trainer idle fraction")
+    p.add_argument("--idle-low", type=float, default=None,
+                   help="scale down only below this idle fraction (default min(0.02, target/2))")
+    p.add_argument("--cooldown", type=float, default=20.0, help="seconds between changes (default 20)")
+    p.add_argument("--down-after", type=float, default=60.0,
+                   help="seconds of idle below --idle-low with full queues before removing a replica")
+    p.add_argument("--max-step", type=int, default=2, help="most replicas added at once (default 2)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between observations (default 1)")
+    p.add_argument("--window", type=float, default=10.0, help="seconds of history rates use (default 10)")
+    p.add_argument("--dry-run", action="store_true", help="only recommend; never scale")
+    p.add_argument("--metrics-port", type=int, default=0,
+                   help="serve job-wide Prometheus metrics (from Redis) on this port (0 = off)")
+    p.add_argument("--namespace", default=None, help="k8s namespace (passed to services.scaling)")
+    p.add_argument("--compose-file", default=None, help="compose file (passed to services.scaling)")
+    p.add_argument("--log-dir", default=None, help="logs of replicas started by the built-in local backend")
+    p.add_argument("--keep-running", action="store_true", help="do not exit when the job is done")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=os.environ.get(envs.LOG_LEVEL, "INFO").upper(),
+                        format="%(asctime)s autoscaler %(levelname)s %(name)s: %(message)s")
+    from shared.coord import Coordinator
+    from services.autoscaler.policy import ScalerConfig
+    from services.autoscaler.service import AutoscalerProc, make_backend, serve_job_metrics
+    cfg = ScalerConfig(min_replicas=args.min_replicas, max_replicas=args.max_replicas, idle_target=args.idle_target,
+                       idle_low=args.idle_low, cooldown=args.cooldown, down_after=args.down_after,
+                       max_step=args.max_step, roles=tuple(r for r in args.roles.split(",") if r))
+    coord = Coordinator(args.redis, args.job)
+    backend = None
+    if not args.dry_run:
+        opts = {k: v for k, v in (("namespace", args.namespace), ("compose_file", args.compose_file)) if v}
+        log_dir = args.log_dir
+        if log_dir is None:
+            try:
+                log_dir = os.path.join(coord.get_spec().run_dir, "logs")
+            except Exception:  # noqa: BLE001
+                log_dir = None
+        backend = make_backend(args.target, coord, log_dir=log_dir, opts=opts)
+    server = serve_job_metrics(coord, args.metrics_port)
+    proc = AutoscalerProc(coord, cfg, backend, dry_run=args.dry_run, interval=args.interval, window=args.window)
+    signal.signal(signal.SIGTERM, lambda *_: proc.stop.set())
+    signal.signal(signal.SIGINT, lambda *_: proc.stop.set())
+    logging.getLogger(__name__).info("autoscaling job %s (%s target, roles %s, replicas %d..%d, idle target %.0f%%%s)",
+                                     args.job, args.target, ",".join(cfg.roles), cfg.min_replicas, cfg.max_replicas,
+                                     100 * cfg.idle_target, ", dry run" if args.dry_run else "")
+    try:
+        proc.run(until_done=not args.keep_running)
+    finally:
+        if backend is not None and hasattr(backend, "close"):
+            backend.close()
+        if server is not None:
+            server.shutdown()
+        coord.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
