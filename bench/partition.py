@@ -347,7 +347,8 @@ def scale_mode(args) -> None:
     sys.path.insert(0, str(ROOT))
     from services.partitioner.core import estimate_cost
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    results = Path(args.out)
+    results.mkdir(parents=True, exist_ok=True)
     work = Path(args.scale_dir)
     work.mkdir(parents=True, exist_ok=True)
     n, m, k = args.scale_n, args.scale_m, args.scale_k
@@ -387,7 +388,7 @@ def scale_mode(args) -> None:
                  args.scale_chunk, args.timeout)
     recs.append(mt)
     print(json.dumps(mt), flush=True)
-    out = RESULTS / "partition_scale.jsonl"
+    out = results / "partition_scale.jsonl"
     with open(out, "a") as f:
         for r in recs:
             f.write(json.dumps(r) + "\n")
@@ -411,7 +412,7 @@ def scale_mode(args) -> None:
                       f"{mt['peak_rss_mib'] / g2['peak_rss_mib']:.2f}, time ratio "
                       f"{mt['seconds'] / g2['seconds']:.2f}, cut ratio GREM/METIS "
                       f"{g2['edge_cut'] / max(mt['edge_cut'], 1):.3f}."]
-    (RESULTS / "partition_scale.md").write_text("\n".join(lines) + "\n")
+    (results / "partition_scale.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
@@ -435,7 +436,7 @@ def main(argv=None) -> int:
     ap.add_argument("--scale-n", type=int, default=10_000_000)
     ap.add_argument("--scale-m", type=int, default=100_000_000)
     ap.add_argument("--scale-k", type=int, default=16)
-    ap.add_argument("--scale-chunk", type=int, default=1 << 22)
+    ap.add_argument("--scale-chunk", type=int, default=1 << 21)
     ap.add_argument("--scale-dir", default="/tmp/argosy_scale")
     # worker
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -174,7 +174,8 @@ def run_job(args, detach: bool = False) -> dict:
     embedded = None
     url = args.redis or os.environ.get(envs.REDIS_URL)
     if not url:
-        embedded = EmbeddedRedis().start()
+        # append-only file in the run dir: if the server dies, _watch restarts it with the job's state
+        embedded = EmbeddedRedis(data_dir=str((run_dir / "redis").resolve())).start()
         url = embedded.url
     cfg = job_config(args, store, job, run_dir)
     cfg.resume = bool(getattr(args, "resume", False))
@@ -198,7 +199,7 @@ def run_job(args, detach: bool = False) -> dict:
         return info
     result, timeline, t_start = {}, [], time.time()
     try:
-        result, timeline = _watch(coord, stack, cfg, quiet=args.json)
+        result, timeline = _watch(coord, stack, cfg, quiet=args.json, embedded=embedded)
     except KeyboardInterrupt:
         coord.set_state("stopping")
         result = {"error": "interrupted"}
@@ -218,12 +219,16 @@ def run_job(args, detach: bool = False) -> dict:
     return result
 
 
-def _watch(coord, stack: LocalStack, cfg: JobConfig, quiet: bool) -> tuple[dict, list]:
+def _watch(coord, stack: LocalStack, cfg: JobConfig, quiet: bool, embedded=None) -> tuple[dict, list]:
     from tqdm import tqdm
     bar = tqdm(total=cfg.trainer.epochs, unit="epoch", disable=quiet, file=sys.stderr, dynamic_ncols=True)
     timeline, seen = [], 0
     try:
         while True:
+            if embedded is not None and embedded.proc is not None and embedded.proc.poll() is not None:
+                logger.warning("the embedded Redis server exited (code %s); restarting it from its append-only file",
+                               embedded.proc.returncode)
+                embedded.start()
             state = coord.get_state()
             stack.check()
             if state == "done":
@@ -490,6 +495,10 @@ def build_parser() -> argparse.ArgumentParser:
     sb.add_argument("--wait", action="store_true", help="wait until the job ends, then write its report")
     sb.add_argument("--force", action="store_true")
     sb.set_defaults(func=cmd_submit)
+    k = sub.add_parser("keys", help="create ZeroMQ CURVE keys; set ARGOSY_CURVE_KEYS=DIR to encrypt service traffic")
+    k.add_argument("dir")
+    k.set_defaults(func=lambda a: (__import__("shared.transport", fromlist=["x"]).create_keys(a.dir),
+                                   print(f"wrote CURVE keys to {a.dir}; export ARGOSY_CURVE_KEYS={a.dir}"), 0)[2])
     g = sub.add_parser("generate", help="write a synthetic DC-SBM graph (.npz, or .npy edge list for big graphs)")
     g.add_argument("--nodes", type=int, default=100_000)
     g.add_argument("--avg-degree", type=float, default=10.0)

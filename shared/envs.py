@@ -27,6 +27,8 @@ RANK = "ARGOSY_RANK"
 """Trainer rank (default: the ordinal suffix of $HOSTNAME, as in a StatefulSet pod name)."""
 DIST_URL = "ARGOSY_DIST_URL"
 """torch.distributed rendezvous URL used by trainer rank 0 (default tcp://ADVERTISE_HOST:free port)."""
+CURVE_KEYS = "ARGOSY_CURVE_KEYS"
+"""Directory of ZeroMQ CURVE keys (``argosy keys DIR``): encrypt and authenticate service traffic."""
 JOB = "ARGOSY_JOB"
 """Job id when --job is not given (default ``default``)."""
 

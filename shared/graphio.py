@@ -247,6 +247,17 @@ def load_graph(path: str | os.PathLike, symmetrize: bool = True, num_nodes: int 
     path = Path(path)
     if not path.exists():
         raise GraphFormatError(f"{path}: no such file")
+    try:
+        return _load_graph(path, symmetrize, num_nodes)
+    except GraphFormatError as e:
+        if str(path) in str(e):
+            raise
+        raise GraphFormatError(f"{path}: {e}") from None
+    except (MemoryError, ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        raise GraphFormatError(f"{path}: unreadable or inconsistent graph file ({type(e).__name__}: {e})") from None
+
+
+def _load_graph(path: Path, symmetrize: bool, num_nodes: int | None) -> Graph:
     if path.suffix == ".npz":
         g = _load_npz(path, symmetrize)
     elif path.suffix == ".npy":

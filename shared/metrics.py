@@ -90,9 +90,11 @@ COUNTERS: dict[str, MetricSpec] = {s.field: s for s in (
     # trainer tier ---------------------------------------------------------------------------------
     _C("trainer_batches", "argosy_trainer_batches_total", "trainer", "Batches applied by trainers."),
     _C("trainer_idle_seconds", "argosy_trainer_idle_seconds_total", "trainer",
-       "Seconds trainers waited for input (idle fraction = idle / (idle + compute))."),
+       "Seconds trainers waited for input during train phases."),
     _C("trainer_compute_seconds", "argosy_trainer_compute_seconds_total", "trainer",
        "Seconds trainers spent in forward/backward/step."),
+    _C("trainer_train_seconds", "argosy_trainer_train_phase_seconds_total", "trainer",
+       "Wall seconds trainers spent in train phases (idle fraction = idle seconds / this, as in epoch records)."),
     # full-graph offload store ---------------------------------------------------------------------
     _C("offload_hits", "argosy_offload_hits_total", "offload", "Offload-store block accesses served from host RAM."),
     _C("offload_misses", "argosy_offload_misses_total", "offload", "Offload-store block accesses read from disk."),
@@ -239,7 +241,11 @@ class ServiceMetrics:
         if self.registry is None:
             logger.warning("prometheus_client is not installed; --metrics-port %d ignored", port)
             return None
-        self._server, _ = _prom.start_http_server(port, addr=addr, registry=self.registry)
+        try:
+            self._server, _ = _prom.start_http_server(port, addr=addr, registry=self.registry)
+        except OSError as e:             # a taken port must not stop training: say so and carry on
+            logger.error("cannot serve metrics on port %d (%s); metrics stay in Redis only", port, e)
+            return None
         self.port = self._server.server_port
         logger.info("metrics on http://%s:%d/metrics", addr, self.port)
         return self.port
@@ -249,6 +255,35 @@ class ServiceMetrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+    def push_totals(self, coord, scope: object = None, every: float = 1.0, force: bool = False, **totals: float) -> bool:
+        """Export running totals (e.g. a phase's ``idle_seconds``) as counter increments, at most
+        every ``every`` seconds: the increase since the last push goes to Prometheus and, with one
+        ``coord.incr``, to the Redis hash.  A new ``scope`` (e.g. ``(epoch, phase)``) restarts the
+        totals from 0.  Returns True if it pushed.
+
+        Example (trainer loop)::
+
+            metrics.push_totals(coord, (epoch, phase), trainer_idle_seconds=st.idle_seconds,
+                                trainer_compute_seconds=st.compute_seconds, trainer_batches=st.batches)
+        """
+        now = time.monotonic()
+        last = getattr(self, "_push_state", None)
+        if last is None or last[0] != scope:
+            last = self._push_state = [scope, {}, 0.0]
+        if not force and now - last[2] < every:
+            return False
+        deltas = {k: float(v) - last[1].get(k, 0.0) for k, v in totals.items()}
+        deltas = {k: v for k, v in deltas.items() if v > 0}
+        last[1].update({k: float(v) for k, v in totals.items()})
+        last[2] = now
+        if deltas:
+            self.inc_many(deltas)
+            if coord is not None:
+                coord.incr(**deltas)
+        if coord is not None:
+            self.publish(coord)
+        return True
 
     def snapshot(self) -> dict:
         """Totals, gauges and the time, as JSON-able numbers (what :meth:`publish` writes)."""

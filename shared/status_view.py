@@ -21,6 +21,7 @@ __all__ = ["status_dict", "render_status", "watch_status"]
 ROLES = ("trainer", "loader", "sampler")
 _TIER = {"sampler": ("sampler_batches", "sample_seconds"), "loader": ("loader_batches", "load_seconds"),
          "trainer": ("trainer_batches", "trainer_compute_seconds")}
+"""Per role: (batches field, busy-seconds field) of ``ServiceMetrics`` totals."""
 
 
 def _svc_rates(prev: dict | None, cur: dict | None, key: str) -> float | None:
@@ -68,8 +69,8 @@ def status_dict(coord, now: float | None = None, tracker: RateTracker | None = N
              "sampled_edges_per_second": rate("sampled_edges"), "feature_bytes_per_second": rate("feature_bytes"),
              "sampler_busy": rate("sample_seconds"), "loader_busy": rate("load_seconds")}
     if "trainer_idle_seconds" in counters:
-        di, dc = rate("trainer_idle_seconds"), rate("trainer_compute_seconds")
-        rates["trainer_idle_fraction"] = di / (di + dc) if di + dc > 0 else None
+        di, dc, dw = rate("trainer_idle_seconds"), rate("trainer_compute_seconds"), rate("trainer_train_seconds")
+        rates["trainer_idle_fraction"] = (min(1.0, di / dw) if dw > 0 else di / (di + dc) if di + dc > 0 else None)
     edges = counters.get("sampled_edges", 0.0)
     rates["remote_fraction"] = counters.get("remote_neighbors", 0.0) / edges if edges else None
     backlog, pending = work_queue_depths(coord)

@@ -36,9 +36,11 @@ def build_parser(prog: str = "argosy-autoscaler") -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="only recommend; never scale")
     p.add_argument("--metrics-port", type=int, default=0,
                    help="serve job-wide Prometheus metrics (from Redis) on this port (0 = off)")
-    p.add_argument("--namespace", default=None, help="k8s namespace (passed to services.scaling)")
-    p.add_argument("--compose-file", default=None, help="compose file (passed to services.scaling)")
-    p.add_argument("--log-dir", default=None, help="logs of replicas started by the built-in local backend")
+    p.add_argument("--warmup", type=float, default=10.0, help="seconds to watch before the first change (default 10)")
+    p.add_argument("--namespace", default=None, help="k8s: namespace (passed to services.scaling)")
+    p.add_argument("--release", default=None, help="k8s: Helm release (passed to services.scaling)")
+    p.add_argument("--project", default=None, help="compose: project name (passed to services.scaling)")
+    p.add_argument("--compose-file", action="append", default=None, help="compose: file(s) (passed to services.scaling)")
     p.add_argument("--keep-running", action="store_true", help="do not exit when the job is done")
     return p
 
@@ -50,20 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     from shared.coord import Coordinator
     from services.autoscaler.policy import ScalerConfig
     from services.autoscaler.service import AutoscalerProc, make_backend, serve_job_metrics
+    coord = Coordinator(args.redis, args.job)
     cfg = ScalerConfig(min_replicas=args.min_replicas, max_replicas=args.max_replicas, idle_target=args.idle_target,
                        idle_low=args.idle_low, cooldown=args.cooldown, down_after=args.down_after,
-                       max_step=args.max_step, roles=tuple(r for r in args.roles.split(",") if r))
-    coord = Coordinator(args.redis, args.job)
+                       max_step=args.max_step, warmup=args.warmup, roles=tuple(r for r in args.roles.split(",") if r))
     backend = None
     if not args.dry_run:
-        opts = {k: v for k, v in (("namespace", args.namespace), ("compose_file", args.compose_file)) if v}
-        log_dir = args.log_dir
-        if log_dir is None:
-            try:
-                log_dir = os.path.join(coord.get_spec().run_dir, "logs")
-            except Exception:  # noqa: BLE001
-                log_dir = None
-        backend = make_backend(args.target, coord, log_dir=log_dir, opts=opts)
+        opts = {k: v for k, v in (("namespace", args.namespace), ("release", args.release), ("project", args.project),
+                                  ("files", args.compose_file)) if v}
+        backend = make_backend(args.target, coord, opts=opts)
     server = serve_job_metrics(coord, args.metrics_port)
     proc = AutoscalerProc(coord, cfg, backend, dry_run=args.dry_run, interval=args.interval, window=args.window)
     signal.signal(signal.SIGTERM, lambda *_: proc.stop.set())
@@ -74,8 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         proc.run(until_done=not args.keep_running)
     finally:
-        if backend is not None and hasattr(backend, "close"):
-            backend.close()
         if server is not None:
             server.shutdown()
         coord.close()

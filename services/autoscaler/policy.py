@@ -18,8 +18,9 @@ The rule, in words:
   with the most slack, only if what is left still covers the trainer's rate with headroom.
 * Between ``idle_low`` and ``idle_target`` nothing happens (the hysteresis band), and any streak
   is reset, so noise around the target does not flap replicas.
-* Nothing changes within ``cooldown`` seconds of the last change; replica counts are always kept
-  inside ``[min_replicas, max_replicas]`` (a count outside is corrected first, cooldown or not).
+* Nothing changes within ``warmup`` seconds of the first observation or ``cooldown`` seconds of
+  the last change; replica counts are kept inside ``[min_replicas, max_replicas]`` (a count outside
+  is corrected before anything else once the cooldown has passed).
 """
 from __future__ import annotations
 
@@ -61,6 +62,8 @@ class ScalerConfig:
     """Capacity asked for, relative to what the trainers could consume."""
     roles: tuple[str, ...] = ("sampler", "loader")
     """Roles the autoscaler may scale."""
+    warmup: float = 0.0
+    """Seconds after the first observation during which nothing changes (services register, rates fill)."""
 
     def __post_init__(self):
         if not 1 <= self.min_replicas <= self.max_replicas:
@@ -96,6 +99,8 @@ class Observation:
     """Batches in flight / sum of the pipeline's high-water marks (≥ 1 means every queue is full)."""
     idle_source: str = "epoch"
     """``live`` (trainer idle counters) or ``epoch`` (last per-epoch record)."""
+    job_state: str = "running"
+    """The job's state in Redis; nothing changes unless it is ``running``."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,7 @@ class ScalerState:
     """What the policy remembers between ticks (returned, never mutated)."""
 
     last_change_t: float = -math.inf
+    first_t: float | None = None
     up_streak: int = 0
     last_window_start: float | None = None
     full_since: float | None = None
@@ -173,6 +179,8 @@ def decide(obs: Observation, state: ScalerState, cfg: ScalerConfig) -> Decision:
         ('add', 'sampler', 2)
     """
     t = obs.t
+    if state.first_t is None:
+        state = replace(state, first_t=t)
 
     def hold(reason: str, st: ScalerState = state) -> Decision:
         return Decision("hold", reason, st, t=t)
@@ -180,9 +188,17 @@ def decide(obs: Observation, state: ScalerState, cfg: ScalerConfig) -> Decision:
     def change(role: str, new: int, reason: str) -> Decision:
         cur = obs.replicas.get(role, 0)
         return Decision("add" if new > cur else "remove", reason,
-                        ScalerState(last_change_t=t), role=role, delta=new - cur, replicas=new, t=t)
+                        ScalerState(last_change_t=t, first_t=state.first_t), role=role, delta=new - cur,
+                        replicas=new, t=t)
 
-    # 1. bounds first, whatever the cooldown
+    # 1. job running, warm-up and cooldown, then bounds
+    if obs.job_state != "running":
+        return hold(f"job is {obs.job_state or 'not started'}, not running")
+    if t - state.first_t < cfg.warmup:
+        return hold(f"warming up ({t - state.first_t:.0f} of {cfg.warmup:.0f} s)")
+    since = t - state.last_change_t
+    if since < cfg.cooldown:
+        return hold(f"cooldown: last change {since:.0f} s ago < {cfg.cooldown:.0f} s")
     for role in cfg.roles:
         n = obs.replicas.get(role, 0)
         if n < cfg.min_replicas:
@@ -191,10 +207,7 @@ def decide(obs: Observation, state: ScalerState, cfg: ScalerConfig) -> Decision:
         if n > cfg.max_replicas:
             return change(role, cfg.max_replicas, f"{role} replicas {n} > max {cfg.max_replicas}: "
                                                    f"remove {n - cfg.max_replicas} {role}(s)")
-    # 2. cooldown and freshness
-    since = t - state.last_change_t
-    if since < cfg.cooldown:
-        return hold(f"cooldown: last change {since:.0f} s ago < {cfg.cooldown:.0f} s")
+    # 2. freshness
     if obs.trainer_idle is None or obs.idle_window_start is None:
         return hold("no trainer idle measurement yet")
     if obs.idle_window_start < state.last_change_t + cfg.settle:

@@ -2,9 +2,10 @@
 
 ``Observer`` turns Redis (the metrics hash, per-epoch records, the registry, the work streams)
 into a :class:`~services.autoscaler.policy.Observation`; ``decide`` is pure; a scaling backend
-applies the decision.  Backends: ``services.scaling.scale(service, replicas, target, **opts)``
-when that module exists (imported lazily), else, for ``--target local`` only, a small built-in
-one that starts ``python -m services.<role>`` processes and stops them with SIGTERM.
+applies the decision through ``services.scaling.scale(service, replicas, target, **opts)``
+(imported lazily; tests inject any object with ``scale(role, replicas)``).  Replica counts are the
+live services in the Redis registry, except that a count the autoscaler asked for is assumed for
+up to ``expect_seconds`` while the new replicas start and register (so it never adds twice).
 Every change (and every ``--dry-run`` recommendation) is appended to
 ``argosy:{job}:autoscale:decisions`` with its reason, so reports and ``argosy status`` show it.
 """
@@ -13,19 +14,14 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
+from dataclasses import replace
 
-from shared import envs
 from shared.metrics import RateTracker, metrics_from_redis, record_autoscale, serve_registry, work_queue_depths
 from services.autoscaler.policy import Decision, Observation, ScalerConfig, ScalerState, decide
 
-__all__ = ["Observer", "AutoscalerProc", "LocalProcessScaler", "ScalingModuleBackend", "make_backend"]
+__all__ = ["Observer", "AutoscalerProc", "ScalingModuleBackend", "make_backend", "serve_job_metrics"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +31,7 @@ class Observer:
     """Builds an :class:`Observation` from the job's Redis state.
 
     The trainers' idle fraction comes from the live counters ``trainer_idle_seconds`` /
-    ``trainer_compute_seconds`` over the last ``window`` seconds when trainers publish them, and
+    ``trainer_train_seconds`` over the last ``window`` seconds when trainers publish them, and
     otherwise from the newest per-epoch record (its train phase began ``epoch + val + test``
     seconds before the record appeared).
 
@@ -85,8 +81,12 @@ class Observer:
         w = self.tracker.window
         di, secs = self.tracker.delta("trainer_idle_seconds", w)
         dc, _ = self.tracker.delta("trainer_compute_seconds", w)
-        if secs >= min(3.0, w) and di + dc > 0:
-            idle, start, source = di / (di + dc), t - secs, "live"
+        dw, _ = self.tracker.delta("trainer_train_seconds", w)
+        if secs >= min(3.0, w) and (dw > 0 or di + dc > 0):
+            # idle / train-phase wall time, as in the epoch records; idle / (idle + compute) if trainers
+            # do not report wall time (that one ignores decode/ack time, so it reads higher)
+            idle = min(1.0, di / dw) if dw > 0 else di / (di + dc)
+            start, source = t - secs, "live"
             trainer_rate = self.tracker.rate("trainer_batches", w) or self.tracker.rate("loader_batches", w)
         elif self._epoch_idle is not None:
             idle, start, trainer_rate = self._epoch_idle
@@ -103,82 +103,19 @@ class Observer:
         cap = self.capacity()
         return Observation(t=t, trainer_idle=idle, idle_window_start=start, trainer_rate=trainer_rate,
                            replicas=replicas, rates=rates, busy=busy, queue_fill=pending / cap if cap else 0.0,
-                           idle_source=source)
+                           idle_source=source, job_state=coord.get_state() or "")
 
 
 # ---------------------------------------------------------------------------------------------
-class LocalProcessScaler:
-    """``--target local`` without ``services.scaling``: start/stop role processes on this machine.
+class ScalingModuleBackend:
+    """Adapter for ``services.scaling``: ``scale(service, replicas, target, **opts)``.
 
-    Adds run ``python -m services.<role> --job J --id <role>-as<k>`` with ``$ARGOSY_REDIS_URL``
-    set; removals SIGTERM the newest replicas this scaler started, then live replicas registered
-    from this host (by the pid in their registry entry).
+    ``opts`` are passed only where the function accepts them (``**opts`` accepts all).
     """
 
-    def __init__(self, coord, log_dir: str | Path | None = None):
-        self.coord = coord
-        self.procs: dict[str, tuple[str, subprocess.Popen]] = {}       # id -> (role, process)
-        self.log_dir = Path(log_dir) if log_dir else None
-        self._n = 0
-
-    def _live_ids(self, role: str) -> list[str]:
-        return [s["id"] for s in self.coord.services(role)]
-
-    def replicas(self, role: str) -> int:
-        live = set(self._live_ids(role))
-        starting = [sid for sid, (r, p) in self.procs.items() if r == role and p.poll() is None and sid not in live]
-        return len(live) + len(starting)
-
-    def scale(self, role: str, replicas: int) -> None:
-        cur = self.replicas(role)
-        if replicas > cur:
-            env = {**os.environ, envs.REDIS_URL: self.coord.url, "PYTHONUNBUFFERED": "1"}
-            for _ in range(replicas - cur):
-                self._n += 1
-                sid = f"{role}-as{self._n}-{os.getpid() % 10000}"
-                out = subprocess.DEVNULL
-                if self.log_dir:
-                    self.log_dir.mkdir(parents=True, exist_ok=True)
-                    out = open(self.log_dir / f"{sid}.log", "ab")
-                p = subprocess.Popen([sys.executable, "-m", f"services.{role}", "--job", self.coord.job, "--id", sid],
-                                     env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-                self.procs[sid] = (role, p)
-                logger.info("started %s (pid %d)", sid, p.pid)
-        elif replicas < cur:
-            victims = [sid for sid, (r, p) in reversed(list(self.procs.items())) if r == role and p.poll() is None]
-            host = __import__("socket").gethostname()
-            victims += [s["id"] for s in sorted(self.coord.services(role), key=lambda s: s.get("started", 0), reverse=True)
-                        if s["id"] not in self.procs and s.get("host") == host and s.get("pid")]
-            pids = {s["id"]: s.get("pid") for s in self.coord.services(role)}
-            for sid in victims[: cur - replicas]:
-                pid = self.procs[sid][1].pid if sid in self.procs else pids.get(sid)
-                try:
-                    os.kill(int(pid), signal.SIGTERM)
-                    logger.info("stopped %s (pid %s)", sid, pid)
-                except (ProcessLookupError, TypeError, ValueError):
-                    pass
-
-    def close(self, stop_children: bool = False) -> None:
-        for sid, (_, p) in self.procs.items():
-            if stop_children and p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for _, p in self.procs.values():
-            try:
-                p.wait(10 if stop_children else 0.01)
-            except subprocess.TimeoutExpired:
-                if stop_children:
-                    p.kill()
-
-
-class ScalingModuleBackend:
-    """Adapter for ``services.scaling`` (written separately): ``scale(service, replicas, target, **opts)``."""
-
     def __init__(self, module, target: str, opts: dict):
-        self.mod, self.target = module, target
+        self.mod, self.target, self.opts = module, target, opts
         self._scale = module.scale
-        self._read = next((getattr(module, n) for n in ("replicas", "current_replicas", "get_replicas", "read_replicas")
-                           if callable(getattr(module, n, None))), None)
-        self.opts = opts
 
     def _kw(self, fn) -> dict:
         try:
@@ -189,36 +126,25 @@ class ScalingModuleBackend:
             return dict(self.opts)
         return {k: v for k, v in self.opts.items() if k in params}
 
-    def scale(self, role: str, replicas: int) -> None:
-        self._scale(role, replicas, self.target, **self._kw(self._scale))
-
-    def replicas(self, role: str) -> int | None:
-        if self._read is None:
-            return None
-        try:
-            n = self._read(role, self.target, **self._kw(self._read))
-            return int(n) if n is not None else None
-        except Exception as e:  # noqa: BLE001 - fall back to the registry count
-            logger.debug("reading %s replicas through services.scaling failed (%s)", role, e)
-            return None
-
-    def close(self, stop_children: bool = False) -> None:
-        pass
+    def scale(self, role: str, replicas: int):
+        res = self._scale(role, replicas, self.target, **self._kw(self._scale))
+        summary = getattr(res, "summary", None)
+        if callable(summary):
+            logger.info("%s", summary())
+        return res
 
 
-def make_backend(target: str, coord, log_dir: str | None = None, opts: dict | None = None):
-    """``services.scaling`` if importable, else :class:`LocalProcessScaler` for ``local``."""
-    opts = {"job": coord.job, "redis": coord.url, "redis_url": coord.url, **(opts or {})}
+def make_backend(target: str, coord, opts: dict | None = None) -> ScalingModuleBackend:
+    """The ``services.scaling`` backend for ``target`` (``local`` | ``compose`` | ``k8s``).
+
+    ``opts`` go to ``scale`` as keywords (``job`` is always set for the local target).
+    """
     try:
-        from services import scaling  # lazy: written by another issue
-    except ImportError:
-        scaling = None
-    if scaling is not None and callable(getattr(scaling, "scale", None)) and os.environ.get("ARGOSY_AUTOSCALE_BUILTIN") != "1":
-        return ScalingModuleBackend(scaling, target, opts)
-    if target == "local":
-        return LocalProcessScaler(coord, log_dir)
-    raise RuntimeError(f"--target {target} needs services.scaling (not importable here); only --target local "
-                       "has a built-in backend")
+        from services import scaling  # lazy: a separate module, and only the scaler needs it
+    except ImportError as e:
+        raise RuntimeError(f"--target {target} needs services.scaling, which is not importable ({e})") from None
+    opts = {**({"job": coord.job} if target == "local" else {}), **(opts or {})}
+    return ScalingModuleBackend(scaling, target, opts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,27 +154,47 @@ class AutoscalerProc:
     Args:
         coord: Coordinator of the job.
         cfg: policy knobs.
-        backend: object with ``scale(role, replicas)`` and ``replicas(role) -> int | None``
-            (None with ``dry_run``: nothing is ever scaled).
+        backend: object with ``scale(role, replicas)`` (None with ``dry_run``: nothing is scaled).
         dry_run: only recommend (decisions are recorded with ``dry_run: true``).
         interval: seconds between ticks.
         window: seconds of history rates are computed over.
+        clock: wall clock (tests pass a fake one).
+        expect_seconds: how long a requested replica count is believed before the registry shows it.
     """
 
     def __init__(self, coord, cfg: ScalerConfig, backend=None, dry_run: bool = False, interval: float = 1.0,
-                 window: float = 10.0, clock=time.time):
+                 window: float = 10.0, clock=time.time, expect_seconds: float = 30.0):
         self.coord, self.cfg, self.backend, self.dry_run = coord, cfg, backend, dry_run
         self.interval = interval
         self.clock = clock
-        replicas_fn = getattr(backend, "replicas", None) if backend is not None else None
-        self.observer = Observer(coord, cfg.roles, window=window, replicas_fn=replicas_fn)
+        self.observer = Observer(coord, cfg.roles, window=window)
         self.state = ScalerState()
         self.stop = threading.Event()
         self.decisions: list[dict] = []
         self._last_hold_log = 0.0
+        self.expect_seconds = expect_seconds
+        self._expect: dict[str, tuple[int, float]] = {}          # role -> (replicas asked for, when)
+        self.observer.replicas_fn = self._replicas
+
+    def _replicas(self, role: str) -> int:
+        """Live replicas, or the count last asked for while the change is younger than ``expect_seconds``."""
+        live = len(self.coord.services(role))
+        want = self._expect.get(role)
+        if want is None:
+            return live
+        n, since = want
+        if live == n:
+            del self._expect[role]
+            return live
+        if self.clock() - since < self.expect_seconds:
+            return n
+        logger.warning("%d %s replicas live %.0f s after asking for %d", live, role, self.clock() - since, n)
+        del self._expect[role]
+        return live
 
     def tick(self) -> Decision:
         obs = self.observer.observe(self.clock())
+        before = self.state
         d = decide(obs, self.state, self.cfg)
         self.state = d.state
         rec = d.to_json(obs)
@@ -264,12 +210,20 @@ class AutoscalerProc:
         else:
             logger.info("%s", d.reason)
             try:
-                self.backend.scale(d.role, d.replicas)
+                res = self.backend.scale(d.role, d.replicas)
+                if getattr(res, "previous", None) == d.replicas:
+                    # the target already runs that many (they have not registered yet): not a change
+                    logger.info("%s already has %d %s replicas (not all registered yet)", self.coord.job,
+                                d.replicas, d.role)
+                    self.state = replace(before, first_t=d.state.first_t)
+                    self._expect[d.role] = (d.replicas, self.clock())
+                    return d
+                self._expect[d.role] = (d.replicas, self.clock())
             except Exception as e:  # noqa: BLE001 - a failed scale is logged and retried after the cooldown
                 logger.error("scaling %s to %d failed: %s", d.role, d.replicas, e)
                 rec["error"] = f"{type(e).__name__}: {e}"
         self.decisions.append(rec)
-        record_autoscale(self.coord, decision=rec, replicas={d.role: d.replicas})
+        record_autoscale(self.coord, decision=rec, replicas=None if self.dry_run else {d.role: d.replicas})
         return d
 
     def run(self, until_done: bool = True) -> None:

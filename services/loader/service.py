@@ -30,7 +30,7 @@ class LoaderProc:
         self.store = PartitionStore(self.cfg.store)
         self.core = LoaderCore(self.store)
         self.zctx = zmq.Context()
-        self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.loader.recv_hwm)
+        self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.loader.recv_hwm, curve="server")
         self.endpoint = bind_random(self.pull, ctx.port)
         self.trainers: dict[int, tuple[str, zmq.Socket]] = {}
         self._counters = {"loader_batches": 0.0, "feature_bytes": 0.0, "remote_feature_rows": 0.0,
@@ -45,7 +45,7 @@ class LoaderProc:
             if cur is None or cur[0] != ep:
                 if cur is not None:
                     cur[1].close(0)
-                sock = make_socket(self.zctx, zmq.PUSH, sndhwm=self.cfg.loader.send_hwm)
+                sock = make_socket(self.zctx, zmq.PUSH, sndhwm=self.cfg.loader.send_hwm, curve="client")
                 sock.connect(ep)
                 self.trainers[rank] = (ep, sock)
                 logger.info("connected to trainer rank %d at %s", rank, ep)

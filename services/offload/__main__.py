@@ -63,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .memory import tame_malloc
     from .train import TrainArgs, parse_size, run_train
+
+    tame_malloc()  # before any large allocation, so every mode is measured the same way
 
     if args.cmd == "serve":
         from .service import StoreServer

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import resource
 
-__all__ = ["peak_rss_bytes", "current_rss_bytes"]
+__all__ = ["peak_rss_bytes", "current_rss_bytes", "tame_malloc"]
 
 
 def _status_kb(field: str) -> int | None:
@@ -35,3 +35,22 @@ def current_rss_bytes() -> int:
     """Current resident set size of this process (VmRSS)."""
     kb = _status_kb("VmRSS")
     return int(kb) * 1024 if kb is not None else peak_rss_bytes()
+
+
+def tame_malloc(threshold: int = 256 << 10) -> bool:
+    """Pin glibc's mmap threshold so freed tensors go back to the OS at once.
+
+    glibc raises its mmap threshold dynamically (up to 32 MiB) after large
+    frees; afterwards block-sized tensors come from fragmented heap arenas and
+    RSS stays high after they are freed, which would make every peak-memory
+    figure measure the allocator rather than the algorithm. Returns whether
+    the setting was applied (False off glibc).
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        M_MMAP_THRESHOLD = -3
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, int(threshold)))
+    except (OSError, AttributeError):
+        return False

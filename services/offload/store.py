@@ -65,7 +65,8 @@ class StoreStats:
 
     A demand read (``get``, each source block of ``gather``, the target of
     ``scatter_add``) is a *hit* when the block is resident or already being
-    prefetched, a *miss* when the caller has to wait for a disk read it caused.
+    prefetched (``prefetch_waits`` counts the latter: the caller waited for an
+    in-flight prefetch), a *miss* when it has to issue the disk read itself.
     """
 
     hits: int = 0
@@ -79,6 +80,7 @@ class StoreStats:
     bypass_reads: int = 0
     prefetch_loads: int = 0
     prefetch_dropped: int = 0
+    prefetch_waits: int = 0
     resident_bytes: int = 0
     peak_resident_bytes: int = 0
     disk_bytes: int = 0
@@ -98,7 +100,7 @@ class StoreStats:
 
 class _Block:
     __slots__ = ("key", "shape", "dtype", "nbytes", "data", "on_disk", "dirty", "pins", "loading",
-                 "pending")
+                 "staged")
 
     def __init__(self, key: BlockKey, shape: tuple[int, ...], dtype: torch.dtype) -> None:
         self.key = key
@@ -110,7 +112,7 @@ class _Block:
         self.dirty = False  # resident contents differ from disk
         self.pins = 0
         self.loading = False
-        self.pending = 0  # queued async writes
+        self.staged: torch.Tensor | None = None  # prefetched data in a staging buffer, not admitted
 
 
 def _key(kind: str, layer: int, part: int) -> BlockKey:
@@ -128,7 +130,9 @@ class OffloadStore:
         policy: ``belady`` (needs :meth:`plan`; falls back to LRU order without
             one) or ``lru``.
         prefetch: with ``belady``, load upcoming planned reads in the background.
-        prefetch_window: how many upcoming distinct planned reads to consider.
+        prefetch_window: staging buffers for prefetched blocks (outside the cache
+            budget, like GriNNder's pinned staging ring), i.e. how far ahead of
+            the plan's cursor reads are issued.
         max_pending_bytes: bound on bytes held by queued ``*_async`` writes
             (back-pressure: a caller blocks until the I/O thread catches up);
             default a quarter of ``cache_bytes``.
@@ -146,7 +150,7 @@ class OffloadStore:
     """
 
     def __init__(self, cache_bytes: int, spill_dir: str | None = None, disk_bytes: int | None = None,
-                 policy: str = "belady", prefetch: bool = True, prefetch_window: int = 8,
+                 policy: str = "belady", prefetch: bool = True, prefetch_window: int = 2,
                  max_pending_bytes: int | None = None) -> None:
         if policy not in ("belady", "lru"):
             raise ValueError(f"policy must be belady|lru (got {policy!r})")
@@ -171,6 +175,7 @@ class OffloadStore:
         self._pf_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offload-prefetch")
         self._pending: dict[BlockKey, int] = {}
         self._pending_bytes = 0
+        self._staged_bytes = 0
         self.max_pending_bytes = int(max_pending_bytes if max_pending_bytes is not None
                                      else max(1, self.cache_bytes // 4))
         self._stats = StoreStats()
@@ -189,7 +194,7 @@ class OffloadStore:
                 self._schedule.reset()
 
     # ------------------------------------------------------------------ public sync API
-    def put(self, kind: str, layer: int, part: int, tensor: torch.Tensor) -> None:
+    def put(self, kind: str, layer: int, part: int, tensor: torch.Tensor, _touch: bool = True) -> None:
         """Store (or overwrite) a block. The store takes ownership of a CPU tensor.
 
         Shapes:
@@ -208,7 +213,8 @@ class OffloadStore:
                 self._drop(old)
             blk = _Block(key, tuple(data.shape), data.dtype)
             self._blocks[key] = blk
-            self._touch(key)
+            if _touch:
+                self._touch(key)
             self._admit(blk, data, dirty=True)
             self._after_access()
 
@@ -253,7 +259,7 @@ class OffloadStore:
         return torch.cat(pieces, dim=0) if len(pieces) > 1 else pieces[0].clone()
 
     def scatter_add(self, kind: str, layer: int, part: int, rows: np.ndarray | torch.Tensor | None,
-                    src: torch.Tensor, num_rows: int | None = None) -> None:
+                    src: torch.Tensor, num_rows: int | None = None, _touch: bool = True) -> None:
         """Accumulate ``src`` into rows of a block, creating a zero block if absent.
 
         Args:
@@ -273,13 +279,14 @@ class OffloadStore:
                 data = torch.zeros((n,) + tuple(src.shape[1:]), dtype=src.dtype)
                 blk = _Block(key, tuple(data.shape), data.dtype)
                 self._blocks[key] = blk
-                self._touch(key)
+                if _touch:
+                    self._touch(key)
                 self._admit(blk, data, dirty=True)
                 cached = blk.data is not None
                 if cached:
                     blk.pins += 1
         if not created:
-            data, cached = self._acquire(key, pin=True)
+            data, cached = self._acquire(key, pin=True, touch=_touch)
         try:
             if rows is None:
                 data.add_(src)
@@ -366,13 +373,13 @@ class OffloadStore:
     def put_async(self, kind: str, layer: int, part: int, tensor: torch.Tensor) -> Future:
         """Queue :meth:`put` on the I/O thread; reads of the key wait for it."""
         return self._submit_write(_key(kind, layer, part), tensor.nelement() * tensor.element_size(),
-                                  self.put, kind, layer, part, tensor)
+                                  self.put, kind, layer, part, tensor, False)
 
     def scatter_add_async(self, kind: str, layer: int, part: int, rows, src: torch.Tensor,
                           num_rows: int | None = None) -> Future:
         """Queue :meth:`scatter_add` on the I/O thread (FIFO with other async work)."""
         return self._submit_write(_key(kind, layer, part), src.nelement() * src.element_size(),
-                                  self.scatter_add, kind, layer, part, rows, src, num_rows)
+                                  self.scatter_add, kind, layer, part, rows, src, num_rows, False)
 
     def get_async(self, kind: str, layer: int, part: int) -> Future:
         return self._pool.submit(self.get, kind, layer, part)
@@ -386,7 +393,7 @@ class OffloadStore:
         with self._lock:
             for k in keys:
                 b = self._blocks.get(_key(*k))
-                if b is not None and b.data is None and not b.loading and b.on_disk:
+                if b is not None and b.data is None and not b.loading and b.staged is None and b.on_disk:
                     b.loading = True
                     futs.append(self._pf_pool.submit(self._load_prefetch, b.key))
         return futs
@@ -427,6 +434,7 @@ class OffloadStore:
                 self._cond.wait()  # back-pressure: never queue unbounded memory
             self._pending_bytes += nbytes
             self._pending[key] = self._pending.get(key, 0) + 1
+            self._touch(key)  # the plan follows program order, not I/O-thread order
 
         def run():
             try:
@@ -466,7 +474,7 @@ class OffloadStore:
         return INF
 
     def _acquire(self, key: BlockKey, pin: bool, count: bool = True,
-                 must_pin: bool = False) -> tuple[torch.Tensor, bool]:
+                 must_pin: bool = False, touch: bool = True) -> tuple[torch.Tensor, bool]:
         """Resident data of ``key`` (reading it from disk on a miss). Returns (data, cached).
 
         With ``pin`` a resident block is pinned (caller unpins); a block that
@@ -479,9 +487,18 @@ class OffloadStore:
             blk = self._blocks.get(key)
             if blk is None:
                 raise BlockNotFoundError(f"offload store has no block {key} (never written or released)")
-            if count:
+            if count and touch:
                 self._touch(key)
-            self._wait_loading(blk)
+            if blk.loading:
+                if count:
+                    self._stats.prefetch_waits += 1
+                self._wait_loading(blk)
+            if blk.data is None and blk.staged is not None:  # prefetched: decide admission now (MIN)
+                data = self._unstage(blk)
+                if count:
+                    self._stats.hits += 1
+                    self._stats.hit_bytes += blk.nbytes
+                return self._settle(blk, data, pin, must_pin)
             if blk.data is not None:
                 if count:
                     self._stats.hits += 1
@@ -503,16 +520,25 @@ class OffloadStore:
         with self._cond:
             blk.loading = False
             self._cond.notify_all()
-            self._admit(blk, data, dirty=False, allow_bypass=not must_pin)
-            if blk.data is None:
-                if must_pin:
-                    raise CacheBudgetError(
-                        f"cannot pin block {key} of {blk.nbytes} bytes: cache budget {self.cache_bytes} "
-                        f"bytes, {self._stats.resident_bytes} resident, {self._pinned_bytes()} pinned")
-                self._stats.bypass_reads += 1
-            elif pin:
-                blk.pins += 1
-            return data, blk.data is not None
+            return self._settle(blk, data, pin, must_pin)
+
+    def _settle(self, blk: _Block, data: torch.Tensor, pin: bool, must_pin: bool) -> tuple[torch.Tensor, bool]:
+        """Admit freshly read data (or read through it) and pin it if asked. Lock held."""
+        self._admit(blk, data, dirty=False, allow_bypass=not must_pin)
+        if blk.data is None:
+            if must_pin:
+                raise CacheBudgetError(
+                    f"cannot pin block {blk.key} of {blk.nbytes} bytes: cache budget {self.cache_bytes} "
+                    f"bytes, {self._stats.resident_bytes} resident, {self._pinned_bytes()} pinned")
+            self._stats.bypass_reads += 1
+        elif pin:
+            blk.pins += 1
+        return data, blk.data is not None
+
+    def _unstage(self, blk: _Block) -> torch.Tensor:
+        data, blk.staged = blk.staged, None
+        self._staged_bytes -= blk.nbytes
+        return data
 
     def _pinned_bytes(self) -> int:
         return sum(b.nbytes for b in self._blocks.values() if b.pins and b.data is not None)
@@ -520,7 +546,7 @@ class OffloadStore:
     def _load_prefetch(self, key: BlockKey) -> None:
         with self._lock:
             blk = self._blocks.get(key)
-            if blk is None or blk.data is not None:
+            if blk is None or blk.data is not None or blk.staged is not None:
                 if blk is not None:
                     blk.loading = False
                     self._cond.notify_all()
@@ -536,10 +562,9 @@ class OffloadStore:
         with self._cond:
             blk.loading = False
             self._stats.prefetch_loads += 1
-            if self._blocks.get(key) is blk:
-                self._admit(blk, data, dirty=False, allow_bypass=True)
-                if blk.data is None:
-                    self._stats.prefetch_dropped += 1
+            if self._blocks.get(key) is blk and blk.data is None:
+                blk.staged = data  # staging buffer; admission is decided at the demand read
+                self._staged_bytes += blk.nbytes
             self._cond.notify_all()
 
     def _admit(self, blk: _Block, data: torch.Tensor, dirty: bool, allow_bypass: bool = True) -> None:
@@ -597,6 +622,9 @@ class OffloadStore:
         self._stats.evictions += 1
 
     def _drop(self, b: _Block) -> None:
+        if b.staged is not None:
+            self._unstage(b)
+            self._stats.prefetch_dropped += 1
         if b.data is not None:
             self._stats.resident_bytes -= b.nbytes
             b.data = None
@@ -643,32 +671,22 @@ class OffloadStore:
         return buf
 
     def _after_access(self) -> None:
-        """Issue exact prefetches for the next planned reads (Belady only)."""
+        """Exact prefetch: stage the next planned reads that are on disk (Belady only).
+
+        Staged blocks sit outside the cache budget in at most ``prefetch_window``
+        staging buffers; whether a block then enters the cache is decided at its
+        demand read by the same MIN rule as an ordinary read, so prefetching
+        moves reads earlier without changing which or how many bytes are read.
+        """
         if not self.prefetch_enabled or self._schedule is None or self._closed:
             return
+        in_flight = sum(1 for b in self._blocks.values() if b.loading or b.staged is not None)
         for key in self._schedule.upcoming_reads(self.prefetch_window):
+            if in_flight >= self.prefetch_window:
+                break
             b = self._blocks.get(key)
-            if b is None or b.data is not None or b.loading or not b.on_disk:
+            if b is None or b.data is not None or b.loading or b.staged is not None or not b.on_disk:
                 continue
-            if not self._would_admit(b):
-                break  # later reads are even further away
             b.loading = True
+            in_flight += 1
             self._pf_pool.submit(self._load_prefetch, key)
-
-    def _would_admit(self, blk: _Block) -> bool:
-        need = blk.nbytes
-        if need > self.cache_bytes:
-            return False
-        free = self.cache_bytes - self._stats.resident_bytes - sum(
-            b.nbytes for b in self._blocks.values() if b.loading)
-        if free >= need:
-            return True
-        mine = self._next_use(blk.key)
-        for b in sorted((b for b in self._blocks.values() if b.data is not None and b.pins == 0),
-                        key=lambda b: -self._next_use(b.key)):
-            if self._next_use(b.key) <= mine:
-                return False
-            free += b.nbytes
-            if free >= need:
-                return True
-        return False

@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import time
+import zipfile
 
 import numpy as np
 
@@ -41,8 +42,11 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s partitioner %(levelname)s: %(message)s")
     try:
         return run(args)
-    except (ArgosyError, ValueError, ImportError, FileNotFoundError) as e:
-        print(f"argosy partition: error: {e}", file=sys.stderr)
+    except (ArgosyError, ValueError, ImportError, OSError, MemoryError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        msg = str(e) if isinstance(e, (ArgosyError, ValueError)) else f"{type(e).__name__}: {e}"
+        if args.input not in msg:
+            msg = f"{args.input}: {msg}"
+        print(f"argosy partition: error: {msg}", file=sys.stderr)
         return 2
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from .grem import capacity, chunk_groups, chunk_order, force_balance, group_order
 from .multilevel import _rng, rebalance
-from .stream import EdgeStream
+from .stream import EdgeStream, sorted_unique
 
 __all__ = ["random_partition", "hash_partition", "ldg_partition", "fennel_partition",
            "metis_partition", "BASELINES"]
@@ -168,7 +168,7 @@ def _gather_csr(stream: EdgeStream) -> Tuple[np.ndarray, np.ndarray]:
     del srcs, dsts
     if not stream.grouped or stream.num_chunks > 1 and np.any(src[1:] < src[:-1]):
         key = src.astype(np.int64) * n + dst
-        key = np.unique(key)
+        key = sorted_unique(key)
         src = (key // n).astype(dst.dtype)
         dst = (key % n).astype(dst.dtype)
         del key

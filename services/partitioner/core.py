@@ -10,6 +10,7 @@ streaming pass.
 from __future__ import annotations
 
 import math
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
@@ -19,7 +20,7 @@ import numpy as np
 
 from .baselines import BASELINES
 from .grem import capacity, count_cut, grem_partition
-from .stream import EdgeStream
+from .stream import EdgeStream, GroupedEdgeStream
 
 __all__ = ["PartitionResult", "MemoryBudgetError", "partition_stream", "estimate_cost",
            "METHODS", "ORDERS", "evaluate_partition"]
@@ -59,24 +60,27 @@ class PartitionResult:
     details: Dict = field(default_factory=dict)
 
 
-# bytes and seconds per unit, calibrated on the 2-core dev machine (see bench/partition.py);
-# deliberately on the safe (high) side.
+# bytes and seconds per unit, calibrated from bench/partition.py on the 2-core dev machine
+# (7 SNAP/Planetoid/DIMACS graphs and a 2M-edge DC-SBM); deliberately on the high side.
+# GREM's per-entry term covers its cluster graph + multilevel hierarchy (up to ~0.55x the
+# input's entries on the small graphs, a few % on large ones, so it over-estimates there);
+# its per-chunk-entry term covers the 3-4 int64 copies a chunk goes through.
 _BYTES = {
-    # method: (per vertex, per stored directed entry, per chunk entry)
-    "grem": (64, 4, 96),
+    # method: (per vertex, per streamed directed entry, per chunk entry)
+    "grem": (64, 16, 96),
     "ldg": (16, 0, 64),
     "fennel": (16, 0, 64),
     "random": (16, 0, 0),
     "hash": (8, 0, 0),
-    "metis": (72, 28, 32),
+    "metis": (100, 64, 32),
 }
 _SECONDS = {  # (per vertex, per directed entry)
-    "grem": (2.0e-6, 1.2e-7),
-    "ldg": (2.0e-7, 2.0e-8),
-    "fennel": (2.0e-7, 2.0e-8),
+    "grem": (1.0e-5, 3.0e-6),
+    "ldg": (2.0e-7, 3.0e-8),
+    "fennel": (2.0e-7, 3.0e-8),
     "random": (3.0e-8, 0.0),
     "hash": (1.0e-8, 0.0),
-    "metis": (2.0e-6, 2.0e-7),
+    "metis": (1.0e-6, 7.0e-7),
 }
 _BASE_BYTES = 8 << 20
 
@@ -153,6 +157,12 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
         eps (float): allowed imbalance (default 0.03).
         memory_budget (int, optional): bytes; refuse to run if :func:`estimate_cost` exceeds it.
         **options: extra keyword arguments for the method (e.g. GREM's ``refine_passes``).
+            ``regroup`` (bool): regroup an unaligned edge-list stream by source through
+            on-disk buckets (:class:`~.stream.GroupedEdgeStream`) first; default on for every
+            method when the stream has several unaligned chunks (exact gains for GREM, true
+            vertex stream for LDG/Fennel, duplicates across chunks removed so that every
+            method is scored on the same simple graph; its time is included in ``seconds``).
+            ``tmpdir`` (str): where the buckets go (default: the system temp dir).
 
     Returns:
         PartitionResult: the assignment and its quality.
@@ -177,27 +187,43 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
         raise ValueError(f"eps must be in [0, 1), got {eps}")
     entries = int(stream.stream_entries)
     if memory_budget is not None:
-        need, _ = estimate_cost(n, entries, int(k), method, stream.chunk_edges)
+        chunk = stream.chunk_edges * (2 if entries > stream.num_edges else 1)
+        need, _ = estimate_cost(n, entries, int(k), method, chunk)
         if need > memory_budget:
             raise MemoryBudgetError(
                 f"method {method!r} needs an estimated {need} bytes ({need / 2**20:.1f} MiB) for "
                 f"n={n}, entries={entries}, k={k}, but memory_budget is {memory_budget} bytes "
                 f"({memory_budget / 2**20:.1f} MiB)")
     k = int(k)
+    regroup = options.pop("regroup", None)
+    tmpdir = options.pop("tmpdir", None)
     t0 = time.perf_counter()
-    if k == 1:
-        part, det = np.zeros(n, np.int32), {}
-    elif method == "grem":
-        part, det = grem_partition(stream, k, order=order, seed=seed, eps=eps, **options)
-    else:
-        part, det = BASELINES[method](stream, k, order=order, seed=seed, eps=eps, **options)
-    seconds = time.perf_counter() - t0
-    part = np.ascontiguousarray(part, dtype=np.int32)
-    ev = evaluate_partition(stream, part, k)
+    work, grouped_view = stream, None
+    if regroup is None:
+        regroup = not stream.grouped and stream.num_chunks > 1
+    if regroup and not stream.grouped and k > 1:
+        base = tmpdir or tempfile.gettempdir()
+        grouped_view = GroupedEdgeStream(stream, tempfile.mkdtemp(prefix="argosy-grem-",
+                                                                  dir=base))
+        work = grouped_view
+    try:
+        if k == 1:
+            part, det = np.zeros(n, np.int32), {}
+        elif method == "grem":
+            part, det = grem_partition(work, k, order=order, seed=seed, eps=eps, **options)
+        else:
+            part, det = BASELINES[method](work, k, order=order, seed=seed, eps=eps, **options)
+        seconds = time.perf_counter() - t0
+        part = np.ascontiguousarray(part, dtype=np.int32)
+        ev = evaluate_partition(work, part, k)
+    finally:
+        if grouped_view is not None:
+            grouped_view.close()
+    det = dict(det)
+    det["regrouped"] = grouped_view is not None
     cap = capacity(n, k, eps)
     if ev["part_sizes"].max() > cap:  # pragma: no cover - every method enforces it
         raise RuntimeError(f"{method} violated the capacity {cap}: {ev['part_sizes'].max()}")
-    det = dict(det)
     det["undirected_edges"] = ev["undirected_edges"]
     return PartitionResult(assignment=part, method=method, order=order, seconds=seconds,
                            edge_cut=int(ev["edge_cut"]),

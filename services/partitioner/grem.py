@@ -58,7 +58,7 @@ import numpy as np
 
 from .multilevel import (_heap_pop, _heap_push_or_update, _permutation, _rand_below, _rng,
                          edge_cut_csr, improve_partition, multilevel_partition)
-from .stream import EdgeStream
+from .stream import EdgeStream, sorted_unique
 
 __all__ = ["grem_partition", "chunk_groups", "group_order", "count_cut", "force_balance",
            "capacity"]
@@ -349,6 +349,8 @@ def _chunk_fm(src, dst, starts, part, size, k, cap, local, rounds, stall, state)
         best_idx = 0
         nm = 0
         since = 0
+        work = 0
+        work_cap = 4 * src.size + 1000
         while hsize > 0:
             key = hk[0]
             i, hsize = _heap_pop(hv, hk, pos, hsize)
@@ -377,10 +379,13 @@ def _chunk_fm(src, dst, starts, part, size, k, cap, local, rounds, stall, state)
                 since += 1
                 if since > stall:
                     break
+            if work > work_cap:
+                break
             for e in range(starts[i], starts[i + 1]):
                 j = local[dst[e]]
                 if j < 0 or locked[j] or starts[j + 1] - starts[j] > deg_cap:
                     continue
+                work += starts[j + 1] - starts[j]
                 gj, tj = _group_best(src, dst, starts[j], starts[j + 1], part, size, k, cap,
                                      conn, touched)
                 if tj >= 0:
@@ -443,7 +448,7 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
         key = cs[keep] * nc + cd[keep]
         if key.size == 0:
             continue
-        uk, cnt = np.unique(key, return_counts=True)
+        uk, cnt = sorted_unique(key, return_counts=True)
         pend_k.append(uk)
         pend_w.append(cnt.astype(np.int64))
         pend += uk.size

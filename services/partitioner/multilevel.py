@@ -700,6 +700,8 @@ def fm_kway(xadj, adj, ew, vw, part, k, maxbw, rounds, stall, state):
         best_idx = 0
         nm = 0
         since = 0
+        work = 0
+        work_cap = 4 * adj.size + 1000  # bounds a round at O(m) even on dense graphs
         while size > 0:
             key = hk[0]
             v, size = _heap_pop(hv, hk, pos, size)
@@ -726,10 +728,13 @@ def fm_kway(xadj, adj, ew, vw, part, k, maxbw, rounds, stall, state):
                 since += 1
                 if since > stall:
                     break
+            if work > work_cap:
+                break
             for e in range(xadj[v], xadj[v + 1]):
                 u = adj[e]
                 if locked[u] or xadj[u + 1] - xadj[u] > deg_cap:
                     continue
+                work += xadj[u + 1] - xadj[u]
                 gu, tu, bu = _best_move(xadj, adj, ew, vw, part, bw, k, maxbw, u, conn, touched)
                 if tu >= 0:
                     size = _heap_push_or_update(hv, hk, pos, size, u, gu)

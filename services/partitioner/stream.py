@@ -38,9 +38,11 @@ import numba
 import numpy as np
 
 __all__ = [
+    "sorted_unique",
     "EdgeStream",
     "ArrayEdgeStream",
     "CSRNpzStream",
+    "GroupedEdgeStream",
     "NpyEdgeStream",
     "TextEdgeStream",
     "open_edge_stream",
@@ -131,6 +133,25 @@ def _check_ids(arr: np.ndarray, n: Optional[int], what: str, base_index: int = 0
                              f"range: num_nodes={n}")
 
 
+def sorted_unique(keys: np.ndarray, return_counts: bool = False):
+    """Sorted distinct values (and their counts) via sort + diff.
+
+    ``np.unique`` on int64 is ~50x slower than ``np.sort`` with NumPy 2.4 on this machine, so
+    the hot paths use this instead.
+    """
+    keys = np.sort(keys)
+    if keys.size == 0:
+        return (keys, np.empty(0, np.int64)) if return_counts else keys
+    first = np.empty(keys.size, np.bool_)
+    first[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    idx = np.flatnonzero(first)
+    if not return_counts:
+        return keys[idx]
+    counts = np.diff(np.append(idx, keys.size))
+    return keys[idx], counts
+
+
 def _normalise_pairs(u: np.ndarray, v: np.ndarray, n: int, symmetrize: bool) -> Chunk:
     """Drop self loops, optionally symmetrise, sort by (src, dst) and drop duplicates."""
     u = np.asarray(u, dtype=np.int64)
@@ -139,7 +160,7 @@ def _normalise_pairs(u: np.ndarray, v: np.ndarray, n: int, symmetrize: bool) -> 
     u, v = u[keep], v[keep]
     if symmetrize:
         u, v = np.concatenate([u, v]), np.concatenate([v, u])
-    key = np.unique(u * np.int64(max(n, 1)) + v)
+    key = sorted_unique(u * np.int64(max(n, 1)) + v)
     return key // max(n, 1), key % max(n, 1)
 
 
@@ -531,6 +552,98 @@ class TextEdgeStream(EdgeStream):
     def __iter__(self) -> Iterator[Chunk]:
         for u, v in self._blocks(self.num_nodes):
             yield _normalise_pairs(u, v, self.num_nodes, self.symmetrize)
+
+
+# --------------------------------------------------------------------------------------------
+# regrouping an edge list by source (external bucket sort)
+# --------------------------------------------------------------------------------------------
+class GroupedEdgeStream(EdgeStream):
+    """Vertex-aligned, globally deduplicated view of any edge stream, via on-disk buckets.
+
+    One pass distributes every entry ``(u, v)`` of ``base`` into one of ``B`` bucket files by
+    source-id range (binary int32/int64 pairs in ``tmpdir``); then each bucket is sorted by
+    ``(u, v)``, deduplicated and written back once, so iterating only reads files.  Every vertex's whole adjacency list
+    therefore arrives in one chunk (``grouped``), duplicates across the original chunks are
+    removed, and chunks come in vertex-id order.  Memory: one bucket (~``chunk_edges``
+    entries); disk: 2x the stream's entries x id size.
+
+    Args:
+        base (EdgeStream): the stream to regroup (typically a symmetrised edge list).
+        tmpdir (str): directory for the bucket files (created; removed by :meth:`close`).
+        chunk_edges (int, optional): target entries per bucket (default ``base.chunk_edges``).
+    """
+
+    def __init__(self, base: EdgeStream, tmpdir: str, chunk_edges: Optional[int] = None):
+        self.base = base
+        self.num_nodes = int(base.num_nodes)
+        self.chunk_edges = int(chunk_edges or base.chunk_edges)
+        self.symmetric = base.symmetric
+        self.grouped = True
+        self.seekable = True
+        self._dir = str(tmpdir)
+        os.makedirs(self._dir, exist_ok=True)
+        n = max(self.num_nodes, 1)
+        nb = max(1, min(n, -(-int(base.stream_entries) // self.chunk_edges)))
+        self._nb = nb
+        self._dtype = np.int32 if n < 2 ** 31 else np.int64
+        files = [open(self._path(b), "wb") for b in range(nb)]
+        try:
+            count = 0
+            for src, dst in base:
+                count += src.size
+                bucket = (src * nb) // n
+                order = np.argsort(bucket, kind="stable")
+                bs = bucket[order]
+                cuts = np.searchsorted(bs, np.arange(nb + 1))
+                pairs = np.empty((src.size, 2), self._dtype)
+                pairs[:, 0] = src[order]
+                pairs[:, 1] = dst[order]
+                for b in np.flatnonzero(np.diff(cuts)):
+                    files[b].write(pairs[cuts[b]:cuts[b + 1]].tobytes())
+        finally:
+            for f in files:
+                f.close()
+        # sort + deduplicate every bucket once, so later passes only read
+        total = 0
+        for b in range(nb):
+            pairs = np.fromfile(self._path(b), dtype=self._dtype).reshape(-1, 2)
+            key = sorted_unique(pairs[:, 0].astype(np.int64) * n + pairs[:, 1])
+            out = np.empty((key.size, 2), self._dtype)
+            out[:, 0] = key // n
+            out[:, 1] = key % n
+            out.tofile(self._path(b))
+            total += key.size
+        self.num_edges = total
+        self.input_entries = count
+
+    def _path(self, b: int) -> str:
+        return os.path.join(self._dir, f"bucket_{b:06d}.bin")
+
+    @property
+    def num_chunks(self) -> int:
+        return self._nb
+
+    def read_chunk(self, i: int) -> Chunk:
+        pairs = np.fromfile(self._path(i), dtype=self._dtype).reshape(-1, 2)
+        return pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+
+    def close(self) -> None:
+        """Delete the bucket files."""
+        for b in range(self._nb):
+            try:
+                os.remove(self._path(b))
+            except FileNotFoundError:
+                pass
+        try:
+            os.rmdir(self._dir)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 # --------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ class SamplerProc:
         self.store = PartitionStore(self.cfg.store)
         self.core = SamplerCore(self.store, served_parts=[], seed=self.cfg.seed)
         self.zctx = zmq.Context()
-        self.push = make_socket(self.zctx, zmq.PUSH, sndhwm=self.cfg.sampler.send_hwm)
+        self.push = make_socket(self.zctx, zmq.PUSH, sndhwm=self.cfg.sampler.send_hwm, curve="client")
         self.loaders: set[str] = set()
         self.parts: list[int] = []
         self._counters = {"sampler_batches": 0.0, "sampled_edges": 0.0, "remote_neighbors": 0.0,

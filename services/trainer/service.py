@@ -84,7 +84,7 @@ class TrainerProc:
         self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
                                 len(self.cfg.sampler.fanouts), seed=self.cfg.seed)
         self.zctx = zmq.Context()
-        self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.trainer.recv_hwm)
+        self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.trainer.recv_hwm, curve="server")
         self.endpoint = bind_random(self.pull, ctx.port)
         self.epochs: list[dict] = []
         self.start_epoch = 0

@@ -124,11 +124,13 @@ def test_bounds_respected():
     dec, hist = replay([(t, 0.9, {"start": t - 0.5}) for t in range(0, 50)], cfg)
     assert max(h["sampler"] for h in hist) == 3
     assert any("at max 3" in d.reason for d in dec)
-    # below min / above max are corrected at once, cooldown or not
+    # below min / above max are corrected before anything else, once the cooldown has passed
     st = ScalerState(last_change_t=99.0)
-    d = decide(obs(100, 0.0, samplers=0), st, ScalerConfig(min_replicas=1, cooldown=60))
-    assert (d.action, d.role, d.replicas) == ("add", "sampler", 1)
-    d = decide(obs(100, 0.0, samplers=5), st, ScalerConfig(max_replicas=4, cooldown=60))
+    d = decide(obs(100, 0.9, samplers=0), st, ScalerConfig(min_replicas=1, cooldown=60))
+    assert d.action == "hold" and "cooldown" in d.reason
+    d = decide(obs(160, 0.9, samplers=0), st, ScalerConfig(min_replicas=1, cooldown=60))
+    assert (d.action, d.role, d.replicas) == ("add", "sampler", 1) and "< min 1" in d.reason
+    d = decide(obs(160, 0.0, samplers=5), st, ScalerConfig(max_replicas=4, cooldown=60))
     assert (d.action, d.role, d.replicas) == ("remove", "sampler", 4)
     d = decide(obs(100, 0.9, samplers=2), ScalerState(), ScalerConfig(max_replicas=8, max_step=1))
     assert d.replicas == 3                                       # max_step
@@ -175,6 +177,23 @@ def test_capacity_and_bottleneck_helpers():
     assert bottleneck(unknown, ("sampler", "loader"))[0] == "sampler"
 
 
+def test_warmup_holds_everything():
+    cfg = ScalerConfig(warmup=10, cooldown=0)
+    d = decide(obs(100, 0.9, samplers=0), ScalerState(), cfg)
+    assert d.action == "hold" and "warming up" in d.reason
+    d = decide(obs(105, 0.9, samplers=0), d.state, cfg)
+    assert d.action == "hold"
+    d = decide(obs(110, 0.9, samplers=0), d.state, cfg)
+    assert d.action == "add" and d.state.first_t == 100
+
+
+def test_holds_unless_job_running():
+    o = Observation(t=0, trainer_idle=0.9, idle_window_start=0, trainer_rate=1, replicas={"sampler": 0, "loader": 0},
+                    job_state="starting")
+    d = decide(o, ScalerState(), ScalerConfig())
+    assert d.action == "hold" and "starting" in d.reason
+
+
 def test_config_validation():
     with pytest.raises(ValueError, match="min_replicas"):
         ScalerConfig(min_replicas=3, max_replicas=2)
@@ -186,16 +205,13 @@ def test_config_validation():
 
 # ---- the control loop against a fake backend and a real Redis ------------------------------------
 class FakeBackend:
+    """Records calls; starts nothing (so the registry never shows the new replicas)."""
+
     def __init__(self):
         self.calls: list[tuple[str, int]] = []
-        self.counts = {"sampler": 1, "loader": 1}
 
     def scale(self, role, replicas):
         self.calls.append((role, replicas))
-        self.counts[role] = replicas
-
-    def replicas(self, role):
-        return self.counts[role]
 
 
 def test_autoscaler_proc_records_decisions_in_redis(redis_url):
@@ -205,22 +221,27 @@ def test_autoscaler_proc_records_decisions_in_redis(redis_url):
 
     coord = Coordinator(redis_url, "as-unit")
     coord.delete_job()
+    coord.set_state("running")
+    svc = Coordinator(redis_url, "as-unit")               # one live sampler and loader in the registry
+    svc.register("sampler", "sampler-0", {}, interval=0.5, ttl=30)
+    svc.register("loader", "loader-0", {}, interval=0.5, ttl=30)
     clock = [1000.0]
     be = FakeBackend()
     proc = AutoscalerProc(coord, ScalerConfig(cooldown=5), be, clock=lambda: clock[0])
     # counters as services would push them: sampler busy 95 %, loader 30 %, 10 batches/s; trainer idle 40 %
     for i in range(8):
         coord.incr(sampler_batches=10, loader_batches=10, sample_seconds=0.95, load_seconds=0.3,
-                   trainer_idle_seconds=0.4, trainer_compute_seconds=0.6, trainer_batches=10)
+                   trainer_idle_seconds=0.4, trainer_compute_seconds=0.6, trainer_batches=10, trainer_train_seconds=1.0)
         d = proc.tick()
         clock[0] += 1.0
-    assert be.calls and be.calls[0] == ("sampler", 2)
+    assert be.calls == [("sampler", 2)]                 # once: the asked-for count is believed while it starts
     recs = read_autoscale_decisions(coord)
     assert recs[0]["action"] == "add" and recs[0]["role"] == "sampler" and "bottleneck" in recs[0]["reason"]
     assert read_autoscale_replicas(coord)["sampler"] == 2
     assert read_autoscale_observation(coord)["idle_source"] == "live"
     # dry run: recommends, never calls the backend
     coord.delete_job()
+    coord.set_state("running")
     be2 = FakeBackend()
     dry = AutoscalerProc(coord, ScalerConfig(cooldown=5), be2, dry_run=True, clock=lambda: clock[0])
     for i in range(6):
@@ -231,6 +252,9 @@ def test_autoscaler_proc_records_decisions_in_redis(redis_url):
     assert not be2.calls
     recs = read_autoscale_decisions(coord)
     assert recs and all(r["dry_run"] for r in recs)
+    svc.deregister("sampler", "sampler-0")
+    svc.deregister("loader", "loader-0")
+    svc.close()
     coord.delete_job()
     coord.close()
 

@@ -224,3 +224,25 @@ def test_cora_stream_matches_file():
     with zipfile.ZipFile(CORA) as zf:  # cora.npz is compressed: sequential streaming only
         assert zf.getinfo("indices.npy").compress_type != zipfile.ZIP_STORED
     assert not st.seekable
+
+
+def test_grouped_edge_stream_dedups_across_chunks(tmp_path):
+    rng = np.random.default_rng(3)
+    u = rng.integers(0, 300, 4000)
+    v = rng.integers(0, 300, 4000)
+    p = tmp_path / "e.npy"
+    write_edge_list_npy(p, u, v)
+    raw = open_edge_stream(p, chunk_edges=500)
+    assert raw.num_chunks == 8 and not raw.grouped
+    from services.partitioner.stream import GroupedEdgeStream
+
+    with GroupedEdgeStream(raw, str(tmp_path / "buckets"), chunk_edges=1000) as g:
+        assert g.grouped and g.num_chunks > 1
+        chunks = list(g)
+        owners = [set(s.tolist()) for s, _ in chunks]
+        assert sum(len(o) for o in owners) == len(set().union(*owners))  # vertex-aligned
+        src, dst = _collect(g)
+    keep = u != v
+    exp = _edge_set(np.r_[u[keep], v[keep]], np.r_[v[keep], u[keep]])
+    assert _edge_set(src, dst) == exp and src.size == len(exp)  # no duplicates left
+    assert not (tmp_path / "buckets").exists()

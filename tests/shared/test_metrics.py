@@ -178,3 +178,32 @@ def test_status_view_renders_services_rates_and_decisions(redis_url):
     coord.deregister("sampler", "sampler-0")
     coord.delete_job()
     coord.close()
+
+
+def test_grafana_dashboard_uses_only_exported_names():
+    import json
+    from pathlib import Path
+    from shared.metrics import GAUGES, REMOTE_FRACTION
+    dash = json.loads((Path(__file__).resolve().parents[2] / "k8s" / "dashboards" / "argosy.json").read_text())
+    known = {s.name for s in COUNTERS.values()} | {n for n, _ in GAUGES.values()} | {REMOTE_FRACTION[0]}
+    used = set()
+    for p in dash["panels"]:
+        for t in p["targets"]:
+            used |= set(re.findall(r"argosy_[a-z_]+", t["expr"]))
+    assert used and used <= known, used - known
+    assert "argosy_trainer_idle_seconds_total" in used and "argosy_autoscale_replicas" in used
+
+
+def test_push_totals_sends_increments_per_scope(redis_url):
+    from shared.coord import Coordinator
+    coord = Coordinator(redis_url, "push-totals")
+    coord.delete_job()
+    m = ServiceMetrics("trainer", "trainer-0", "push-totals")
+    assert m.push_totals(coord, (0, "train"), trainer_idle_seconds=1.0, trainer_batches=2)
+    assert not m.push_totals(coord, (0, "train"), trainer_idle_seconds=1.5, trainer_batches=3)   # within 1 s
+    assert m.push_totals(coord, (0, "train"), force=True, trainer_idle_seconds=2.0, trainer_batches=4)
+    assert m.push_totals(coord, (1, "train"), trainer_idle_seconds=0.5, trainer_batches=1)      # new phase: from 0
+    assert coord.metrics() == {"trainer_idle_seconds": 2.5, "trainer_batches": 5.0}
+    assert m.totals == {"trainer_idle_seconds": 2.5, "trainer_batches": 5.0}
+    coord.delete_job()
+    coord.close()

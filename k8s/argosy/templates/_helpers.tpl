@@ -118,6 +118,8 @@ securityContext:
       fieldPath: metadata.namespace
 - name: ARGOSY_RELEASE
   value: {{ include "argosy.fullname" . | quote }}
+- name: HOME                       # the root filesystem is read-only; /tmp is an emptyDir
+  value: /tmp
 {{- end -}}
 
 {{/* Volumes every Argosy pod has: the store PVC and a writable /tmp (root fs is read-only). */}}
