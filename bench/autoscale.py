@@ -39,6 +39,7 @@ def argosy(*args, **kw) -> subprocess.CompletedProcess:
 
 
 def make_graph(a, work: Path) -> Path:
+    work.mkdir(parents=True, exist_ok=True)
     graph = work / f"graph-{a.nodes}-{a.feature_dim}.npz"
     if not graph.exists():
         p = argosy("generate", "--nodes", str(a.nodes), "--avg-degree", str(a.avg_degree), "--feature-dim",
@@ -94,6 +95,7 @@ def start_job(a, work: Path) -> dict:
     graph = make_graph(a, work)
     job = f"autoscale-{time.strftime('%H%M%S')}"
     p = argosy("up", "--data", str(graph), "--parts", str(a.parts), "--samplers", "1", "--loaders", str(a.loaders),
+               "--trainers", str(a.trainers),
                "--epochs", "1000", "--batch-size", str(a.batch_size), "--fanouts", a.fanouts, "--hidden", str(a.hidden),
                "--work-factor", str(a.work_factor), "--eval-max-nodes", str(a.eval_max_nodes), "--job", job,
                "--run-dir", str(work / job), "--peer-timeout", "600", "--device", a.device)
@@ -204,7 +206,8 @@ def write_md(res: dict, path: Path, a) -> None:
     lines = ["# Autoscaling: trainer idle fraction as the autoscaler adds samplers", "",
              f"Job `{res['job']['job']}` on a generated DC-SBM graph ({a.nodes:,} nodes, average degree {a.avg_degree}, "
              f"{a.feature_dim} features, {a.parts} parts), fanouts {a.fanouts}, batch {a.batch_size}, hidden {a.hidden}, "
-             f"work factor {a.work_factor}; started with 1 sampler and {a.loaders} loader(s); autoscaler "
+             f"work factor {a.work_factor}, {a.trainers} trainer(s), device {a.device}; started with 1 sampler and "
+             f"{a.loaders} loader(s); autoscaler "
              f"`--target local --idle-target {a.idle_target} --cooldown {a.cooldown} --max {a.max}` (roles {a.roles}).",
              f"Machine: {os.cpu_count()} CPUs, shared with other work while measured (load average "
              f"{os.getloadavg()[0]:.1f} at the end), so figures are noisy.  Wall time {res['wall_seconds']:.0f} s.", "",
@@ -258,6 +261,7 @@ def main(argv=None) -> int:
     p.add_argument("--work-factor", type=int, default=1)
     p.add_argument("--eval-max-nodes", type=int, default=1000)
     p.add_argument("--loaders", type=int, default=1)
+    p.add_argument("--trainers", type=int, default=1, help="DDP trainer ranks (each needs its own batches)")
     p.add_argument("--roles", default="sampler,loader")
     p.add_argument("--idle-target", type=float, default=0.10)
     p.add_argument("--cooldown", type=float, default=10.0)

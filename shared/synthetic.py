@@ -62,7 +62,7 @@ def dcsbm_edge_chunks(num_nodes: int, num_edges: int, num_communities: int = 16,
 
 def generate_dcsbm(num_nodes: int = 20_000, avg_degree: float = 10.0, num_communities: int | None = None,
                    num_classes: int = 8, feature_dim: int = 32, mixing: float = 0.2,
-                   feature_noise: float = 2.0, power_law: float = 2.1, train_fraction: float = 0.3,
+                   feature_noise: float = 4.0, power_law: float = 2.1, train_fraction: float = 0.3,
                    val_fraction: float = 0.1, test_fraction: float = 0.2, seed: int = 0) -> Graph:
     """Generate an in-memory DC-SBM graph with features, labels and splits.
 
@@ -70,6 +70,8 @@ def generate_dcsbm(num_nodes: int = 20_000, avg_degree: float = 10.0, num_commun
         num_nodes: vertices.  avg_degree: mean undirected degree (before de-duplication).
         num_communities: planted communities (default ``num_classes``); label = community mod classes.
         feature_noise: std of Gaussian noise around each community centroid (centroids ~ N(0, 1)).
+            At the default 4.0 a nearest-centroid classifier on features alone gets ~48% on 8
+            classes, on features averaged over 2 hops ~87%: the graph carries most of the signal.
     Returns:
         A :class:`~shared.graphio.Graph` with float32 features, int64 labels and random masks.
     """

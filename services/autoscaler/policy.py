@@ -216,7 +216,11 @@ def decide(obs: Observation, state: ScalerState, cfg: ScalerConfig) -> Decision:
     idle = obs.trainer_idle
     st = replace(state, last_window_start=obs.idle_window_start)
 
-    # 3. scale up
+    # 3. scale up (only while batches flow: a pipeline that is still starting, e.g. compiling its
+    #    kernels, or stalled, shows 100 % idle that more replicas would not fix)
+    if idle > cfg.idle_target and obs.trainer_rate <= 0:
+        return hold(f"trainer idle {_fmt_pct(idle)} but no batch applied in the window: pipeline starting or stalled",
+                    replace(st, up_streak=0))
     if idle > cfg.idle_target:
         streak = state.up_streak + 1 if fresh else state.up_streak
         st = replace(st, up_streak=streak, full_since=None)

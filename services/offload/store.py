@@ -205,6 +205,8 @@ class OffloadStore:
         if data.device.type != "cpu":
             data = data.to("cpu")
         data = data.contiguous()
+        if data.untyped_storage().nbytes() > data.nelement() * data.element_size():
+            data = data.clone()  # a view would keep its whole base tensor alive in the cache
         with self._lock:
             self._check_open()
             old = self._blocks.get(key)

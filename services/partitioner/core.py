@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 from .baselines import BASELINES
-from .grem import capacity, count_cut, grem_partition
+from .grem import capacity, grem_partition
 from .stream import EdgeStream, GroupedEdgeStream
 
 __all__ = ["PartitionResult", "MemoryBudgetError", "partition_stream", "estimate_cost",

@@ -22,7 +22,10 @@ inputs:
 Edge lists are symmetrised by default (each stored edge is yielded in both directions).  Self
 loops are always dropped.  Within a chunk, edge-list entries are sorted by ``src`` and duplicates
 are removed; a duplicate that re-appears in a *different* chunk cannot be detected in O(n) memory
-and is then seen as a parallel edge (weight 2) by the partitioners.
+by the raw stream and is then seen as a parallel edge (weight 2).  :class:`GroupedEdgeStream`
+fixes both limits of edge lists with an on-disk bucket sort by source (memory O(chunk), disk
+~2x the entries): it yields vertex-aligned, globally deduplicated chunks.
+:func:`~.core.partition_stream` applies it automatically to multi-chunk edge lists.
 
 Shapes: each chunk is a pair of int64 arrays ``src`` (c,), ``dst`` (c,) with ``c`` about
 ``chunk_edges`` (twice that for symmetrised edge lists).

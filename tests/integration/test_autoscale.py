@@ -65,10 +65,9 @@ def test_autoscaler_adds_a_sampler_to_a_running_job(redis_url, tmp_path):
         assert decisions[0]["action"] == "add" and decisions[0]["role"] == "sampler" and decisions[0]["replicas"] == 2
         assert "min 2" in decisions[0]["reason"]
         assert read_autoscale_replicas(coord) == {"sampler": 2}
-        # the new replica shares the partitions (round-robin over live samplers) and samples batches
+        # the job keeps making progress with the new replica in the consumer group
         before = coord.metrics().get("sampler_batches", 0)
-        wait_for(lambda: all(s.get("parts") for s in coord.services("sampler")), 20, "both samplers to serve parts")
-        wait_for(lambda: coord.metrics().get("sampler_batches", 0) > before, 20, "batches after scaling")
+        wait_for(lambda: coord.metrics().get("sampler_batches", 0) > before, 30, "batches after scaling")
         obs = wait_for(lambda: read_autoscale_observation(coord), 10, "an observation")
         assert obs["observed_replicas"]["sampler"] == 2 and obs["reason"]
         # status view shows the decision

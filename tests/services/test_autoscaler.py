@@ -187,6 +187,11 @@ def test_warmup_holds_everything():
     assert d.action == "add" and d.state.first_t == 100
 
 
+def test_no_scale_up_before_batches_flow():
+    d = decide(obs(100, 1.0, rate=0.0), ScalerState(), ScalerConfig())
+    assert d.action == "hold" and "no batch applied" in d.reason
+
+
 def test_holds_unless_job_running():
     o = Observation(t=0, trainer_idle=0.9, idle_window_start=0, trainer_rate=1, replicas={"sampler": 0, "loader": 0},
                     job_state="starting")

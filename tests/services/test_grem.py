@@ -1,6 +1,5 @@
 """Tests for GREM and the baseline partitioners (balance, determinism, quality)."""
 
-import math
 import os
 
 import numpy as np
