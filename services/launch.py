@@ -301,7 +301,25 @@ def cmd_submit(args) -> int:
     return 0 if state == "done" else 1
 
 
+def run_fullgraph(args) -> int:
+    """Full-graph modes run in the offload service's trainer entry point (``python -m services.offload``)."""
+    if not args.data:
+        raise ArgosyError(f"--mode {args.mode} needs --data FILE.npz (a graph with features, labels and splits)")
+    cmd = [sys.executable, "-m", "services.offload", "train", "--data", args.data, "--mode", args.mode,
+           "--model", args.model, "--epochs", str(args.epochs), "--lr", str(args.lr), "--hidden", str(args.hidden),
+           "--dropout", str(args.dropout), "--weight-decay", str(args.weight_decay), "--seed", str(args.seed),
+           "--parts", str(args.parts), "--trainers", str(args.trainers), "--cache-bytes", args.cache_bytes,
+           "--eviction", args.eviction, "--device", "cuda" if args.device == "cuda" else "cpu"]
+    if args.spill_dir:
+        cmd += ["--spill-dir", args.spill_dir]
+    if args.json:
+        cmd.append("--json")
+    return subprocess.call(cmd)
+
+
 def cmd_train(args) -> int:
+    if args.mode != "minibatch":
+        return run_fullgraph(args)
     res = run_job(args)
     _print_result(res, args.json)
     return 0 if "error" not in res else 1
@@ -486,6 +504,12 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="partition (optional) and train with separate sampler/loader/trainer processes")
     _add_train_args(t)
     t.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
+    t.add_argument("--mode", default="minibatch", choices=("minibatch", "fullgraph", "sar"),
+                   help="minibatch: sampled pipeline (default); fullgraph: whole-graph training with activations "
+                        "offloaded to disk (GriNNder-style); sar: --trainers workers, one part each (SAR)")
+    t.add_argument("--cache-bytes", default="256M", help="fullgraph: host cache budget for offloaded blocks")
+    t.add_argument("--spill-dir", default=None, help="fullgraph: where blocks spill (an NVMe path in production)")
+    t.add_argument("--eviction", default="belady", choices=("belady", "lru"), help="fullgraph: cache eviction policy")
     t.set_defaults(func=cmd_train)
     u = sub.add_parser("up", help="start a job's stack in the background (see status, scale, down)")
     _add_train_args(u)

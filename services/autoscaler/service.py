@@ -33,7 +33,8 @@ class Observer:
     The trainers' idle fraction comes from the live counters ``trainer_idle_seconds`` /
     ``trainer_train_seconds`` over the last ``window`` seconds when trainers publish them, and
     otherwise from the newest per-epoch record (its train phase began ``epoch + val + test``
-    seconds before the record appeared).
+    seconds before the record appeared; epoch 0, the start-up epoch, is not used).  Live idle is
+    measured only from the first tick at which batches flow.
 
     Args:
         coord: a :class:`~shared.coord.Coordinator` for the job.
@@ -50,6 +51,7 @@ class Observer:
         self.replicas_fn = replicas_fn
         self._epochs_seen = 0
         self._epoch_idle: tuple[float, float, float] | None = None    # (idle, window start, batches/s)
+        self._flow_t: float | None = None                              # first tick with batches applied
         self._spec = None
 
     def capacity(self) -> int:
@@ -70,7 +72,7 @@ class Observer:
         counters = coord.metrics()
         self.tracker.add(t, counters)
         epochs = coord.epochs()
-        if len(epochs) > self._epochs_seen:
+        if len(epochs) > self._epochs_seen and epochs[-1].get("epoch") != 0:   # epoch 0: start-up (JIT), not capacity
             e = epochs[-1]
             span = e.get("epoch_seconds", 0.0) + e.get("val_seconds", 0.0) + e.get("test_seconds", 0.0)
             if self._epochs_seen or len(epochs) == 1:           # an epoch that ended while we watched
@@ -79,9 +81,14 @@ class Observer:
                 self._epoch_idle = (float(e["trainer_idle_fraction"]), -math.inf, float(e.get("batches_per_second", 0)))
             self._epochs_seen = len(epochs)
         w = self.tracker.window
-        di, secs = self.tracker.delta("trainer_idle_seconds", w)
-        dc, _ = self.tracker.delta("trainer_compute_seconds", w)
-        dw, _ = self.tracker.delta("trainer_train_seconds", w)
+        if self._flow_t is None and (counters.get("trainer_batches", 0) > 0 or counters.get("loader_batches", 0) > 0):
+            self._flow_t = t
+        # idle is measured only since batches began to flow: before that the trainer waits for
+        # samplers that are still starting (compiling kernels), which more replicas would not fix
+        wi = min(w, t - self._flow_t) if self._flow_t is not None else 0.0
+        di, secs = self.tracker.delta("trainer_idle_seconds", wi) if wi > 0 else (0.0, 0.0)
+        dc, _ = self.tracker.delta("trainer_compute_seconds", wi) if wi > 0 else (0.0, 0.0)
+        dw, _ = self.tracker.delta("trainer_train_seconds", wi) if wi > 0 else (0.0, 0.0)
         if secs >= min(3.0, w) and (dw > 0 or di + dc > 0):
             # idle / train-phase wall time, as in the epoch records; idle / (idle + compute) if trainers
             # do not report wall time (that one ignores decode/ack time, so it reads higher)

@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--partition", choices=["contiguous", "random"], default="contiguous")
     t.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     t.add_argument("--store-addr", default=None, help="use a remote store service (fullgraph)")
+    t.add_argument("--malloc-mmap-threshold", default=None,
+                   help="pin glibc's mmap threshold (e.g. 256K): lowest RSS, slower allocation")
     t.add_argument("--no-feature-norm", action="store_true", help="skip row-normalising features")
     t.add_argument("--json", action="store_true", help="print one JSON line of metrics at the end")
     s = sub.add_parser("serve", help="run the offload store as a ZeroMQ service")
@@ -63,10 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from .memory import tame_malloc
+    from .memory import configure_malloc, tame_malloc
     from .train import TrainArgs, parse_size, run_train
 
-    tame_malloc()  # before any large allocation, so every mode is measured the same way
+    # before any thread or large allocation, so every mode is measured the same way
+    configure_malloc()
+    if getattr(args, "malloc_mmap_threshold", None):
+        tame_malloc(parse_size(args.malloc_mmap_threshold))
 
     if args.cmd == "serve":
         from .service import StoreServer

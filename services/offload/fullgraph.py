@@ -33,6 +33,7 @@ import torch
 from .graph import GraphData, PartPlan
 from .model import ModelSpec, dropout_mask, layer_forward, masked_loss_sum, post_activation
 from .kernels import SpMM
+from .memory import trim_heap
 from .policy import Access, Schedule
 from .store import OffloadStore
 
@@ -176,6 +177,7 @@ class OffloadTrainer:
     def _release(self, kind: str, l: int) -> None:
         self.store.release_layer(kind, l)
         self.store.release_layer(kind + "h", l)
+        trim_heap()  # hand the released blocks' pages back to the OS
 
     def step(self, epoch: int) -> float:
         """One full-graph forward + backward; accumulates ``.grad`` of the parameters.
@@ -196,6 +198,7 @@ class OffloadTrainer:
                 for p in range(P):
                     z = self._layer(l, p, self._gather(kind, l, p))
                     self._put_with_halo("act", l + 1, p, post_activation(z, self._mask(epoch, l + 1, p)))
+                trim_heap()
         total = 0.0
         for l in reversed(range(L)):
             kind = self._in_kind(l, True)

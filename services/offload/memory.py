@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import resource
 
-__all__ = ["peak_rss_bytes", "current_rss_bytes", "tame_malloc"]
+__all__ = ["peak_rss_bytes", "current_rss_bytes", "configure_malloc", "trim_heap", "tame_malloc"]
 
 
 def _status_kb(field: str) -> int | None:
@@ -37,20 +37,48 @@ def current_rss_bytes() -> int:
     return int(kb) * 1024 if kb is not None else peak_rss_bytes()
 
 
-def tame_malloc(threshold: int = 256 << 10) -> bool:
-    """Pin glibc's mmap threshold so freed tensors go back to the OS at once.
+def _libc():
+    import ctypes
 
-    glibc raises its mmap threshold dynamically (up to 32 MiB) after large
-    frees; afterwards block-sized tensors come from fragmented heap arenas and
-    RSS stays high after they are freed, which would make every peak-memory
-    figure measure the allocator rather than the algorithm. Returns whether
-    the setting was applied (False off glibc).
+    return ctypes.CDLL("libc.so.6")
+
+
+def configure_malloc(arena_max: int = 1) -> bool:
+    """Limit glibc to ``arena_max`` malloc arenas (call before threads start).
+
+    The offload store's I/O threads would otherwise each grow a private arena
+    of block-sized chunks, and freed chunks stranded in one arena are never
+    reused by another, which inflates peak RSS without any live data behind
+    it. Returns whether the setting was applied (False off glibc).
     """
     try:
-        import ctypes
+        M_ARENA_MAX = -8
+        return bool(_libc().mallopt(M_ARENA_MAX, int(arena_max)))
+    except (OSError, AttributeError):
+        return False
 
-        libc = ctypes.CDLL("libc.so.6")
+
+def trim_heap() -> None:
+    """Return free heap pages to the OS (``malloc_trim(0)``); a no-op off glibc.
+
+    Called by the offloaded trainer when a layer's blocks are released, so
+    peak RSS tracks live data rather than the allocator's high-water mark.
+    """
+    try:
+        _libc().malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def tame_malloc(threshold: int = 256 << 10) -> bool:
+    """Pin glibc's mmap threshold so every freed large tensor goes back to the OS at once.
+
+    Lowest RSS, but every large allocation then page-faults fresh memory; on
+    a loaded machine that made an offloaded epoch ~3x slower, so the CLI does
+    not use it by default (``--malloc-mmap-threshold``). Returns whether applied.
+    """
+    try:
         M_MMAP_THRESHOLD = -3
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, int(threshold)))
+        return bool(_libc().mallopt(M_MMAP_THRESHOLD, int(threshold)))
     except (OSError, AttributeError):
         return False

@@ -35,7 +35,7 @@ import torch.distributed as dist
 
 from .graph import GraphData, build_plan, partition_vertices
 from .kernels import CSR, spmm
-from .memory import current_rss_bytes, peak_rss_bytes, tame_malloc
+from .memory import configure_malloc, current_rss_bytes, peak_rss_bytes
 from .model import (ModelSpec, dropout_mask, flat_grads, init_params, layer_forward, make_optimizer,
                     masked_loss_sum, post_activation)
 
@@ -292,7 +292,7 @@ def _worker_main(rank: int, jobs: list[SARConfig], nprocs: int, port: int) -> No
     A job of ``world_size < nprocs`` runs on a sub-group of ranks ``0..world_size-1``
     (so one spawn can test N = 1, 2, 4 without paying process start-up three times).
     """
-    tame_malloc()
+    configure_malloc()
     base_rss = current_rss_bytes()
     threads = max(1, (os.cpu_count() or 1) // nprocs)
     torch.set_num_threads(threads)
