@@ -117,7 +117,7 @@ def run(a) -> dict:
     scaler = subprocess.Popen([sys.executable, "-m", "services.autoscaler", "--redis", job["redis_url"], "--job",
                                job["job"], "--target", "local", "--roles", a.roles, "--min", "1", "--max", str(a.max),
                                "--idle-target", str(a.idle_target), "--cooldown", str(a.cooldown),
-                               "--interval", "1", "--window", str(a.window), "--warmup", "5"],
+                               "--interval", "1", "--window", str(a.window), "--warmup", "15"],
                               cwd=ROOT, stdout=scaler_log, stderr=subprocess.STDOUT)
     samples, t0, seen_epochs, epoch_rows = [], time.time(), 0, []
     last_change_t = None
@@ -199,11 +199,11 @@ def plot(res: dict, path: Path, idle_target: float) -> None:
     plt.close(fig)
 
 
-def write_md(res: dict, path: Path, a) -> None:
-    ep, dec = res["epochs"], [d for d in res["decisions"] if d.get("action") != "hold"]
+def write_md(res: dict, path: Path, a, png: str = "autoscale.png") -> None:
+    ep, dec = res["epochs"], [d for d in res["decisions"] if d.get("action") != "hold" or d.get("paused")]
     first = ep[0] if ep else None
     last = ep[-a.settle_epochs:] if ep else []
-    lines = ["# Autoscaling: trainer idle fraction as the autoscaler adds samplers", "",
+    lines = ["# Autoscaling: trainer idle fraction as the autoscaler adds replicas", "",
              f"Job `{res['job']['job']}` on a generated DC-SBM graph ({a.nodes:,} nodes, average degree {a.avg_degree}, "
              f"{a.feature_dim} features, {a.parts} parts), fanouts {a.fanouts}, batch {a.batch_size}, hidden {a.hidden}, "
              f"work factor {a.work_factor}, {a.trainers} trainer(s), device {a.device}; started with 1 sampler and "
@@ -211,7 +211,7 @@ def write_md(res: dict, path: Path, a) -> None:
              f"`--target local --idle-target {a.idle_target} --cooldown {a.cooldown} --max {a.max}` (roles {a.roles}).",
              f"Machine: {os.cpu_count()} CPUs, shared with other work while measured (load average "
              f"{os.getloadavg()[0]:.1f} at the end), so figures are noisy.  Wall time {res['wall_seconds']:.0f} s.", "",
-             "![autoscale](autoscale.png)", ""]
+             f"![autoscale]({png})", ""]
     if first and last:
         li = sum(r["idle"] for r in last) / len(last)
         lines += ["| | samplers | trainer idle | batches/s |", "|---|---|---|---|",
@@ -274,6 +274,7 @@ def main(argv=None) -> int:
     p.add_argument("--work", default="/tmp/argosy-bench-autoscale")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="trainer device")
     p.add_argument("--calibrate", action="store_true", help="only print per-batch sample/load/train costs")
+    p.add_argument("--tag", default="", help="suffix of the output names (autoscale-TAG.md)")
     p.add_argument("--quick", action="store_true", help="small graph, at most 150 s")
     a = p.parse_args(argv)
     if a.quick:
@@ -285,10 +286,11 @@ def main(argv=None) -> int:
         return 0
     res = run(a)
     res["calibration"] = cal
-    (OUT / "autoscale.json").write_text(json.dumps(res, indent=1, default=str))
-    plot(res, OUT / "autoscale.png", a.idle_target)
-    write_md(res, OUT / "autoscale.md", a)
-    print(f"wrote {OUT / 'autoscale.md'} and {OUT / 'autoscale.png'}")
+    name = "autoscale" + (f"-{a.tag}" if a.tag else "")
+    (OUT / f"{name}.json").write_text(json.dumps(res, indent=1, default=str))
+    plot(res, OUT / f"{name}.png", a.idle_target)
+    write_md(res, OUT / f"{name}.md", a, f"{name}.png")
+    print(f"wrote {OUT / (name + '.md')} and {OUT / (name + '.png')}")
     return 0
 
 

@@ -138,6 +138,7 @@ def _worker(args) -> None:
     rec["wall_in_child"] = time.perf_counter() - t0
     rec["rss_start_kib"] = base_kib
     rec["rss_after_import_kib"] = import_kib
+    rec["loadavg_1min"] = os.getloadavg()[0]
     rec["peak_rss_self_kib"] = _rss_kib("VmHWM")
     rec["peak_reset"] = reset
     print("RESULT " + json.dumps(rec), flush=True)
@@ -198,6 +199,10 @@ def write_report(records, out_md: Path, out_png: Path, header: str) -> dict:
     ks = sorted({r["k"] for r in ok})
     by = {(r["graph"], r["method"], r["k"]): r for r in ok}
     lines = [header, ""]
+    loads = [r["loadavg_1min"] for r in ok if "loadavg_1min" in r]
+    if loads:
+        lines += [f"1-minute load average at the end of the runs: {min(loads):.1f} to "
+                  f"{max(loads):.1f} (2 cores): times are only comparable within a column.", ""]
     # summary
     summary = {}
     ratios_all = {}
@@ -394,7 +399,8 @@ def scale_mode(args) -> None:
             f.write(json.dumps(r) + "\n")
     lines = [f"# Scale run ({time.strftime('%Y-%m-%d %H:%M')})", "",
              f"DC-SBM, n={n}, m={m} undirected rows, k={k}, order={args.order}, "
-             f"chunk={args.scale_chunk}.", ""]
+             f"chunk={args.scale_chunk}. 1-minute load average after the runs: "
+             f"{os.getloadavg()[0]:.1f} (2 cores).", ""]
     if note:
         lines += [note, ""]
     lines += ["| graph | method | seconds | peak RSS MiB | edges/s | cut % | balance |",

@@ -302,6 +302,9 @@ class ServiceMetrics:
 
 
 # ---------------------------------------------------------------------------------------------
+_NUM_PARTS: dict[tuple[str, str], int] = {}
+
+
 def work_queue_depths(coord) -> tuple[int, int]:
     """(backlog, pending) over the job's work streams: items not yet acknowledged, and items claimed.
 
@@ -310,14 +313,11 @@ def work_queue_depths(coord) -> tuple[int, int]:
     full the pipeline is.
     """
     from shared import keys
-    try:
-        n = coord._argosy_num_parts                    # cached on the coordinator object
-    except AttributeError:
-        n = 0
-    if not n:
+    n = _NUM_PARTS.get((coord.url, coord.job), 0)
+    if not n:                                          # work streams are argosy:{job}:work:0..k-1
         n = sum(1 for _ in coord.r.scan_iter(match=keys.work_stream(coord.job, "*"), count=1000))  # type: ignore[arg-type]
         if n:
-            coord._argosy_num_parts = n
+            _NUM_PARTS[(coord.url, coord.job)] = n
     if not n:
         return 0, 0
     return int(coord.backlog(n)), int(coord.pending(n))

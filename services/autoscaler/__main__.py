@@ -31,6 +31,9 @@ def build_parser(prog: str = "argosy-autoscaler") -> argparse.ArgumentParser:
     p.add_argument("--down-after", type=float, default=60.0,
                    help="seconds of idle below --idle-low with full queues before removing a replica")
     p.add_argument("--max-step", type=int, default=2, help="most replicas added at once (default 2)")
+    p.add_argument("--min-gain", type=float, default=0.05,
+                   help="a scale-up that raises the trainers' batches/s by less than this fraction pauses scale-ups")
+    p.add_argument("--pause", type=float, default=120.0, help="seconds scale-ups pause after one that did not help")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between observations (default 1)")
     p.add_argument("--window", type=float, default=10.0, help="seconds of history rates use (default 10)")
     p.add_argument("--dry-run", action="store_true", help="only recommend; never scale")
@@ -55,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     coord = Coordinator(args.redis, args.job)
     cfg = ScalerConfig(min_replicas=args.min_replicas, max_replicas=args.max_replicas, idle_target=args.idle_target,
                        idle_low=args.idle_low, cooldown=args.cooldown, down_after=args.down_after,
-                       max_step=args.max_step, warmup=args.warmup, roles=tuple(r for r in args.roles.split(",") if r))
+                       max_step=args.max_step, warmup=args.warmup, min_gain=args.min_gain, pause=args.pause, roles=tuple(r for r in args.roles.split(",") if r))
     backend = None
     if not args.dry_run:
         opts = {k: v for k, v in (("namespace", args.namespace), ("release", args.release), ("project", args.project),

@@ -16,6 +16,9 @@ The rule, in words:
   (in-flight batches / sum of high-water marks ≥ ``queue_full``) for ``down_after`` seconds: the
   trainer is the bottleneck and the CPU tier is over-provisioned.  Remove one replica from the tier
   with the most slack, only if what is left still covers the trainer's rate with headroom.
+* A scale-up is checked by the first fresh measurement after it: if the trainers' rate grew by
+  less than ``min_gain`` the trainers (or the machine's cores) are the limit, not the tier, and
+  scale-ups pause for ``pause`` seconds instead of adding replicas that only compete for CPU.
 * Between ``idle_low`` and ``idle_target`` nothing happens (the hysteresis band), and any streak
   is reset, so noise around the target does not flap replicas.
 * Nothing changes within ``warmup`` seconds of the first observation or ``cooldown`` seconds of
@@ -64,6 +67,11 @@ class ScalerConfig:
     """Roles the autoscaler may scale."""
     warmup: float = 0.0
     """Seconds after the first observation during which nothing changes (services register, rates fill)."""
+    min_gain: float = 0.05
+    """A scale-up whose first fresh measurement shows the trainers' rate grown by less than this
+    fraction did not help (the trainers or the machine are the limit): scale-ups pause."""
+    pause: float = 120.0
+    """Seconds scale-ups stay paused after one that did not help."""
 
     def __post_init__(self):
         if not 1 <= self.min_replicas <= self.max_replicas:
@@ -112,6 +120,12 @@ class ScalerState:
     up_streak: int = 0
     last_window_start: float | None = None
     full_since: float | None = None
+    added: str | None = None
+    """Role of the last scale-up whose effect has not been measured yet."""
+    rate_before: float = 0.0
+    """Trainers' batches/s when that scale-up was decided."""
+    paused_until: float = -math.inf
+    """No scale-up before this time (the last one did not raise throughput)."""
 
 
 @dataclass(frozen=True)
@@ -185,11 +199,11 @@ def decide(obs: Observation, state: ScalerState, cfg: ScalerConfig) -> Decision:
     def hold(reason: str, st: ScalerState = state) -> Decision:
         return Decision("hold", reason, st, t=t)
 
-    def change(role: str, new: int, reason: str) -> Decision:
+    def change(role: str, new: int, reason: str, measure: bool = False) -> Decision:
         cur = obs.replicas.get(role, 0)
-        return Decision("add" if new > cur else "remove", reason,
-                        ScalerState(last_change_t=t, first_t=state.first_t), role=role, delta=new - cur,
-                        replicas=new, t=t)
+        st = ScalerState(last_change_t=t, first_t=state.first_t, paused_until=state.paused_until,
+                         added=role if measure and new > cur else None, rate_before=obs.trainer_rate)
+        return Decision("add" if new > cur else "remove", reason, st, role=role, delta=new - cur, replicas=new, t=t)
 
     # 1. job running, warm-up and cooldown, then bounds
     if obs.job_state != "running":
@@ -215,12 +229,24 @@ def decide(obs: Observation, state: ScalerState, cfg: ScalerConfig) -> Decision:
     fresh = obs.idle_window_start != state.last_window_start
     idle = obs.trainer_idle
     st = replace(state, last_window_start=obs.idle_window_start)
+    if state.added is not None and state.rate_before > 0 and obs.trainer_rate > 0:
+        # the first measurement after a scale-up: did it raise the trainers' rate?
+        gain = obs.trainer_rate / state.rate_before - 1.0
+        st = replace(st, added=None)
+        if gain < cfg.min_gain:
+            st = replace(st, paused_until=t + cfg.pause)
+            return hold(f"adding {state.added}s did not raise throughput ({state.rate_before:.1f} -> "
+                        f"{obs.trainer_rate:.1f} batches/s, {100 * gain:+.0f}%): the trainers or the machine are the "
+                        f"limit; no scale-up for {cfg.pause:.0f} s", st)
 
     # 3. scale up (only while batches flow: a pipeline that is still starting, e.g. compiling its
     #    kernels, or stalled, shows 100 % idle that more replicas would not fix)
     if idle > cfg.idle_target and obs.trainer_rate <= 0:
         return hold(f"trainer idle {_fmt_pct(idle)} but no batch applied in the window: pipeline starting or stalled",
                     replace(st, up_streak=0))
+    if idle > cfg.idle_target and t < state.paused_until:
+        return hold(f"trainer idle {_fmt_pct(idle)} > {_fmt_pct(cfg.idle_target)}, but scale-ups are paused for "
+                    f"{state.paused_until - t:.0f} s more (the last one did not raise throughput)", st)
     if idle > cfg.idle_target:
         streak = state.up_streak + 1 if fresh else state.up_streak
         st = replace(st, up_streak=streak, full_since=None)
@@ -235,7 +261,7 @@ def decide(obs: Observation, state: ScalerState, cfg: ScalerConfig) -> Decision:
         want = math.ceil(n * cfg.headroom / max(1.0 - idle, 0.05) - 1e-9)
         new = min(cfg.max_replicas, n + cfg.max_step, max(n + 1, want))
         return change(role, new, f"trainer idle {_fmt_pct(idle)} > {_fmt_pct(cfg.idle_target)} and {why}: "
-                                 f"add {new - n} {role}{'s' if new - n > 1 else ''} ({n} -> {new})")
+                                 f"add {new - n} {role}{'s' if new - n > 1 else ''} ({n} -> {new})", measure=True)
 
     # 4. hysteresis band
     st = replace(st, up_streak=0)

@@ -52,6 +52,7 @@ class Observer:
         self._epochs_seen = 0
         self._epoch_idle: tuple[float, float, float] | None = None    # (idle, window start, batches/s)
         self._flow_t: float | None = None                              # first tick with batches applied
+        self._initial_epochs: int | None = None
         self._spec = None
 
     def capacity(self) -> int:
@@ -72,14 +73,14 @@ class Observer:
         counters = coord.metrics()
         self.tracker.add(t, counters)
         epochs = coord.epochs()
+        if self._initial_epochs is None:
+            self._initial_epochs = len(epochs)                 # records already there: their time is unknown
         if len(epochs) > self._epochs_seen and epochs[-1].get("epoch") != 0:   # epoch 0: start-up (JIT), not capacity
             e = epochs[-1]
             span = e.get("epoch_seconds", 0.0) + e.get("val_seconds", 0.0) + e.get("test_seconds", 0.0)
-            if self._epochs_seen or len(epochs) == 1:           # an epoch that ended while we watched
-                self._epoch_idle = (float(e["trainer_idle_fraction"]), t - span, float(e.get("batches_per_second", 0)))
-            else:                                              # already there when we started: its time is unknown
-                self._epoch_idle = (float(e["trainer_idle_fraction"]), -math.inf, float(e.get("batches_per_second", 0)))
-            self._epochs_seen = len(epochs)
+            start = t - span if len(epochs) > self._initial_epochs else -math.inf
+            self._epoch_idle = (float(e["trainer_idle_fraction"]), start, float(e.get("batches_per_second", 0)))
+        self._epochs_seen = len(epochs)
         w = self.tracker.window
         if self._flow_t is None and (counters.get("trainer_batches", 0) > 0 or counters.get("loader_batches", 0) > 0):
             self._flow_t = t
@@ -94,7 +95,7 @@ class Observer:
             # do not report wall time (that one ignores decode/ack time, so it reads higher)
             idle = min(1.0, di / dw) if dw > 0 else di / (di + dc)
             start, source = t - secs, "live"
-            trainer_rate = self.tracker.rate("trainer_batches", w) or self.tracker.rate("loader_batches", w)
+            trainer_rate = self.tracker.rate("trainer_batches", wi) or self.tracker.rate("loader_batches", wi)
         elif self._epoch_idle is not None:
             idle, start, trainer_rate = self._epoch_idle
             source = "epoch"
@@ -206,6 +207,12 @@ class AutoscalerProc:
         self.state = d.state
         rec = d.to_json(obs)
         record_autoscale(self.coord, observation=rec)
+        if d.action == "hold" and d.state.paused_until != before.paused_until:
+            logger.info("%s", d.reason)                 # a verdict on the last scale-up: keep it with the decisions
+            rec["paused"] = True
+            self.decisions.append(rec)
+            record_autoscale(self.coord, decision=rec)
+            return d
         if d.action == "hold":
             if obs.t - self._last_hold_log >= 10:
                 logger.info("hold: %s", d.reason)

@@ -209,6 +209,8 @@ class OffloadStore:
             data = data.clone()  # a view would keep its whole base tensor alive in the cache
         with self._lock:
             self._check_open()
+            if _touch:
+                self._wait_pending(key)  # a sync put lands after queued async writes of the key
             old = self._blocks.get(key)
             if old is not None:
                 self._wait_loading(old)
@@ -316,8 +318,11 @@ class OffloadStore:
                 self._drop(blk)
 
     def release_layer(self, kind: str, layer: int) -> None:
-        """Release every block of one (kind, layer)."""
+        """Release every block of one (kind, layer), including ones still queued for writing."""
         with self._lock:
+            if not threading.current_thread().name.startswith("offload-io"):
+                while any(k[0] == kind and k[1] == layer for k in self._pending):
+                    self._cond.wait()
             keys = [k for k in self._blocks if k[0] == kind and k[1] == layer]
         for k in keys:
             self.release(*k)

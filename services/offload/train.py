@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -114,6 +115,7 @@ def run_train(a: TrainArgs) -> dict:
     params = init_params(spec, a.seed, device)
     opt = make_optimizer(params, a.lr, a.weight_decay)
     store = None
+    made_dir: str | None = None
     if a.mode == "memory":
         trainer = InMemoryTrainer(spec, g, params, a.seed, device)
         out.update(parts=1, trainers=1)
@@ -126,6 +128,7 @@ def run_train(a: TrainArgs) -> dict:
             store = RemoteStore(a.store_addr)
         else:
             spill = tempfile.mkdtemp(prefix="offload-", dir=a.spill_dir) if a.spill_dir else "auto"
+            made_dir = spill if a.spill_dir else None
             store = OffloadStore(a.cache_bytes, spill, a.disk_bytes, a.eviction, a.prefetch)
         trainer = OffloadTrainer(spec, plan, g, store, params, a.seed, device)
         out.update(parts=a.parts, trainers=1, alpha=plan.expansion_ratio(), cache_bytes=a.cache_bytes,
@@ -153,6 +156,8 @@ def run_train(a: TrainArgs) -> dict:
     finally:
         if store is not None:
             store.close()
+        if made_dir:
+            shutil.rmtree(made_dir, ignore_errors=True)
     out.update({k: v for k, v in acc.items() if k.endswith("_accuracy")})
     out.update(epoch_seconds=float(np.median(times)) if times else 0.0,
                epoch_seconds_all=times, final_loss=losses[-1] if losses else None,

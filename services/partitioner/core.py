@@ -72,7 +72,7 @@ _BYTES = {
     "fennel": (16, 0, 64),
     "random": (16, 0, 0),
     "hash": (8, 0, 0),
-    "metis": (100, 64, 32),
+    "metis": (100, 80, 32),
 }
 _SECONDS = {  # (per vertex, per directed entry)
     "grem": (1.0e-5, 3.0e-6),

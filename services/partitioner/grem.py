@@ -31,7 +31,8 @@ Algorithm (each step a numba kernel over one chunk; Python only loops over chunk
 5. **Streamed V-cycles** (``stream_cycles``): starting from the better of the multilevel and
    the Fennel partition, re-cluster the stream *inside* the current blocks, improve the
    partition on that cluster graph (k-way refinement + V-cycles), project, stream-refine; keep
-   the best; stop when a cycle gains < 0.2 %.  This is GREM's "keep refining earlier
+   the best; stop when a cycle gains < 0.2 % (or right after cycle 0 if streaming refinement
+   improved the projected multilevel cut by < 0.05 %, i.e. it is already locally optimal).  This is GREM's "keep refining earlier
    assignments while streaming", applied to whole clusters as well as single vertices.
 
 The balance constraint holds after every step (hard capacity in every move; an O(n) repair
@@ -653,6 +654,10 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             del greedy
         part = best_part.copy()
         if cyc > 0 and before is not None and best_cut > 0.998 * before:
+            break
+        if cyc == 0 and det.get("start") != "greedy" and coarse_cut > 0 and \
+                coarse_cut - cut_now < 0.0005 * coarse_cut:
+            det["converged_after_cycle0"] = True  # refinement found ~nothing: cycles won't
             break
     part = best_part
     if np.bincount(part, minlength=k).max() > cap:  # pragma: no cover - safety net

@@ -7,8 +7,9 @@ Skipped unless a Docker engine answers (``docker info``) and the Compose v2+ bin
 Offline machines (no registry): set ``ARGOSY_TEST_BASE_IMAGE`` to a local base image with
 python3 (docs/deploy.md shows the debootstrap recipe) and ``ARGOSY_TEST_REDIS_IMAGE`` to a local
 Redis image (``docker/redis.Dockerfile``); a CPU torch wheel in ``/opt/wheels`` (or
-``ARGOSY_TEST_TORCH_WHEEL``) and the CA bundle in ``$PIP_CERT`` are staged into the build context
-for the duration of the build and removed afterwards.
+``ARGOSY_TEST_TORCH_WHEEL``) and the CA bundle in ``$PIP_CERT`` are added to the build context.
+The build context is a copy of the repository's image inputs in a temporary directory, so the
+test never writes into the working tree (a staged 190 MB wheel must never end up in a commit).
 """
 from __future__ import annotations
 
@@ -16,17 +17,32 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from services.scaling import scale
-from tests.deploy.tools import COMPOSE, COMPOSE_CPU, ROOT, docker_compose
+from tests.deploy.tools import ROOT, docker_compose
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 PROJECT = "argosy-test"
 JOB = "dockertest"
+CONTEXT_FILES = ("pyproject.toml", "README.md", ".dockerignore", "docker-compose.yml", "docker-compose.cpu.yml")
+CONTEXT_DIRS = ("shared", "services", "docker")
+
+
+def _build_context(dest: Path) -> Path:
+    """Copy what the images are built from into ``dest`` (never stage files in the working tree)."""
+    dest.mkdir(parents=True)
+    for f in CONTEXT_FILES:
+        if (ROOT / f).exists():
+            shutil.copy2(ROOT / f, dest / f)
+    for d in CONTEXT_DIRS:
+        shutil.copytree(ROOT / d, dest / d, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc",
+                                                                        "*.whl", "*.crt"))
+    return dest
 
 
 def _engine_reason() -> str | None:
@@ -54,7 +70,7 @@ def _ensure_image(ref: str) -> None:
 
 
 @pytest.fixture
-def stack_env(monkeypatch):
+def stack_env(monkeypatch, tmp_path):
     reason = _engine_reason()
     if reason:
         pytest.skip(reason)
@@ -80,28 +96,29 @@ def stack_env(monkeypatch):
         env["ARGOSY_TORCH_INDEX_URL"] = ""
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    staged = []
+    ctx = _build_context(tmp_path / "context")
     if wheel is not None:
-        staged.append(ROOT / "docker" / "wheels" / wheel.name)
-        if not staged[-1].exists():
-            try:
-                os.link(wheel, staged[-1])
-            except OSError:
-                shutil.copy(wheel, staged[-1])
+        try:
+            os.link(wheel, ctx / "docker" / "wheels" / wheel.name)
+        except OSError:
+            shutil.copy(wheel, ctx / "docker" / "wheels" / wheel.name)
     cert = os.environ.get("PIP_CERT")
     if cert and Path(cert).is_file():
-        staged.append(ROOT / "docker" / "certs" / "host-ca.crt")
-        shutil.copy(cert, staged[-1])
-    try:
-        yield env
-    finally:
-        for p in staged:
-            p.unlink(missing_ok=True)
+        shutil.copy(cert, ctx / "docker" / "certs" / "host-ca.crt")
+    monkeypatch.setattr(sys.modules[__name__], "CTX", ctx)
+    yield env
+
+
+CTX = ROOT          # replaced by the temporary build context in stack_env
+
+
+def _files() -> list[str]:
+    return [str(CTX / "docker-compose.yml"), str(CTX / "docker-compose.cpu.yml")]
 
 
 def _compose(*args, check=True, timeout=900) -> subprocess.CompletedProcess:
-    cmd = [docker_compose(), "-p", PROJECT, "-f", str(COMPOSE), "-f", str(COMPOSE_CPU), *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    cmd = [docker_compose(), "-p", PROJECT, "-f", _files()[0], "-f", _files()[1], *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=CTX, timeout=timeout)
     if check:
         assert out.returncode == 0, f"{' '.join(args)}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
     return out
@@ -121,7 +138,7 @@ def test_compose_stack_trains_and_scales(stack_env):
             assert time.monotonic() < deadline, _compose("logs", "--tail", "50", check=False).stdout[-4000:]
             time.sleep(2)
         assert len(_redis("--scan", "--pattern", f"argosy:{JOB}:svc:sampler:*").split()) == 1
-        res = scale("sampler", 3, "compose", project=PROJECT, files=[str(COMPOSE), str(COMPOSE_CPU)])
+        res = scale("sampler", 3, "compose", project=PROJECT, files=_files())
         assert res.previous == 1 and res.replicas == 3
         deadline = time.monotonic() + 90
         while len(_redis("--scan", "--pattern", f"argosy:{JOB}:svc:sampler:*").split()) < 3:

@@ -8,8 +8,10 @@ import pytest
 from services.autoscaler.policy import Decision, Observation, ScalerConfig, ScalerState, bottleneck, decide, tier_capacity
 
 
-def obs(t, idle, samplers=1, loaders=1, rate=10.0, s_busy=0.9, l_busy=0.3, fill=0.2, start=None):
-    """One observation; the tiers deliver ``rate`` batches/s, busy ``*_busy`` seconds per second."""
+def obs(t, idle, samplers=1, loaders=1, rate=None, s_busy=0.9, l_busy=0.3, fill=0.2, start=None):
+    """One observation; the tiers deliver ``rate`` batches/s (default 10 per sampler: linear scaling),
+    busy ``*_busy`` seconds per second."""
+    rate = 10.0 * samplers if rate is None else rate
     return Observation(t=t, trainer_idle=idle, idle_window_start=t - 5 if start is None else start,
                        trainer_rate=rate, replicas={"sampler": samplers, "loader": loaders},
                        rates={"sampler": rate, "loader": rate}, busy={"sampler": s_busy, "loader": l_busy},
@@ -87,9 +89,9 @@ def test_stale_measurement_after_change_is_ignored():
     d = decide(obs(100, 0.5), ScalerState(), cfg)
     assert d.action == "add"
     # 30 s later the newest measurement still started before the change: do not act on it again
-    d2 = decide(obs(130, 0.5, start=95), d.state, cfg)
+    d2 = decide(obs(130, 0.5, samplers=2, start=95), d.state, cfg)
     assert d2.action == "hold" and "after the last change" in d2.reason
-    d3 = decide(obs(131, 0.5, start=110), d2.state, cfg)
+    d3 = decide(obs(131, 0.5, samplers=2, start=110), d2.state, cfg)
     assert d3.action == "add"
 
 
@@ -192,6 +194,23 @@ def test_no_scale_up_before_batches_flow():
     assert d.action == "hold" and "no batch applied" in d.reason
 
 
+def test_scale_up_that_does_not_raise_throughput_pauses_scale_ups():
+    """On a machine whose cores are all busy, more samplers do not make batches flow faster."""
+    cfg = ScalerConfig(cooldown=10, pause=100, min_gain=0.05)
+    d = decide(obs(100, 0.3, samplers=1, rate=20), ScalerState(), cfg)
+    assert d.action == "add" and d.state.added == "sampler" and d.state.rate_before == 20
+    d = decide(obs(115, 0.3, samplers=2, rate=20.5, start=108), d.state, cfg)      # +2.5 %: did not help
+    assert d.action == "hold" and "did not raise throughput (20.0 -> 20.5 batches/s, +2%)" in d.reason
+    d = decide(obs(150, 0.3, samplers=2, rate=20.5, start=140), d.state, cfg)
+    assert d.action == "hold" and "paused" in d.reason
+    d = decide(obs(216, 0.3, samplers=2, rate=20.5, start=210), d.state, cfg)      # pause over
+    assert d.action == "add"
+    # a scale-up that helped leaves scale-ups on
+    d = decide(obs(100, 0.5, samplers=1, rate=10), ScalerState(), cfg)
+    d = decide(obs(115, 0.3, samplers=2, rate=16, start=108), d.state, cfg)
+    assert d.action == "add" and d.replicas == 4                                # ceil(2 * 1.1 / 0.7)
+
+
 def test_holds_unless_job_running():
     o = Observation(t=0, trainer_idle=0.9, idle_window_start=0, trainer_rate=1, replicas={"sampler": 0, "loader": 0},
                     job_state="starting")
@@ -234,7 +253,7 @@ def test_autoscaler_proc_records_decisions_in_redis(redis_url):
     be = FakeBackend()
     proc = AutoscalerProc(coord, ScalerConfig(cooldown=5), be, clock=lambda: clock[0])
     # counters as services would push them: sampler busy 95 %, loader 30 %, 10 batches/s; trainer idle 40 %
-    for i in range(8):
+    for i in range(24):
         coord.incr(sampler_batches=10, loader_batches=10, sample_seconds=0.95, load_seconds=0.3,
                    trainer_idle_seconds=0.4, trainer_compute_seconds=0.6, trainer_batches=10, trainer_train_seconds=1.0)
         d = proc.tick()
@@ -244,6 +263,8 @@ def test_autoscaler_proc_records_decisions_in_redis(redis_url):
     assert recs[0]["action"] == "add" and recs[0]["role"] == "sampler" and "bottleneck" in recs[0]["reason"]
     assert read_autoscale_replicas(coord)["sampler"] == 2
     assert read_autoscale_observation(coord)["idle_source"] == "live"
+    # the trainers' rate stayed at 10 batches/s after the add: the verdict is recorded, scale-ups pause
+    assert recs[-1]["action"] == "hold" and recs[-1]["paused"] and "did not raise throughput" in recs[-1]["reason"]
     # dry run: recommends, never calls the backend
     coord.delete_job()
     coord.set_state("running")
@@ -264,6 +285,28 @@ def test_autoscaler_proc_records_decisions_in_redis(redis_url):
     coord.close()
 
 
+def test_observer_measures_live_idle_only_once_batches_flow(redis_url):
+    from shared.coord import Coordinator
+    from services.autoscaler.service import Observer
+
+    coord = Coordinator(redis_url, "as-live")
+    coord.delete_job()
+    ob = Observer(coord, window=10)
+    t = 100.0
+    for _ in range(10):                  # 10 s of start-up: trainer waits, nothing flows
+        coord.incr(trainer_idle_seconds=1.0, trainer_train_seconds=1.0)
+        assert ob.observe(t).trainer_idle is None
+        t += 1
+    for _ in range(6):                   # then 20 % idle with batches flowing
+        coord.incr(trainer_idle_seconds=0.2, trainer_train_seconds=1.0, trainer_compute_seconds=0.7, trainer_batches=5)
+        o = ob.observe(t)
+        t += 1
+    assert o.idle_source == "live" and o.trainer_idle == pytest.approx(0.2)
+    assert o.trainer_rate == pytest.approx(5.0)
+    coord.delete_job()
+    coord.close()
+
+
 def test_observer_uses_epoch_records_without_live_counters(redis_url):
     from shared.coord import Coordinator
     from services.autoscaler.service import Observer
@@ -273,7 +316,9 @@ def test_observer_uses_epoch_records_without_live_counters(redis_url):
     ob = Observer(coord)
     o = ob.observe(100.0)
     assert o.trainer_idle is None and o.idle_source == "none"
-    coord.append_epoch({"epoch": 0, "trainer_idle_fraction": 0.42, "epoch_seconds": 4.0, "val_seconds": 1.0,
+    coord.append_epoch({"epoch": 0, "trainer_idle_fraction": 0.9, "epoch_seconds": 4.0})     # start-up epoch: unused
+    assert ob.observe(100.5).trainer_idle is None
+    coord.append_epoch({"epoch": 1, "trainer_idle_fraction": 0.42, "epoch_seconds": 4.0, "val_seconds": 1.0,
                         "test_seconds": 1.0, "batches_per_second": 7.0})
     o = ob.observe(101.0)
     assert o.trainer_idle == pytest.approx(0.42) and o.idle_source == "epoch"
