@@ -209,11 +209,17 @@ def run_job(args, detach: bool = False) -> dict:
             epochs = coord.epochs()
         except Exception:
             epochs = []
+        try:
+            from shared.metrics import read_autoscale_decisions
+            autoscale = read_autoscale_decisions(coord)
+        except Exception:
+            autoscale = []
         if embedded:
             embedded.stop()
     result = {**result, "wall_seconds": time.time() - t_start, "restarts": stack.restarts,
               "trainer_restarts": stack.trainer_restarts}
-    extra = {"job": job, "store": str(store), "config": json.loads(cfg.to_json()), "partition": part_res}
+    extra = {"job": job, "store": str(store), "config": json.loads(cfg.to_json()), "partition": part_res,
+             "autoscale": autoscale}
     report = write_report(run_dir, result, epochs, timeline, extra)
     result["report"] = str(report)
     return result
@@ -294,8 +300,10 @@ def cmd_submit(args) -> int:
         timeline.append({"t": time.time(), **coord.metrics()})
         time.sleep(1.0)
     result = {**(coord.get_result() or {}), "wall_seconds": time.time() - t0}
+    from shared.metrics import read_autoscale_decisions
     report = write_report(run_dir, result, coord.epochs(), timeline, {"job": job, "store": args.store,
-                                                                     "config": json.loads(cfg.to_json())})
+                                                                     "config": json.loads(cfg.to_json()),
+                                                                     "autoscale": read_autoscale_decisions(coord)})
     result["report"] = str(report)
     _print_result(result, args.json)
     return 0 if state == "done" else 1
@@ -424,6 +432,14 @@ def cmd_status(args) -> int:
     from shared.coord import Coordinator
     info = _stack_info(args)
     coord = Coordinator(info["redis"], info["job"], connect_timeout=5)
+    if args.watch:
+        from shared.status_view import watch_status
+        watch_status(coord, args.interval, as_json=args.json)
+        return 0
+    if not args.json:
+        from shared.status_view import render_status
+        print(render_status(coord))
+        return 0
     now = time.time()
     services = []
     for role in ROLES:
@@ -542,7 +558,12 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--job", default=None)
         s.add_argument("--redis", default=None)
         s.add_argument("--json", action="store_true")
+        if name == "status":
+            s.add_argument("--watch", action="store_true", help="redraw every --interval seconds until Ctrl-C")
+            s.add_argument("--interval", type=float, default=2.0)
         s.set_defaults(func=fn)
+    sub.add_parser("autoscale", help="scale samplers/loaders to keep trainers busy (see `argosy autoscale -h`)",
+                   add_help=False)
     return p
 
 
@@ -551,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if argv and argv[0] == "partition":
         return cmd_partition(argv[1:])
+    if argv and argv[0] == "autoscale":
+        return subprocess.call([sys.executable, "-m", "services.autoscaler", *argv[1:]])
     args = build_parser().parse_args(argv)
     if getattr(args, "hidden", 0) is None:
         args.hidden = 16 if args.model == "gcn" else 64

@@ -117,6 +117,7 @@ class Coordinator:
         key = keys.service(self.job, role, service_id)
         info = {**info, "role": role, "id": service_id, "host": socket.gethostname(), "pid": os.getpid(),
                 "started": time.time()}
+        self._hb_info = info                      # update_info() edits this dict, so heartbeats keep it
         self.r.sadd(keys.members(self.job, role), service_id)
         ttl_ms = int(ttl * 1000)
 
@@ -136,6 +137,7 @@ class Coordinator:
         beat_once.start()
 
     def update_info(self, role: str, service_id: str, **fields) -> None:
+        getattr(self, "_hb_info", {}).update(fields)
         self.r.hset(keys.service(self.job, role, service_id), mapping={k: json.dumps(v) for k, v in fields.items()})
 
     def deregister(self, role: str, service_id: str) -> None:

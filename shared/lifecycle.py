@@ -34,6 +34,8 @@ def common_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--id", default=None, help="service id (default: role-<random>)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("ARGOSY_PORT", "0")),
                         help="ZeroMQ port to bind (0 = a random free port)")
+    parser.add_argument("--metrics-port", type=int, default=int(os.environ.get("ARGOSY_METRICS_PORT", "0")),
+                        help="serve Prometheus metrics on this port (0 = off)")
     return parser
 
 
@@ -44,6 +46,7 @@ class ServiceContext:
     coord: Coordinator
     cfg: JobConfig
     port: int = 0
+    metrics: "ServiceMetrics | None" = None
     stop: threading.Event = field(default_factory=threading.Event)
 
     def job_over(self) -> bool:
@@ -61,6 +64,9 @@ def start_service(role: str, args: argparse.Namespace, info: dict | None = None)
     coord = Coordinator(args.redis, args.job)
     cfg = coord.get_spec(wait=float(os.environ.get("ARGOSY_SPEC_WAIT", "600")))
     ctx = ServiceContext(role=role, service_id=sid, coord=coord, cfg=cfg, port=args.port)
+    from shared.metrics import ServiceMetrics
+    ctx.metrics = ServiceMetrics(role, sid, args.job)
+    ctx.metrics.start_http(getattr(args, "metrics_port", 0))
 
     def on_signal(signum, frame):
         if not ctx.stop.is_set():

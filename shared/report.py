@@ -58,6 +58,11 @@ def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline
         lines.append(f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |")
     lines += ["", "## Setup", "", "```json", json.dumps(extra, indent=1), "```", ""]
     lines += [f"![{p}]({p})" for p in plots]
+    decisions = [d for d in extra.get("autoscale") or [] if d.get("action") != "hold" or d.get("paused")]
+    if decisions:
+        lines += ["", "## Autoscaler decisions", ""] + [
+            f"- +{d['t'] - decisions[0]['t']:.0f} s{' (dry run)' if d.get('dry_run') else ''}: {d['reason']}"
+            for d in decisions]
     if epochs:
         lines += ["", "## Epochs", "", "| epoch | loss | train | val | test | s | batches/s | idle | remote |",
                   "|---|---|---|---|---|---|---|---|---|"]

@@ -34,7 +34,8 @@ class LoaderProc:
         self.endpoint = bind_random(self.pull, ctx.port)
         self.trainers: dict[int, tuple[str, zmq.Socket]] = {}
         self._counters = {"loader_batches": 0.0, "feature_bytes": 0.0, "remote_feature_rows": 0.0,
-                          "feature_rows": 0.0, "load_seconds": 0.0, "bad_messages": 0.0}
+                          "feature_rows": 0.0, "load_seconds": 0.0, "bad_messages": 0.0,
+                          "loader_send_stall_seconds": 0.0}
 
     def refresh(self) -> None:
         for s in self.ctx.coord.services("trainer"):
@@ -65,6 +66,8 @@ class LoaderProc:
                     self.refresh()
                     last_refresh = now
                 if now - last_flush > 1.0:
+                    ctx.metrics.inc_many(self._counters)
+                    ctx.metrics.publish(coord)
                     coord.incr(**self._counters)
                     self._counters = dict.fromkeys(self._counters, 0.0)
                     last_flush = now
@@ -98,9 +101,11 @@ class LoaderProc:
         if self.ctx.stop.is_set():
             return
         _, sock = self.trainers[batch.trainer_rank]
+        t_send = time.perf_counter()
         if not send_msg(sock, fb, stop=self.ctx.stop):
             return
         c = self._counters
+        c["loader_send_stall_seconds"] += time.perf_counter() - t_send
         c["loader_batches"] += 1
         c["feature_bytes"] += fb.features.nbytes
         c["feature_rows"] += fb.features.shape[0]

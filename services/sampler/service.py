@@ -33,7 +33,7 @@ class SamplerProc:
         self.loaders: set[str] = set()
         self.parts: list[int] = []
         self._counters = {"sampler_batches": 0.0, "sampled_edges": 0.0, "remote_neighbors": 0.0,
-                          "sample_seconds": 0.0, "sampled_seeds": 0.0}
+                          "sample_seconds": 0.0, "sampled_seeds": 0.0, "sampler_send_stall_seconds": 0.0}
 
     def refresh(self) -> None:
         """Re-derive served parts and loader connections from the registry."""
@@ -60,6 +60,8 @@ class SamplerProc:
         self.loaders = live
 
     def flush_metrics(self) -> None:
+        self.ctx.metrics.inc_many(self._counters)
+        self.ctx.metrics.publish(self.ctx.coord)
         self.ctx.coord.incr(**self._counters)
         for k in self._counters:
             self._counters[k] = 0.0
@@ -103,9 +105,12 @@ class SamplerProc:
         fanouts = cfg.fanouts if item.phase == "train" else cfg.eval_fanouts
         batch = self.core.sample_item(item, fanouts)
         batch.job, batch.work_stream, batch.work_id, batch.sampler_id = self.ctx.coord.job, stream, entry_id, self.ctx.service_id
+        t_send = time.perf_counter()
         if not send_msg(self.push, batch, stop=self.ctx.stop):
             return                      # stopping: the item stays pending and is re-claimed
         c = self._counters
+        c["sampler_send_stall_seconds"] += time.perf_counter() - t_send
+        self.ctx.metrics.observe_remote_fraction(batch.remote_neighbors / max(batch.num_sampled_edges, 1))
         c["sampler_batches"] += 1
         c["sampled_edges"] += batch.num_sampled_edges
         c["remote_neighbors"] += batch.remote_neighbors

@@ -112,6 +112,13 @@ class TrainerProc:
         coord, timeout = self.ctx.coord, self.cfg.coord.peer_timeout
         mine = {it.batch_id: it for it in plan if it.trainer_rank == self.rank}
         st = PhaseStats(planned_seeds=sum(it.count for it in mine.values()))
+        phase_t0 = time.perf_counter()
+
+        def live(force: bool = False) -> None:     # live idle counters for the autoscaler, at most 1/s
+            self.ctx.metrics.push_totals(coord, (epoch, phase), force=force, trainer_idle_seconds=st.idle_seconds,
+                                         trainer_compute_seconds=st.compute_seconds, trainer_batches=st.batches,
+                                         trainer_train_seconds=time.perf_counter() - phase_t0)
+
         done: set[int] = set()
         applied_seeds: list[np.ndarray] = []
         last_progress = time.monotonic()
@@ -127,6 +134,8 @@ class TrainerProc:
                     logger.warning("dropped a malformed message: %s", e)
                     continue
                 st.idle_seconds += time.perf_counter() - t0
+                if phase == "train":
+                    live()
                 if fb is None:
                     if time.monotonic() - last_progress > timeout:
                         raise PeerDeadError(self._starvation_report(epoch, phase, len(mine) - len(done), timeout))
@@ -159,6 +168,8 @@ class TrainerProc:
                 st.remote_neighbors += fb.remote_neighbors
                 st.feature_rows += fb.features.shape[0]
                 st.remote_feature_rows += fb.remote_feature_rows
+        if phase == "train":
+            live(force=True)
         if applied_seeds:
             allseeds = np.concatenate(applied_seeds)
             st.duplicate_seeds = int(allseeds.shape[0] - np.unique(allseeds).shape[0])

@@ -40,7 +40,7 @@ def wait_for(cond, timeout, what):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_autoscaler_adds_a_sampler_to_a_running_job(redis_url, tmp_path):
     env = {**os.environ, "ARGOSY_HOME": str(tmp_path / "home")}
     p = argosy("generate", "--nodes", "6000", "--avg-degree", "8", "--feature-dim", "8", "--out", str(tmp_path / "g.npz"),

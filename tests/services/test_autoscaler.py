@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from services.autoscaler.policy import Decision, Observation, ScalerConfig, ScalerState, bottleneck, decide, tier_capacity
+from services.autoscaler.policy import Observation, ScalerConfig, ScalerState, bottleneck, decide, tier_capacity
 
 
 def obs(t, idle, samplers=1, loaders=1, rate=None, s_busy=0.9, l_busy=0.3, fill=0.2, start=None):
