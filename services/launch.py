@@ -547,6 +547,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", required=True)
     g.set_defaults(func=cmd_generate)
     sub.add_parser("partition", help="partition a graph into a store (see `argosy partition -h`)", add_help=False)
+    sub.add_parser("scale", help="change a tier's replicas: argosy scale sampler N [--target local|compose|k8s]",
+                   add_help=False)
     i = sub.add_parser("inspect", help="print a store's manifest and partition quality")
     i.add_argument("store")
     i.add_argument("--json", action="store_true")
@@ -572,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if argv and argv[0] == "partition":
         return cmd_partition(argv[1:])
+    if argv and argv[0] == "scale":
+        from services.scaling import main as scale_main
+        return scale_main(argv[1:])
     if argv and argv[0] == "autoscale":
         return subprocess.call([sys.executable, "-m", "services.autoscaler", *argv[1:]])
     args = build_parser().parse_args(argv)
