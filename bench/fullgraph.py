@@ -148,6 +148,22 @@ def section_offload(data: str, epochs: int, parts: int, cache: str, common: list
     return out
 
 
+def section_pairs(data: str, epochs: int, parts: int, cache: str, common: list[str], rounds: int) -> dict:
+    """In-memory and offloaded (Belady) runs back to back, ``rounds`` times: time ratios under equal load."""
+    spill = tempfile.mkdtemp(prefix="bench-pairs-")
+    base = ["--data", data, "--epochs", str(epochs), *common]
+    rows = []
+    for _ in range(rounds):
+        m = cli(base + ["--mode", "memory"])
+        o = cli(base + ["--mode", "fullgraph", "--parts", str(parts), "--cache-bytes", cache, "--spill-dir", spill])
+        rows.append({"memory_epoch_s": steady_epoch(m), "offload_epoch_s": steady_epoch(o),
+                     "time_ratio": steady_epoch(o) / steady_epoch(m), "mem_ratio": above(o) / above(m),
+                     "memory_peak_MiB": above(m) / MiB, "offload_peak_MiB": above(o) / MiB,
+                     "load": o["loadavg_after"]})
+    return {"rows": rows, "median_time_ratio": float(np.median([r["time_ratio"] for r in rows])),
+            "median_mem_ratio": float(np.median([r["mem_ratio"] for r in rows]))}
+
+
 def section_sweep(data: str, epochs: int, parts: int, caches: list[str], common: list[str]) -> dict:
     """Hit rate and traffic of Belady vs LRU across cache budgets."""
     spill = tempfile.mkdtemp(prefix="bench-sweep-")
@@ -208,6 +224,15 @@ def write_md(res: dict, path: str) -> None:
                          f"{r['evictions_per_epoch']:.0f} |")
         L += ["", f"Activation bytes of one pass (layer inputs): {o['activation_bytes_per_pass'] / MiB:.0f} MiB; "
               f"cache budget {res['cache']}. Goals: time <= 1.5x, memory <= 0.3x.", ""]
+    if "pairs" in res:
+        L += ["## Back-to-back pairs (in-memory then offload Belady, same load)", "",
+              "| round | in-memory s | offload s | time x | in-memory MiB | offload MiB | memory x | load |",
+              "|---|---|---|---|---|---|---|---|"]
+        for i, r in enumerate(res["pairs"]["rows"]):
+            L.append(f"| {i} | {r['memory_epoch_s']:.2f} | {r['offload_epoch_s']:.2f} | {r['time_ratio']:.2f} | "
+                     f"{r['memory_peak_MiB']:.0f} | {r['offload_peak_MiB']:.0f} | {r['mem_ratio']:.2f} | {r['load']:.1f} |")
+        L += ["", f"Median time ratio {res['pairs']['median_time_ratio']:.2f}, median memory ratio "
+              f"{res['pairs']['median_mem_ratio']:.2f}.", ""]
     if "sweep" in res:
         L += ["## Belady vs LRU across cache budgets", "",
               "| cache | eviction | hit rate | read MiB/epoch | written MiB/epoch | epoch s |", "|---|---|---|---|---|---|"]
@@ -258,13 +283,14 @@ def section_accuracy(seeds: list[int], acc_dir: str | None) -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sections", default="exactness,offload,sweep,sar,accuracy")
+    ap.add_argument("--sections", default="exactness,offload,pairs,sweep,sar,accuracy")
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--parts", type=int, default=16)
     ap.add_argument("--cache", default="64M")
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--sweep-caches", default="32M,128M")
+    ap.add_argument("--rounds", type=int, default=2, help="back-to-back in-memory/offload pairs")
     ap.add_argument("--acc-dir", default=None, help="reuse accuracy JSON lines already produced by the CLI")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "fullgraph"))
     args = ap.parse_args()
@@ -295,6 +321,9 @@ def main() -> int:
         save()
     if "offload" in secs:
         res["offload"] = section_offload(data, args.epochs, args.parts, args.cache, common)
+        save()
+    if "pairs" in secs:
+        res["pairs"] = section_pairs(data, args.epochs, args.parts, args.cache, common, args.rounds)
         save()
     if "sweep" in secs:
         res["sweep"] = section_sweep(data, max(2, args.epochs - 1), args.parts, args.sweep_caches.split(","), common)
