@@ -95,15 +95,21 @@ class LoaderProc:
     def handle(self, batch: SampledBatch) -> None:
         fb = self.core.load(batch)
         fb.loader_id = self.ctx.service_id
-        while batch.trainer_rank not in self.trainers and not self.ctx.stop.is_set():
-            self.refresh()
-            time.sleep(0.2)
-        if self.ctx.stop.is_set():
-            return
-        _, sock = self.trainers[batch.trainer_rank]
         t_send = time.perf_counter()
-        if not send_msg(sock, fb, stop=self.ctx.stop):
-            return
+        give_up = t_send + self.cfg.coord.claim_timeout
+        while True:
+            # A trainer that died and came back has a new endpoint: re-read the registry between
+            # short send attempts instead of blocking forever on the dead peer's full pipe.
+            if self.ctx.stop.is_set():
+                return
+            sock = self.trainers.get(batch.trainer_rank, (None, None))[1]
+            if sock is not None and send_msg(sock, fb, stop=self.ctx.stop, timeout=1.0):
+                break
+            if time.perf_counter() > give_up:
+                logger.warning("trainer rank %d unreachable for %.0f s: dropping batch %d (its work item will be "
+                               "re-claimed and re-sent)", batch.trainer_rank, self.cfg.coord.claim_timeout, batch.batch_id)
+                return
+            self.refresh()
         c = self._counters
         c["loader_send_stall_seconds"] += time.perf_counter() - t_send
         c["loader_batches"] += 1

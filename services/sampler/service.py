@@ -106,8 +106,10 @@ class SamplerProc:
         batch = self.core.sample_item(item, fanouts)
         batch.job, batch.work_stream, batch.work_id, batch.sampler_id = self.ctx.coord.job, stream, entry_id, self.ctx.service_id
         t_send = time.perf_counter()
-        if not send_msg(self.push, batch, stop=self.ctx.stop):
-            return                      # stopping: the item stays pending and is re-claimed
+        while not send_msg(self.push, batch, stop=self.ctx.stop, timeout=1.0):
+            if self.ctx.stop.is_set():
+                return                  # stopping: the item stays pending and is re-claimed
+            self.refresh()              # loaders may have died or moved: reconnect, then retry
         c = self._counters
         c["sampler_send_stall_seconds"] += time.perf_counter() - t_send
         self.ctx.metrics.observe_remote_fraction(batch.remote_neighbors / max(batch.num_sampled_edges, 1))
