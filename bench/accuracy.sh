@@ -19,4 +19,4 @@ if [ $# -ge 2 ]; then run "$@"; exit; fi
 COMMON="--epochs 200 --batch-size 256 --normalize-features"
 run cora gcn $COMMON --fanouts=-1,-1
 run citeseer gcn $COMMON --fanouts=-1,-1
-run cora sage $COMMON --fanouts=25,10 --hidden 64 --epochs 100
+run cora sage $COMMON --fanouts=-1,-1 --hidden 64
