@@ -13,7 +13,7 @@ import numpy as np
 
 from shared.store import PartitionStore
 
-__all__ = ["WorkItem", "split_order", "plan_phase", "PHASES"]
+__all__ = ["WorkItem", "split_order", "plan_phase", "mix_seed", "PHASES"]
 
 PHASES = ("train", "val", "test")
 
@@ -34,7 +34,8 @@ class WorkItem:
         return asdict(self)
 
 
-def _mix(*xs: int) -> int:
+def mix_seed(*xs: int) -> int:
+    """Deterministic 64-bit seed from several integers (splitmix-style), identical in every process."""
     h = 0x9E3779B97F4A7C15
     for x in xs:
         h = ((h ^ (x & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
@@ -50,7 +51,7 @@ def split_order(store: PartitionStore, part: int, phase: str, seed: int, epoch: 
     if mask is None:
         return np.empty(0, np.int64)
     ids = np.asarray(pd.nodes)[np.asarray(mask)]
-    rng = np.random.default_rng(_mix(seed, PHASES.index(phase), part, epoch if phase == "train" else 0))
+    rng = np.random.default_rng(mix_seed(seed, PHASES.index(phase), part, epoch if phase == "train" else 0))
     return ids[rng.permutation(ids.shape[0])]
 
 
@@ -78,7 +79,7 @@ def plan_phase(store: PartitionStore, phase: str, epoch: int, batch_size: int, n
         for off in range(0, int(counts[p]), batch_size):
             items.append(WorkItem(epoch, phase, bid, p, off, int(min(batch_size, counts[p] - off)), 0))
             bid += 1
-    order = np.random.default_rng(_mix(epoch, PHASES.index(phase))).permutation(len(items))
+    order = np.random.default_rng(mix_seed(epoch, PHASES.index(phase))).permutation(len(items))
     items = [items[i] for i in order]
     for i, it in enumerate(items):
         it.trainer_rank = i % num_trainers

@@ -11,7 +11,7 @@ import time
 import numpy as np
 from numba import typed
 
-from shared.plan import WorkItem, _mix, split_order
+from shared.plan import WorkItem, mix_seed, split_order
 from shared.protocol import SampledBatch
 from shared.store import PartitionStore
 from services.sampler.kernels import sample_blocks
@@ -70,7 +70,9 @@ class SamplerCore:
                 one (the machine holding ``home_part`` would fetch it over the network); default:
                 remote = outside every part this sampler serves.
         """
-        seeds = np.unique(np.asarray(seeds, np.int64)) if len(seeds) != len(set(seeds.tolist())) else np.asarray(seeds, np.int64)
+        seeds = np.asarray(seeds, np.int64)
+        if np.unique(seeds).shape[0] != seeds.shape[0]:      # the kernel needs distinct seeds
+            seeds = np.unique(seeds)
         n = self._assign.shape[0]
         if seeds.size and (seeds.min() < 0 or seeds.max() >= n):
             raise ValueError(f"seed ids must lie in [0, {n}) (got [{seeds.min()}, {seeds.max()}])")
@@ -93,7 +95,7 @@ class SamplerCore:
 
     def sample_item(self, item: WorkItem, fanouts) -> SampledBatch:
         """Sample the batch a work item describes, deterministically."""
-        batch = self.sample(self.seeds_for(item), fanouts, rng_seed=_mix(self.seed, item.epoch, item.batch_id),
+        batch = self.sample(self.seeds_for(item), fanouts, rng_seed=mix_seed(self.seed, item.epoch, item.batch_id),
                             home_part=item.part)
         batch.epoch, batch.phase, batch.batch_id = item.epoch, item.phase, item.batch_id
         batch.part, batch.trainer_rank = item.part, item.trainer_rank
