@@ -74,6 +74,8 @@ class TrainerConfig:
     recv_hwm: int = 8
     checkpoint_every: int = 1
     """Epochs between checkpoints (0 = only at the end); a restarted trainer resumes from the last one."""
+    reorder_window: int = 32
+    """Batches that may wait for an earlier one so updates follow the plan order (reproducible runs)."""
     normalize_features: bool = False
     """Row-normalise input features to sum 1 (Kipf & Welling's preprocessing for bag-of-words features)."""
     work_factor: int = 1

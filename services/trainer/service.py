@@ -121,12 +121,58 @@ class TrainerProc:
 
         done: set[int] = set()
         applied_seeds: list[np.ndarray] = []
+        # Batches are applied in plan order, whatever order they arrive in, so a run (and a run
+        # resumed from a checkpoint) replays the same updates. Out-of-order arrivals wait in
+        # `pending`; past `reorder_window` of them (say the next batch was lost and awaits
+        # re-claim) the earliest pending batch is applied anyway, so a fault never stalls training.
+        order = [it.batch_id for it in plan if it.trainer_rank == self.rank]
+        rank_of = {b: i for i, b in enumerate(order)}
+        pending: dict[int, FeatureBatch] = {}
+        window = max(1, self.cfg.trainer.reorder_window)
+        nxt = 0
         last_progress = time.monotonic()
+
+        def apply(fb: FeatureBatch) -> None:
+            if not coord.mark_applied(epoch, phase, fb.batch_id):     # applied by an earlier incarnation
+                st.duplicate_arrivals += 1
+                coord.ack(fb.work_stream, fb.work_id)
+                done.add(fb.batch_id)
+                return
+            if phase == "train":
+                r = self.core.train_step(fb)
+                st.loss_sum += r["loss"] * r["count"]
+                st.compute_seconds += r["compute_seconds"]
+            else:
+                t1 = time.perf_counter()
+                r = self.core.eval_step(fb)
+                st.compute_seconds += time.perf_counter() - t1
+            coord.ack(fb.work_stream, fb.work_id)
+            done.add(fb.batch_id)
+            applied_seeds.append(np.array(fb.nodes[:fb.num_seeds]))
+            st.batches += 1
+            st.seeds += fb.num_seeds
+            st.correct += r["correct"]
+            st.labelled += r["count"]
+            st.sampled_edges += fb.num_sampled_edges
+            st.remote_neighbors += fb.remote_neighbors
+            st.feature_rows += fb.features.shape[0]
+            st.remote_feature_rows += fb.remote_feature_rows
+
         join = Join([self.core.module]) if (phase == "train" and self.world > 1) else contextlib.nullcontext()
         with join:
             while len(done) < len(mine):
                 if self.ctx.stop.is_set():
                     raise KeyboardInterrupt("stop requested")
+                while nxt < len(order) and order[nxt] in done:
+                    nxt += 1
+                if nxt < len(order) and order[nxt] in pending:
+                    apply(pending.pop(order[nxt]))
+                    continue
+                if len(pending) >= window:
+                    first = min(pending, key=rank_of.__getitem__)
+                    logger.warning("batch %d still missing; applying batch %d out of plan order", order[nxt], first)
+                    apply(pending.pop(first))
+                    continue
                 t0 = time.perf_counter()
                 try:
                     fb = recv_msg(self.pull, 200)
@@ -144,30 +190,12 @@ class TrainerProc:
                     logger.warning("ignored an unexpected %s message", type(fb).__name__)
                     continue
                 if fb.epoch != epoch or fb.phase != phase or fb.batch_id not in mine or fb.batch_id in done \
-                        or not coord.mark_applied(epoch, phase, fb.batch_id):
-                    st.duplicate_arrivals += 1               # a re-delivery of something already applied
+                        or fb.batch_id in pending:
+                    st.duplicate_arrivals += 1               # a re-delivery of something already here
                     coord.ack(fb.work_stream, fb.work_id)
                     continue
                 last_progress = time.monotonic()
-                if phase == "train":
-                    r = self.core.train_step(fb)
-                    st.loss_sum += r["loss"] * r["count"]
-                    st.compute_seconds += r["compute_seconds"]
-                else:
-                    t1 = time.perf_counter()
-                    r = self.core.eval_step(fb)
-                    st.compute_seconds += time.perf_counter() - t1
-                coord.ack(fb.work_stream, fb.work_id)
-                done.add(fb.batch_id)
-                applied_seeds.append(np.array(fb.nodes[:fb.num_seeds]))
-                st.batches += 1
-                st.seeds += fb.num_seeds
-                st.correct += r["correct"]
-                st.labelled += r["count"]
-                st.sampled_edges += fb.num_sampled_edges
-                st.remote_neighbors += fb.remote_neighbors
-                st.feature_rows += fb.features.shape[0]
-                st.remote_feature_rows += fb.remote_feature_rows
+                pending[fb.batch_id] = fb
         if phase == "train":
             live(force=True)
         if applied_seeds:
