@@ -70,7 +70,7 @@ def calibrate(a, work: Path, batches: int = 8) -> dict:
     fan = tuple(int(x) for x in a.fanouts.split(","))
     sampler, loader = SamplerCore(store, served_parts=list(range(store.num_parts))), LoaderCore(store)
     m = store.manifest
-    trainer = TrainerCore(TrainerConfig(hidden=a.hidden, work_factor=a.work_factor, device=a.device), m.feature_dim,
+    trainer = TrainerCore(TrainerConfig(hidden=a.hidden, dropout=a.dropout, work_factor=a.work_factor, device=a.device), m.feature_dim,
                           max(m.num_classes, 1), len(fan))
     rng = np.random.default_rng(0)
     tot = {"sample_ms": 0.0, "load_ms": 0.0, "train_ms": 0.0}
@@ -96,7 +96,7 @@ def start_job(a, work: Path) -> dict:
     job = f"autoscale-{time.strftime('%H%M%S')}"
     p = argosy("up", "--data", str(graph), "--parts", str(a.parts), "--samplers", "1", "--loaders", str(a.loaders),
                "--trainers", str(a.trainers),
-               "--epochs", "1000", "--batch-size", str(a.batch_size), "--fanouts", a.fanouts, "--hidden", str(a.hidden),
+               "--epochs", "1000", "--batch-size", str(a.batch_size), "--fanouts", a.fanouts, "--hidden", str(a.hidden), "--dropout", str(a.dropout),
                "--work-factor", str(a.work_factor), "--eval-max-nodes", str(a.eval_max_nodes), "--job", job,
                "--run-dir", str(work / job), "--peer-timeout", "600", "--device", a.device)
     if p.returncode:
@@ -258,6 +258,7 @@ def main(argv=None) -> int:
     p.add_argument("--fanouts", default="10,10")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--hidden", type=int, default=16)
+    p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--work-factor", type=int, default=1)
     p.add_argument("--eval-max-nodes", type=int, default=1000)
     p.add_argument("--loaders", type=int, default=1)

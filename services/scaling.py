@@ -157,7 +157,8 @@ def _alive(pid: int, role: str) -> bool:
         except (ProcessLookupError, PermissionError):
             return False
     state = stat.rsplit(")", 1)[-1].split()[0]
-    return state not in ("Z", "X") and f"services.{role}" in cmdline
+    # services set their title to "argosy-<id>" when setproctitle is installed
+    return state not in ("Z", "X") and (f"services.{role}" in cmdline or f"argosy-{role}" in cmdline)
 
 
 def _reap(pid: int) -> None:
