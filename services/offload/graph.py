@@ -8,8 +8,7 @@ rows grouped by source part, as in GriNNder). Normalisation is computed on
 the whole graph before splitting, which is what makes the partitioned
 computation exact.
 
-The lead's partitioner will replace :func:`partition_vertices` later; until
-``shared.graphio`` exists, :func:`load_graph` reads the ``.npz`` directly.
+The lead's partitioner will replace :func:`partition_vertices` later.
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+
+from shared.graphio import Graph, load_graph as load_shared_graph
 
 from .kernels import CSR, csr_from_coo, csr_rows
 
@@ -30,51 +31,15 @@ logger = logging.getLogger(__name__)
 Aggr = Literal["gcn", "mean"]
 
 
-@dataclass
-class GraphData:
-    """A symmetric graph in CSR with optional node data.
-
-    Attributes:
-        indptr: ``int64[n + 1]``.
-        indices: ``int32|int64[2m]`` (symmetric, no self loops).
-        features: ``float32[n, f]`` or None.
-        labels: ``int64[n]`` (-1 = unlabelled) or None.
-        train_mask, val_mask, test_mask: ``bool[n]`` or None.
-    """
-
-    indptr: np.ndarray
-    indices: np.ndarray
-    features: np.ndarray | None = None
-    labels: np.ndarray | None = None
-    train_mask: np.ndarray | None = None
-    val_mask: np.ndarray | None = None
-    test_mask: np.ndarray | None = None
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.indptr.shape[0] - 1)
+GraphData = Graph
+"""The common library's graph type (symmetric CSR + node data); kept as an alias for callers here."""
 
 
-def load_graph(path: str) -> GraphData:
-    """Load a graph ``.npz`` (via ``shared.graphio`` when available).
-
-    Args:
-        path: file with ``indptr``, ``indices`` and optional node arrays.
-    """
-    try:  # the common library, once the lead has written it
-        from shared.graphio import load_graph as _shared_load  # type: ignore
-
-        g = _shared_load(path)
-        return GraphData(np.asarray(g.indptr, dtype=np.int64), np.asarray(g.indices),
-                         getattr(g, "features", None), getattr(g, "labels", None),
-                         getattr(g, "train_mask", None), getattr(g, "val_mask", None),
-                         getattr(g, "test_mask", None))
-    except ImportError:
-        pass
-    with np.load(path) as z:
-        get = lambda k: z[k] if k in z.files else None  # noqa: E731
-        return GraphData(z["indptr"].astype(np.int64), z["indices"], get("features"),
-                         get("labels"), get("train_mask"), get("val_mask"), get("test_mask"))
+def load_graph(path: str) -> Graph:
+    """Load a graph file with :func:`shared.graphio.load_graph` (``.npz``, ``.npy`` or text)."""
+    g = load_shared_graph(path)
+    g.indptr = np.asarray(g.indptr, dtype=np.int64)
+    return g
 
 
 def partition_vertices(num_nodes: int, num_parts: int,

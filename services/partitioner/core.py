@@ -15,11 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
-import numba
 import numpy as np
 
 from .baselines import BASELINES
-from .grem import capacity, grem_partition
+from .grem import capacity, count_cut, grem_partition
 from .stream import EdgeStream, GroupedEdgeStream
 
 __all__ = ["PartitionResult", "MemoryBudgetError", "partition_stream", "estimate_cost",
@@ -113,22 +112,13 @@ def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
     return int(peak), float(secs)
 
 
-@numba.njit(cache=True)
-def _count_entries_cut(src, dst, part):
-    c = 0
-    for i in range(src.size):
-        if part[src[i]] != part[dst[i]]:
-            c += 1
-    return c
-
-
 def evaluate_partition(stream: EdgeStream, assignment: np.ndarray, k: int) -> Dict:
     """One streaming pass: undirected edge cut, cut fraction, balance and block sizes."""
     n = stream.num_nodes
     cut_entries, entries = 0, 0
     for src, dst in stream:
         entries += src.size
-        cut_entries += int(_count_entries_cut(src, dst, assignment))
+        cut_entries += int(count_cut(src, dst, assignment))
     div = 2 if stream.symmetric else 1
     sizes = np.bincount(assignment, minlength=k).astype(np.int64)
     und = entries // div
