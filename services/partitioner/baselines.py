@@ -28,7 +28,7 @@ from typing import Dict, Tuple
 import numba
 import numpy as np
 
-from .grem import capacity, chunk_groups, chunk_order, force_balance, group_order
+from .grem import capacity, chunk_order, force_balance, group_order
 from .multilevel import _rng, rebalance
 from .stream import EdgeStream, sorted_unique
 
@@ -57,6 +57,9 @@ def _hash_assign(n, k, seed):
 def _one_pass_chunk(src, dst, starts, gorder, part, size, k, cap, mode, alpha, gamma, conn,
                     touched):
     """mode 0 = LDG, 1 = Fennel.  Places each not-yet-placed source vertex of the chunk."""
+    pen = np.empty(k, np.float64)  # Fennel's balance penalty per block, updated on placement
+    for q in range(k):
+        pen[q] = alpha * gamma * size[q] ** (gamma - 1.0)
     for gi in range(gorder.size):
         g = gorder[gi]
         a = starts[g]
@@ -82,7 +85,7 @@ def _one_pass_chunk(src, dst, starts, gorder, part, size, k, cap, mode, alpha, g
             if mode == 0:
                 s = c * (1.0 - size[q] / cap)
             else:
-                s = c - alpha * gamma * size[q] ** (gamma - 1.0)
+                s = c - pen[q]
             if s > bests or (s == bests and size[q] < size[best]):
                 bests = s
                 best = q
@@ -90,6 +93,7 @@ def _one_pass_chunk(src, dst, starts, gorder, part, size, k, cap, mode, alpha, g
             conn[touched[t]] = 0
         part[v] = best
         size[best] += 1
+        pen[best] = alpha * gamma * size[best] ** (gamma - 1.0)
 
 
 @numba.njit(cache=True)
@@ -115,8 +119,7 @@ def _one_pass(stream: EdgeStream, k: int, order: str, seed: int, eps: float,
     alpha = math.sqrt(k) * m_und / max(n, 1) ** 1.5
     conn = np.zeros(k, np.int64)
     touched = np.empty(k, np.int64)
-    for src, dst in stream.iter_chunks(chunk_order(stream, order, state)):
-        src, dst, starts = chunk_groups(src, dst)
+    for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
         go = group_order(starts, order, state)
         _one_pass_chunk(src, dst, starts, go, part, size, k, cap, mode, alpha, 1.5, conn,
                         touched)

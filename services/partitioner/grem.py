@@ -61,7 +61,7 @@ from .multilevel import (_heap_pop, _heap_push_or_update, _permutation, _rand_be
                          edge_cut_csr, improve_partition, multilevel_partition)
 from .stream import EdgeStream, sorted_unique
 
-__all__ = ["grem_partition", "chunk_groups", "group_order", "count_cut", "force_balance",
+__all__ = ["grem_partition", "group_order", "count_cut", "force_balance",
            "capacity"]
 
 
@@ -73,35 +73,6 @@ def capacity(n: int, k: int, eps: float) -> int:
 # --------------------------------------------------------------------------------------------
 # chunk helpers
 # --------------------------------------------------------------------------------------------
-@numba.njit(cache=True)
-def _group_starts(src):
-    c = src.size
-    cnt = 1 if c > 0 else 0
-    for i in range(1, c):
-        if src[i] != src[i - 1]:
-            cnt += 1
-    out = np.empty(cnt + 1, np.int64)
-    if c == 0:
-        out[0] = 0
-        return out
-    g = 0
-    out[0] = 0
-    for i in range(1, c):
-        if src[i] != src[i - 1]:
-            g += 1
-            out[g] = i
-    out[cnt] = c
-    return out
-
-
-def chunk_groups(src: np.ndarray, dst: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sort a chunk by ``src`` if needed and return ``(src, dst, group_starts)``."""
-    if src.size > 1 and np.any(src[1:] < src[:-1]):
-        o = np.argsort(src, kind="stable")
-        src, dst = src[o], dst[o]
-    return src, dst, _group_starts(src)
-
-
 def group_order(starts: np.ndarray, order: str, state: np.ndarray) -> np.ndarray:
     """Visiting order of the vertex groups of a chunk for stream order ``order``."""
     ng = starts.size - 1
@@ -161,16 +132,25 @@ def force_balance(part, k, cap):
 # kernels
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
-def _stream_lp_chunk(src, dst, starts, gorder, label, csize, deg, maxw, rating, touched,
-                     count_deg, state, part, use_part):
+def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, rating, touched,
+                     first, state, part, use_part, active, p):
+    """One chunk of size-constrained label propagation (pass ``p``).
+
+    From pass 2 on, only vertices that moved or had a neighbour move in the previous pass
+    (``active[v] >= p - 1``) are rated again; the rest keep their label without reading their
+    neighbours' labels, which makes the converging passes cheap.  (Passes 0 and 1 move most
+    vertices, so tracking activity there costs more than it saves.)
+    """
     moved = 0
     for gi in range(gorder.size):
         g = gorder[gi]
         a = starts[g]
         b = starts[g + 1]
         v = src[a]
-        if count_deg:
-            deg[v] += b - a
+        if first:
+            seen[v] = True
+        if p >= 2 and active[v] < p - 1:
+            continue
         cur = label[v]
         nt = 0
         for e in range(a, b):
@@ -204,16 +184,20 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, deg, maxw, rating, 
             csize[best] += 1
             label[v] = best
             moved += 1
+            if p >= 1:
+                active[v] = p
+                for e in range(a, b):
+                    active[dst[e]] = p
     return moved
 
 
 @numba.njit(cache=True)
-def _pack_isolated(label, csize, deg, maxw, part, nblocks):
+def _pack_isolated(label, csize, seen, maxw, part, nblocks):
     """Group vertices that never appeared with a neighbour into shared clusters (per block)."""
     n = label.size
     open_c = np.full(nblocks, -1, np.int64)
     for v in range(n):
-        if deg[v] == 0 and label[v] == v and csize[v] == 1:
+        if not seen[v] and label[v] == v and csize[v] == 1:
             b = part[v] if nblocks > 1 else 0
             o = open_c[b]
             if o >= 0 and csize[o] + 1 <= maxw:
@@ -423,9 +407,52 @@ def _merge_keys(keys: np.ndarray, w: np.ndarray) -> Tuple[np.ndarray, np.ndarray
     return keys[idx], np.add.reduceat(w, idx)
 
 
+@numba.njit(cache=True)
+def _accumulate_dense(src, dst, cmap, w, nc, other, use_other):
+    """Add one chunk's entries to the dense cluster adjacency ``w`` (``nc * nc``, flat);
+    count ``other``'s cut."""
+    cut = 0
+    for i in range(src.size):
+        a = cmap[src[i]]
+        b = cmap[dst[i]]
+        if a != b:
+            w[a * nc + b] += 1
+        if use_other and other[src[i]] != other[dst[i]]:
+            cut += 1
+    return cut
+
+
+@numba.njit(cache=True)
+def _dense_to_csr(w, nc):
+    nnz = 0
+    for i in range(w.size):
+        if w[i] != 0:
+            nnz += 1
+    xadj = np.zeros(nc + 1, np.int64)
+    adj = np.empty(nnz, np.int64)
+    ew = np.empty(nnz, np.int64)
+    j = 0
+    for a in range(nc):
+        for b in range(nc):
+            x = w[a * nc + b]
+            if x != 0:
+                adj[j] = b
+                ew[j] = x
+                j += 1
+        xadj[a + 1] = j
+    return xadj, adj, ew
+
+
+DENSE_CLUSTER_GRAPH_BYTES = 64 << 20
+
+
 def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_every: int,
                         other: Optional[np.ndarray] = None):
     """Stream the edges once and build the weighted CSR of the cluster graph.
+
+    With few clusters (``nc**2`` counters within :data:`DENSE_CLUSTER_GRAPH_BYTES`) the
+    weights are accumulated in a dense matrix by one numba loop; otherwise each chunk's
+    cluster pairs are sorted, deduplicated and merged every ``merge_every`` keys.
 
     Args:
         other (np.ndarray, optional): a vertex partition whose cut (in entries) is counted
@@ -435,10 +462,18 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
         tuple: ``(xadj, adj, ew, total_entries, other_cut_entries)``.
     """
     other_cut = 0
+    total = 0
+    if nc * nc * 8 <= DENSE_CLUSTER_GRAPH_BYTES:
+        w = np.zeros(nc * nc, np.int64)
+        oth = other if other is not None else np.zeros(1, np.int32)
+        for src, dst in stream:
+            total += src.size
+            other_cut += int(_accumulate_dense(src, dst, cmap, w, nc, oth, other is not None))
+        xadj, adj, ew = _dense_to_csr(w, nc)
+        return xadj, adj, ew, total, other_cut
     acc_k = np.empty(0, np.int64)
     acc_w = np.empty(0, np.int64)
     pend_k, pend_w, pend = [], [], 0
-    total = 0
     for src, dst in stream:
         total += src.size
         if other is not None:
@@ -464,14 +499,14 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
     adj = acc_k % nc
     xadj = np.zeros(nc + 1, np.int64)
     np.cumsum(np.bincount(rows, minlength=nc), out=xadj[1:])
-    # symmetrise weights defensively (streams with asymmetric duplicates)
     return xadj, adj.astype(np.int64), acc_w, total, other_cut
 
 
 # --------------------------------------------------------------------------------------------
 # driver
 # --------------------------------------------------------------------------------------------
-def _stream_cluster(stream, n, k, eps, order, state, passes, deg, part, shrink=1, greedy=None):
+def _stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1,
+                    greedy=None):
     """Streaming LP clustering; if ``greedy`` = (part, size, cap, alpha) also runs one-pass
     Fennel on the chunks of the first pass (shared chunk reads)."""
     from .baselines import _one_pass_chunk  # lazy: baselines imports this module
@@ -481,14 +516,14 @@ def _stream_cluster(stream, n, k, eps, order, state, passes, deg, part, shrink=1
     csize = np.ones(n, dtype=np.int32)
     rating = np.zeros(n, dtype=np.int32)
     touched = np.empty(0, np.int32)
-    first = not deg.any()
+    first = not seen.any()
+    active = np.full(n, -1, np.int16)
     use_part = part is not None
     partarr = part if use_part else np.zeros(1, np.int32)
     done = 0
     for p in range(max(1, passes)):
         moved = 0
-        for src, dst in stream.iter_chunks(chunk_order(stream, order, state)):
-            src, dst, starts = chunk_groups(src, dst)
+        for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
             if touched.size < src.size + 1:
                 touched = np.empty(src.size + 1, np.int32)
             go = group_order(starts, order, state)
@@ -496,13 +531,14 @@ def _stream_cluster(stream, n, k, eps, order, state, passes, deg, part, shrink=1
                 gp, gs, gcap, galpha, gconn, gtouch = greedy
                 _one_pass_chunk(src, dst, starts, go, gp, gs, k, gcap, 1, galpha, 1.5, gconn,
                                 gtouch)
-            moved += _stream_lp_chunk(src, dst, starts, go, label, csize, deg, maxw, rating,
-                                      touched, first and p == 0, state, partarr, use_part)
+            moved += _stream_lp_chunk(src, dst, starts, go, label, csize, seen, maxw, rating,
+                                      touched, first and p == 0, state, partarr, use_part,
+                                      active, p)
         done += 1
         if moved <= n // 1000:
             break
-    del rating
-    _pack_isolated(label, csize, deg, maxw, partarr if use_part else label, k if use_part else 1)
+    del rating, active
+    _pack_isolated(label, csize, seen, maxw, partarr if use_part else label, k if use_part else 1)
     cmap, nc = _compact(label)
     return cmap, nc, done, maxw
 
@@ -515,8 +551,7 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
     total_gain, rp = 0, 0
     for _ in range(passes):
         pg, pm = 0, 0
-        for src, dst in stream.iter_chunks(chunk_order(stream, order, state)):
-            src, dst, starts = chunk_groups(src, dst)
+        for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
             go = group_order(starts, order, state)
             m_, g_ = _stream_refine_chunk(src, dst, starts, go, part, size, cap, conn, ktouch)
             pm += m_
@@ -570,7 +605,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
     cap = capacity(n, k, eps)
     state = _rng(seed)
     det: Dict = {"order": order, "cap": cap, "cycles": []}
-    deg = np.zeros(n, dtype=np.int64)
+    seen = np.zeros(n, dtype=np.bool_)  # vertices with at least one edge
     part = None
     best_part, best_cut = None, None
     t_start = time.perf_counter()
@@ -587,7 +622,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             galpha = math.sqrt(k) * max(stream.stream_entries / 2.0, 1.0) / max(n, 1) ** 1.5
             greedy = (gpart, gsize, cap, galpha, np.zeros(k, np.int64), np.empty(k, np.int64))
         cmap, nc, passes, maxw = _stream_cluster(stream, n, k, eps, order, state,
-                                                 cluster_passes, deg, part,
+                                                 cluster_passes, seen, part,
                                                  1 if part is None else refine_shrink, greedy)
         if greedy is not None:
             _place_unseen(gpart, gsize, k)

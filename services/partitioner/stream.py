@@ -33,6 +33,7 @@ Shapes: each chunk is a pair of int64 arrays ``src`` (c,), ``dst`` (c,) with ``c
 
 from __future__ import annotations
 
+import math
 import os
 import zipfile
 from typing import Iterator, Optional, Tuple
@@ -57,6 +58,33 @@ __all__ = [
 DEFAULT_CHUNK_EDGES = 1 << 20
 
 Chunk = Tuple[np.ndarray, np.ndarray]
+GroupedChunk = Tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@numba.njit(cache=True)
+def _group_starts(src):
+    c = src.size
+    cnt = 1 if c > 0 else 0
+    for i in range(1, c):
+        if src[i] != src[i - 1]:
+            cnt += 1
+    out = np.empty(cnt + 1, np.int64)
+    out[0] = 0
+    g = 0
+    for i in range(1, c):
+        if src[i] != src[i - 1]:
+            g += 1
+            out[g] = i
+    out[cnt] = c
+    return out
+
+
+def group_chunk(src: np.ndarray, dst: np.ndarray) -> GroupedChunk:
+    """Sort a chunk by ``src`` if needed and return ``(src, dst, group_starts)``."""
+    if src.size > 1 and np.any(src[1:] < src[:-1]):
+        o = np.argsort(src, kind="stable")
+        src, dst = src[o], dst[o]
+    return src, dst, _group_starts(src)
 
 
 class EdgeStream:
@@ -110,6 +138,27 @@ class EdgeStream:
             for i in chunk_order:
                 yield self.read_chunk(int(i))
 
+    raw_symmetrize: bool = False
+
+    def iter_raw(self) -> Iterator[Chunk]:
+        """Yield the stored entries once, validated but otherwise as read: any order,
+        possibly with duplicates and self loops, and *not* yet symmetrised if
+        :attr:`raw_symmetrize` is set (the consumer adds the reverse entries).
+
+        Much cheaper than :meth:`__iter__` for edge lists (no per-chunk sort or copies); used
+        by the on-disk regrouping, which sorts and deduplicates itself.
+        """
+        yield from iter(self)
+
+    def iter_groups(self, chunk_order: Optional[np.ndarray] = None) -> Iterator[GroupedChunk]:
+        """Yield ``(src, dst, starts)``: chunks sorted by ``src`` with their vertex-group starts.
+
+        ``src[starts[g]:starts[g + 1]]`` is one vertex's run of entries.  Streams that store
+        the grouping (:class:`GroupedEdgeStream`) return it without recomputing.
+        """
+        for src, dst in self.iter_chunks(chunk_order):
+            yield group_chunk(src, dst)
+
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
                 f"chunk_edges={self.chunk_edges}, chunks={self.num_chunks})")
@@ -160,7 +209,8 @@ def _normalise_pairs(u: np.ndarray, v: np.ndarray, n: int, symmetrize: bool) -> 
     u = np.asarray(u, dtype=np.int64)
     v = np.asarray(v, dtype=np.int64)
     keep = u != v
-    u, v = u[keep], v[keep]
+    if not keep.all():
+        u, v = u[keep], v[keep]
     if symmetrize:
         u, v = np.concatenate([u, v]), np.concatenate([v, u])
     key = sorted_unique(u * np.int64(max(n, 1)) + v)
@@ -344,7 +394,11 @@ class CSRNpzStream(CSRArrayStream):
 # binary edge lists
 # --------------------------------------------------------------------------------------------
 class NpyEdgeStream(EdgeStream):
-    """``.npy`` edge list of shape (m, 2), memory-mapped.
+    """``.npy`` edge list of shape (m, 2), read block by block with plain file reads.
+
+    Plain reads rather than a memory map: a map leaves every page it touched resident (and
+    counted in the process's RSS) for as long as it exists, which for a billion-edge file is
+    gigabytes; reads keep the footprint at one block.
 
     Args:
         path (str): file path.
@@ -356,21 +410,35 @@ class NpyEdgeStream(EdgeStream):
     def __init__(self, path: str, chunk_edges: int = DEFAULT_CHUNK_EDGES,
                  num_nodes: Optional[int] = None, symmetrize: bool = True):
         self.path = str(path)
-        arr = np.load(self.path, mmap_mode="r")
-        if arr.ndim != 2 or arr.shape[1] != 2:
-            raise ValueError(f"{self.path}: expected an edge list of shape (m, 2), got {arr.shape}")
-        if arr.dtype.kind not in "iu":
-            raise ValueError(f"{self.path}: edge list must be integer, got {arr.dtype}")
-        self._arr = arr
-        self.num_edges = int(arr.shape[0])
+        with open(self.path, "rb") as f:
+            try:
+                version = np.lib.format.read_magic(f)
+                shape, fortran, dtype = _read_npy_header(f, version)
+            except ValueError as exc:
+                raise ValueError(f"{self.path}: not a valid .npy file: {exc}") from None
+            self._offset = f.tell()
+        if len(shape) != 2 or shape[1] != 2:
+            raise ValueError(f"{self.path}: expected an edge list of shape (m, 2), got {shape}")
+        if dtype.kind not in "iu" or dtype.hasobject:
+            raise ValueError(f"{self.path}: edge list must be integer, got {dtype}")
+        if fortran and shape[0] > 1:
+            raise ValueError(f"{self.path}: Fortran-ordered edge lists are not supported; "
+                             "save it C-ordered (np.ascontiguousarray)")
+        need = self._offset + shape[0] * 2 * dtype.itemsize
+        if os.path.getsize(self.path) < need:
+            raise ValueError(f"{self.path}: truncated: header says {shape[0]} rows "
+                             f"({need} bytes) but the file has {os.path.getsize(self.path)}")
+        self._dtype = dtype
+        self.num_edges = int(shape[0])
         self.chunk_edges = int(chunk_edges)
         self.symmetrize = symmetrize
         self.symmetric = symmetrize
+        self.raw_symmetrize = symmetrize
         self.seekable = True
         if num_nodes is None:
             hi = -1
             for a in range(0, self.num_edges, self.chunk_edges):
-                blk = np.asarray(arr[a:a + self.chunk_edges])
+                blk = self._rows(a)
                 _check_ids(blk[:, 0], None, "column 0", a)
                 _check_ids(blk[:, 1], None, "column 1", a)
                 if blk.size:
@@ -378,6 +446,16 @@ class NpyEdgeStream(EdgeStream):
             num_nodes = hi + 1
         self.num_nodes = int(num_nodes)
         self.grouped = self.num_chunks <= 1
+
+    def _rows(self, a: int) -> np.ndarray:
+        """Rows ``[a, a + chunk_edges)`` as an (r, 2) array (one read)."""
+        r = max(0, min(self.chunk_edges, self.num_edges - a))
+        with open(self.path, "rb") as f:
+            f.seek(self._offset + a * 2 * self._dtype.itemsize)
+            blk = np.fromfile(f, dtype=self._dtype, count=2 * r)
+        if blk.size != 2 * r:
+            raise ValueError(f"{self.path}: truncated at row {a + blk.size // 2}")
+        return blk.reshape(-1, 2)
 
     @property
     def num_chunks(self) -> int:
@@ -389,10 +467,18 @@ class NpyEdgeStream(EdgeStream):
 
     def read_chunk(self, i: int) -> Chunk:
         a = i * self.chunk_edges
-        blk = np.asarray(self._arr[a:a + self.chunk_edges]).astype(np.int64, copy=False)
+        blk = self._rows(a).astype(np.int64, copy=False)
         _check_ids(blk[:, 0], self.num_nodes, "row (column 0)", a)
         _check_ids(blk[:, 1], self.num_nodes, "row (column 1)", a)
         return _normalise_pairs(blk[:, 0], blk[:, 1], self.num_nodes, self.symmetrize)
+
+    def iter_raw(self) -> Iterator[Chunk]:
+        for a in range(0, self.num_edges, self.chunk_edges):
+            blk = self._rows(a)
+            if _first_bad_id(blk[:, 0], blk[:, 1], self.num_nodes) >= 0:
+                _check_ids(blk[:, 0], self.num_nodes, "row (column 0)", a)
+                _check_ids(blk[:, 1], self.num_nodes, "row (column 1)", a)
+            yield blk[:, 0], blk[:, 1]
 
 
 # --------------------------------------------------------------------------------------------
@@ -485,6 +571,7 @@ class TextEdgeStream(EdgeStream):
         self.chunk_edges = int(chunk_edges)
         self.symmetrize = symmetrize
         self.symmetric = symmetrize
+        self.raw_symmetrize = symmetrize
         self.seekable = False
         self.grouped = False
         self._block_bytes = max(1 << 10, self.chunk_edges * self._BYTES_PER_LINE_GUESS)
@@ -556,24 +643,147 @@ class TextEdgeStream(EdgeStream):
         for u, v in self._blocks(self.num_nodes):
             yield _normalise_pairs(u, v, self.num_nodes, self.symmetrize)
 
+    def iter_raw(self) -> Iterator[Chunk]:
+        yield from self._blocks(self.num_nodes)
+
 
 # --------------------------------------------------------------------------------------------
 # regrouping an edge list by source (external bucket sort)
 # --------------------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _scatter_buckets(u, v, shift, nb, sym, pairs, offsets):
+    """Counting sort of one raw chunk into ``nb`` source-id ranges of width ``2**shift``.
+
+    Drops self loops and, if ``sym``, emits both directions.  Returns the entries written
+    to ``pairs`` (grouped by bucket; bucket ``b`` is ``pairs[offsets[b]:offsets[b + 1]]``).
+    """
+    offsets[:] = 0
+    for i in range(u.size):
+        a = u[i]
+        b = v[i]
+        if a == b:
+            continue
+        offsets[(a >> shift) + 1] += 1
+        if sym:
+            offsets[(b >> shift) + 1] += 1
+    for q in range(nb):
+        offsets[q + 1] += offsets[q]
+    pos = offsets[:-1].copy()
+    for i in range(u.size):
+        a = u[i]
+        b = v[i]
+        if a == b:
+            continue
+        j = pos[a >> shift]
+        pairs[j, 0] = a
+        pairs[j, 1] = b
+        pos[a >> shift] = j + 1
+        if sym:
+            j = pos[b >> shift]
+            pairs[j, 0] = b
+            pairs[j, 1] = a
+            pos[b >> shift] = j + 1
+    return offsets[nb]
+
+
+@numba.njit(cache=True)
+def _first_bad_id(u, v, n):
+    """Index of the first row with an id outside ``[0, n)``, or -1."""
+    for i in range(u.size):
+        if u[i] < 0 or u[i] >= n or v[i] < 0 or v[i] >= n:
+            return i
+    return -1
+
+
+@numba.njit(cache=True)
+def _sort_bucket(pairs, v0, nv):
+    """Sort one bucket's entries by (src, dst), drop duplicates; return src, dst, starts.
+
+    Counting sort by source (the bucket covers ``nv`` consecutive ids from ``v0``), then each
+    adjacency list is sorted (insertion sort when short) and deduplicated in place.
+    """
+    c = pairs.shape[0]
+    cnt = np.zeros(nv + 1, np.int64)
+    for i in range(c):
+        cnt[pairs[i, 0] - v0 + 1] += 1
+    for u in range(nv):
+        cnt[u + 1] += cnt[u]
+    tmp = np.empty(c, pairs.dtype)
+    pos = cnt[:-1].copy()
+    for i in range(c):
+        u = pairs[i, 0] - v0
+        tmp[pos[u]] = pairs[i, 1]
+        pos[u] += 1
+    src = np.empty(c, pairs.dtype)
+    dst = np.empty(c, pairs.dtype)
+    starts = np.empty(nv + 1, np.int64)
+    w = 0
+    ng = 0
+    for u in range(nv):
+        a = cnt[u]
+        b = cnt[u + 1]
+        if b == a:
+            continue
+        if b - a <= 32:
+            for i in range(a + 1, b):
+                x = tmp[i]
+                j = i - 1
+                while j >= a and tmp[j] > x:
+                    tmp[j + 1] = tmp[j]
+                    j -= 1
+                tmp[j + 1] = x
+        else:
+            tmp[a:b] = np.sort(tmp[a:b])
+        starts[ng] = w
+        ng += 1
+        prev = -1
+        for i in range(a, b):
+            x = tmp[i]
+            if x != prev:
+                src[w] = u + v0
+                dst[w] = x
+                w += 1
+                prev = x
+    starts[ng] = w
+    return src[:w], dst[:w], starts[:ng + 1]
+
+
+def _open_file_limit() -> int:
+    """Raise the soft open-files limit to the hard one; return the usable number of files."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            target = 65536 if hard == resource.RLIM_INFINITY else hard
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        return max(16, int(soft) - 128)
+    except (ImportError, ValueError, OSError):  # pragma: no cover - platform dependent
+        return 512
+
+
 class GroupedEdgeStream(EdgeStream):
     """Vertex-aligned, globally deduplicated view of any edge stream, via on-disk buckets.
 
-    One pass distributes every entry ``(u, v)`` of ``base`` into one of ``B`` bucket files by
-    source-id range (binary int32/int64 pairs in ``tmpdir``); then each bucket is sorted by
-    ``(u, v)``, deduplicated and written back once, so iterating only reads files.  Every vertex's whole adjacency list
-    therefore arrives in one chunk (``grouped``), duplicates across the original chunks are
-    removed, and chunks come in vertex-id order.  Memory: one bucket (~``chunk_edges``
-    entries); disk: 2x the stream's entries x id size.
+    One pass distributes every entry ``(u, v)`` of ``base`` (read with
+    :meth:`EdgeStream.iter_raw`, i.e. unsorted) into one of ``B`` bucket files by source-id
+    range with a numba counting sort; then each bucket is sorted by ``(u, v)`` (counting sort
+    by source, then each adjacency list), deduplicated, and written back once as three arrays:
+    ``src``, ``dst`` and the vertex-group ``starts``.  Later passes only read those files, so
+    every vertex's whole adjacency list arrives in one chunk (``grouped``), duplicates across
+    the original chunks are removed, chunks come in vertex-id order, and
+    :meth:`iter_groups` needs no sorting at all.  Ids are stored as int32 when ``n < 2**31``.
+    Memory: one bucket (~``chunk_edges`` entries); disk: about the stream's entries x 2 ids.
 
     Args:
         base (EdgeStream): the stream to regroup (typically a symmetrised edge list).
         tmpdir (str): directory for the bucket files (created; removed by :meth:`close`).
         chunk_edges (int, optional): target entries per bucket (default ``base.chunk_edges``).
+
+    Raises:
+        OSError: if the bucket files cannot be written (e.g. a full disk); the partial files
+            are removed.
     """
 
     def __init__(self, base: EdgeStream, tmpdir: str, chunk_edges: Optional[int] = None):
@@ -586,36 +796,45 @@ class GroupedEdgeStream(EdgeStream):
         self._dir = str(tmpdir)
         os.makedirs(self._dir, exist_ok=True)
         n = max(self.num_nodes, 1)
-        nb = max(1, min(n, -(-int(base.stream_entries) // self.chunk_edges)))
-        self._nb = nb
+        want = max(1, min(n, -(-int(base.stream_entries) // self.chunk_edges)))
+        want = min(want, _open_file_limit())
+        # bucket b holds sources [b << shift, (b + 1) << shift): a shift instead of a division
+        self._shift = shift = max(0, int(math.ceil(math.log2(-(-n // want)))))
+        self._nb = nb = -(-n // (1 << shift))
         self._dtype = np.int32 if n < 2 ** 31 else np.int64
+        try:
+            self._build(base, n, nb, shift)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, base: EdgeStream, n: int, nb: int, shift: int) -> None:
+        offsets = np.zeros(nb + 1, np.int64)
+        count = 0
+        sym = bool(base.raw_symmetrize)
         files = [open(self._path(b), "wb") for b in range(nb)]
         try:
-            count = 0
-            for src, dst in base:
-                count += src.size
-                bucket = (src * nb) // n
-                order = np.argsort(bucket, kind="stable")
-                bs = bucket[order]
-                cuts = np.searchsorted(bs, np.arange(nb + 1))
-                pairs = np.empty((src.size, 2), self._dtype)
-                pairs[:, 0] = src[order]
-                pairs[:, 1] = dst[order]
-                for b in np.flatnonzero(np.diff(cuts)):
-                    files[b].write(pairs[cuts[b]:cuts[b + 1]].tobytes())
+            for u, v in base.iter_raw():
+                pairs = np.empty((u.size * (2 if sym else 1), 2), self._dtype)
+                count += int(_scatter_buckets(u, v, shift, nb, sym, pairs, offsets))
+                for b in np.flatnonzero(np.diff(offsets)):
+                    files[b].write(memoryview(pairs[offsets[b]:offsets[b + 1]]))
         finally:
             for f in files:
                 f.close()
         # sort + deduplicate every bucket once, so later passes only read
         total = 0
         for b in range(nb):
+            v0 = b << shift
+            v1 = min(n, (b + 1) << shift)
             pairs = np.fromfile(self._path(b), dtype=self._dtype).reshape(-1, 2)
-            key = sorted_unique(pairs[:, 0].astype(np.int64) * n + pairs[:, 1])
-            out = np.empty((key.size, 2), self._dtype)
-            out[:, 0] = key // n
-            out[:, 1] = key % n
-            out.tofile(self._path(b))
-            total += key.size
+            src, dst, starts = _sort_bucket(pairs, v0, v1 - v0)
+            del pairs
+            with open(self._path(b), "wb") as f:
+                np.save(f, src)
+                np.save(f, dst)
+                np.save(f, starts)
+            total += src.size
         self.num_edges = total
         self.input_entries = count
 
@@ -626,9 +845,18 @@ class GroupedEdgeStream(EdgeStream):
     def num_chunks(self) -> int:
         return self._nb
 
+    def read_groups(self, i: int) -> GroupedChunk:
+        """Chunk ``i`` as ``(src, dst, starts)`` (ids int32 when they fit)."""
+        with open(self._path(i), "rb") as f:
+            return np.load(f), np.load(f), np.load(f)
+
     def read_chunk(self, i: int) -> Chunk:
-        pairs = np.fromfile(self._path(i), dtype=self._dtype).reshape(-1, 2)
-        return pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+        src, dst, _ = self.read_groups(i)
+        return src, dst
+
+    def iter_groups(self, chunk_order: Optional[np.ndarray] = None) -> Iterator[GroupedChunk]:
+        for i in (range(self._nb) if chunk_order is None else chunk_order):
+            yield self.read_groups(int(i))
 
     def close(self) -> None:
         """Delete the bucket files."""
