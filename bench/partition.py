@@ -298,46 +298,17 @@ def write_report(records, out_md: Path, out_png: Path, header: str) -> dict:
 # --------------------------------------------------------------------------------------------
 # synthetic graphs for --scale
 # --------------------------------------------------------------------------------------------
-def generate_dcsbm_npy(path: str, n: int, m: int, blocks: int = 1024, mix: float = 0.1,
-                       exponent: float = 2.5, seed: int = 0, chunk: int = 1 << 22,
-                       shuffle: bool = True) -> int:
-    """Write a degree-corrected SBM edge list (m rows, int32) chunk by chunk to ``path``.
+def generate_dcsbm_npy(path: str, n: int, m: int, seed: int = 0) -> int:
+    """Write the scale benchmark's DC-SBM edge list (m rows, int32) to ``path``.
 
-    Vertices are split into ``blocks`` contiguous communities with power-law propensities
-    (Pareto ``exponent``); each edge picks a source by propensity and, with probability
-    ``1 - mix``, a destination inside the source's community (else anywhere).  Vertex ids are
-    then relabelled by a seeded random permutation if ``shuffle``.  Peak memory is O(n + chunk).
-
-    Returns:
-        int: rows written.
+    1024 equal communities, 10 % of edges leave their community, Pareto(1.5) propensities,
+    ids randomly relabelled: see :func:`shared.synthetic.write_dcsbm_edge_list`.
     """
-    from services.partitioner.stream import write_edge_list_npy_chunked
+    sys.path.insert(0, str(ROOT))
+    from shared.synthetic import write_dcsbm_edge_list
 
-    rng = np.random.default_rng(seed)
-    theta = (rng.pareto(exponent - 1.0, n) + 1.0).astype(np.float64)
-    cum = np.cumsum(theta)
-    cum /= cum[-1]
-    size = -(-n // blocks)
-    perm = rng.permutation(n).astype(np.int32) if shuffle else None
-
-    def chunks():
-        left = m
-        while left > 0:
-            c = min(chunk, left)
-            u = np.searchsorted(cum, rng.random(c), side="right").clip(0, n - 1)
-            inside = rng.random(c) >= mix
-            b = u // size
-            lo = np.where(b > 0, cum[np.maximum(b * size - 1, 0)], 0.0)
-            hi = cum[np.minimum((b + 1) * size, n) - 1]
-            r = rng.random(c)
-            r = np.where(inside, lo + r * (hi - lo), r)
-            v = np.searchsorted(cum, r, side="right").clip(0, n - 1)
-            if perm is not None:
-                u, v = perm[u], perm[v]
-            yield u.astype(np.int32), v.astype(np.int32)
-            left -= c
-
-    return write_edge_list_npy_chunked(path, m, chunks(), dtype=np.int32)
+    return write_dcsbm_edge_list(path, n, m, num_communities=1024, mixing=0.1, power_law=1.5,
+                                 seed=seed)
 
 
 def _mem_available() -> int:
@@ -348,7 +319,27 @@ def _mem_available() -> int:
     return 0
 
 
+def _scale_table(recs) -> list:
+    lines = ["| graph | method | n | undirected edges | seconds | peak RSS MiB | edges/s | cut % | "
+             "balance | load |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in recs:
+        if "error" in r:
+            lines.append(f"| {r['graph']} | {r['method']} | | | error: {r['error']} | | | | | |")
+            continue
+        und = r.get("details", {}).get("undirected_edges", r["entries"])
+        lines.append(f"| {r['graph']} | {r['method']} | {r['n']:,} | {und:,} | "
+                     f"{r['seconds']:.1f} | {r['peak_rss_mib']:,.0f} | {und / r['seconds']:.3g} | "
+                     f"{100 * r['edge_cut_fraction']:.3f} | {r['balance']:.3f} | "
+                     f"{r.get('loadavg_1min', float('nan')):.1f} |")
+    return lines
+
+
 def scale_mode(args) -> None:
+    """Generate (once) and partition a large DC-SBM edge list with GREM and METIS.
+
+    Every record is appended to ``partition_scale.jsonl``; ``partition_scale.md`` is rebuilt
+    from the newest record per (graph, method), with the ratios per graph where both ran.
+    """
     sys.path.insert(0, str(ROOT))
     from services.partitioner.core import estimate_cost
 
@@ -357,7 +348,6 @@ def scale_mode(args) -> None:
     work = Path(args.scale_dir)
     work.mkdir(parents=True, exist_ok=True)
     n, m, k = args.scale_n, args.scale_m, args.scale_k
-    recs = []
 
     def gen(n_, m_):
         p = work / f"dcsbm_n{n_}_m{m_}.npy"
@@ -367,57 +357,62 @@ def scale_mode(args) -> None:
             print(f"generated {p} in {time.perf_counter() - t0:.1f}s", flush=True)
         return p
 
-    p = gen(n, m)
-    g = run_one(str(p), p.stem, "grem", k, args.order, args.seed, args.eps,
-                args.scale_chunk, args.timeout)
-    recs.append(g)
-    print(json.dumps(g), flush=True)
-    avail = _mem_available()
-    need, _ = estimate_cost(n, 2 * m, k, "metis")
-    n2, m2 = n, m
-    note = ""
-    while need > 0.8 * avail and m2 > 1000:
-        n2, m2 = n2 // 2, m2 // 2
-        need, _ = estimate_cost(n2, 2 * m2, k, "metis")
-    if (n2, m2) != (n, m):
-        note = (f"METIS needs ~{estimate_cost(n, 2 * m, k, 'metis')[0] / 2**30:.1f} GiB for "
-                f"n={n}, m={m} (available {avail / 2**30:.1f} GiB): compared at n={n2}, m={m2}")
-        print(note, flush=True)
-        p2 = gen(n2, m2)
-        g2 = run_one(str(p2), p2.stem, "grem", k, args.order, args.seed, args.eps,
-                     args.scale_chunk, args.timeout)
-        recs.append(g2)
-    else:
-        p2, g2 = p, g
-    mt = run_one(str(p2), p2.stem, "metis", k, args.order, args.seed, args.eps,
-                 args.scale_chunk, args.timeout)
-    recs.append(mt)
-    print(json.dumps(mt), flush=True)
-    out = results / "partition_scale.jsonl"
-    with open(out, "a") as f:
-        for r in recs:
+    def run(p, method):
+        r = run_one(str(p), p.stem, method, k, args.order, args.seed, args.eps,
+                    args.scale_chunk, args.timeout)
+        r["loadavg_1min"] = os.getloadavg()[0]
+        print(json.dumps(r), flush=True)
+        with open(results / "partition_scale.jsonl", "a") as f:
             f.write(json.dumps(r) + "\n")
-    lines = [f"# Scale run ({time.strftime('%Y-%m-%d %H:%M')})", "",
-             f"DC-SBM, n={n}, m={m} undirected rows, k={k}, order={args.order}, "
-             f"chunk={args.scale_chunk}. 1-minute load average after the runs: "
-             f"{os.getloadavg()[0]:.1f} (2 cores).", ""]
-    if note:
-        lines += [note, ""]
-    lines += ["| graph | method | seconds | peak RSS MiB | edges/s | cut % | balance |",
-              "|---|---|---:|---:|---:|---:|---:|"]
-    for r in recs:
-        if "error" in r:
-            lines.append(f"| {r['graph']} | {r['method']} | error: {r['error']} | | | | |")
+        return r
+
+    p = gen(n, m)
+    run(p, "grem")
+    if not args.scale_grem_only:
+        avail = _mem_available()
+        n2, m2 = n, m
+        while estimate_cost(n2, 2 * m2, k, "metis")[0] > 0.9 * avail and m2 > 1000:
+            n2, m2 = n2 // 2, m2 // 2
+        if (n2, m2) != (n, m):
+            print(f"METIS needs ~{estimate_cost(n, 2 * m, k, 'metis')[0] / 2**30:.1f} GiB for "
+                  f"n={n}, m={m} (available {avail / 2**30:.1f} GiB): compared at n={n2}, m={m2}",
+                  flush=True)
+            p = gen(n2, m2)
+            run(p, "grem")
+        run(p, "metis")
+    # rebuild the report from every record so far
+    recs = {}
+    with open(results / "partition_scale.jsonl") as f:
+        for line in f:
+            r = json.loads(line)
+            recs[(r["graph"], r["method"])] = r
+    ordered = sorted(recs.values(), key=lambda r: (r.get("n", 0), r["graph"], r["method"]))
+    lines = [f"# Scale runs (rebuilt {time.strftime('%Y-%m-%d %H:%M')})", "",
+             "DC-SBM edge lists written by `shared.synthetic.write_dcsbm_edge_list` (1024 "
+             "communities, 10 % inter-community edges, Pareto(1.5) propensities, ids shuffled), "
+             f"k={k}, stream order file, eps 0.03, one process per run; seconds include the "
+             "on-disk regrouping of the edge list (both methods); peak RSS is the process's "
+             "(including ~160 MiB of imports); edges/s = undirected edges / seconds; load = "
+             "1-minute load average after the run (2 cores).", ""]
+    lines += _scale_table(ordered)
+    lines.append("")
+    for (g, meth), r in sorted(recs.items()):
+        mt = recs.get((g, "metis"))
+        if meth != "grem" or mt is None or "error" in r or "error" in mt:
             continue
-        eps_ = r["entries"] / max(r["seconds"], 1e-9)
-        lines.append(f"| {r['graph']} | {r['method']} | {r['seconds']:.1f} | "
-                     f"{r['peak_rss_mib']:.0f} | {eps_:.3g} | "
-                     f"{100 * r['edge_cut_fraction']:.3f} | {r['balance']:.3f} |")
-    if "error" not in g2 and "error" not in mt:
-        lines += ["", f"At n={n2}, m={m2}: METIS/GREM peak RSS ratio "
-                      f"{mt['peak_rss_mib'] / g2['peak_rss_mib']:.2f}, time ratio "
-                      f"{mt['seconds'] / g2['seconds']:.2f}, cut ratio GREM/METIS "
-                      f"{g2['edge_cut'] / max(mt['edge_cut'], 1):.3f}."]
+        lines.append(f"- {g}: METIS/GREM peak RSS **{mt['peak_rss_mib'] / r['peak_rss_mib']:.1f}x**, "
+                     f"time **{mt['seconds'] / r['seconds']:.2f}x**, cut GREM/METIS "
+                     f"**{r['edge_cut'] / max(mt['edge_cut'], 1):.3f}**.")
+    for r in ordered:
+        cyc = r.get("details", {}).get("cycles")
+        if r["method"] == "grem" and cyc:
+            c = cyc[0]
+            lines.append(f"- {r['graph']} GREM phases: regroup+other "
+                         f"{r['seconds'] - r['details']['seconds']:.1f} s, clustering "
+                         f"{c['t_cluster']:.1f} s ({c['cluster_passes']} passes), cluster graph "
+                         f"{c['t_cluster_graph']:.1f} s ({c['cluster_graph_entries']:,} entries), "
+                         f"coarse partition {c['t_partition_coarse']:.1f} s, refinement "
+                         f"{c['t_refine']:.1f} s ({c['refine_passes']} passes).")
     (results / "partition_scale.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -444,6 +439,8 @@ def main(argv=None) -> int:
     ap.add_argument("--scale-k", type=int, default=16)
     ap.add_argument("--scale-chunk", type=int, default=1 << 21)
     ap.add_argument("--scale-dir", default="/tmp/argosy_scale")
+    ap.add_argument("--scale-grem-only", action="store_true",
+                    help="with --scale: run GREM only (e.g. the 1B-edge graph METIS cannot hold)")
     # worker
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--graph", help=argparse.SUPPRESS)

@@ -365,18 +365,10 @@ def cmd_demo(args) -> int:
 
 def cmd_generate(args) -> int:
     from shared.graphio import save_graph_npz
-    from shared.synthetic import dcsbm_edge_chunks, generate_dcsbm
+    from shared.synthetic import generate_dcsbm, write_dcsbm_edge_list
     if args.out.endswith(".npy"):
         m = int(args.nodes * args.avg_degree / 2)
-        arr = np.lib.format.open_memmap(args.out + ".tmp.npy", mode="w+", dtype=np.int32 if args.nodes < 2**31 else np.int64, shape=(m, 2))
-        done = 0
-        for s, d in dcsbm_edge_chunks(args.nodes, m, seed=args.seed):
-            arr[done:done + len(s), 0] = s
-            arr[done:done + len(s), 1] = d
-            done += len(s)
-        arr.flush()
-        del arr
-        os.replace(args.out + ".tmp.npy", args.out)
+        write_dcsbm_edge_list(args.out, args.nodes, m, seed=args.seed)
         print(f"wrote {args.out}: {args.nodes:,} nodes, {m:,} edges (binary edge list)")
     else:
         g = generate_dcsbm(num_nodes=args.nodes, avg_degree=args.avg_degree, seed=args.seed, feature_dim=args.feature_dim)

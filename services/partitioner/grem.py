@@ -50,6 +50,7 @@ shrinks as ``n / k`` grows).
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Dict, Optional, Tuple
@@ -60,6 +61,8 @@ import numpy as np
 from .multilevel import (_heap_pop, _heap_push_or_update, _permutation, _rand_below, _rng,
                          edge_cut_csr, improve_partition, multilevel_partition)
 from .stream import EdgeStream, sorted_unique
+
+logger = logging.getLogger("argosy.partitioner")
 
 __all__ = ["grem_partition", "group_order", "count_cut", "force_balance",
            "capacity"]
@@ -133,13 +136,14 @@ def force_balance(part, k, cap):
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
 def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, rating, touched,
-                     first, state, part, use_part, active, p):
+                     labs, first, state, part, cpart, use_part, active, p):
     """One chunk of size-constrained label propagation (pass ``p``).
 
     From pass 2 on, only vertices that moved or had a neighbour move in the previous pass
     (``active[v] >= p - 1``) are rated again; the rest keep their label without reading their
     neighbours' labels, which makes the converging passes cheap.  (Passes 0 and 1 move most
-    vertices, so tracking activity there costs more than it saves.)
+    vertices, so tracking activity there costs more than it saves.)  ``cpart`` is the block
+    of each cluster id (labels are compacted after pass 0), ``part`` that of each vertex.
     """
     moved = 0
     for gi in range(gorder.size):
@@ -152,9 +156,14 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, rating,
         if p >= 2 and active[v] < p - 1:
             continue
         cur = label[v]
-        nt = 0
+        # gather the neighbours' labels first (independent loads: the CPU overlaps the cache
+        # misses), then count them
+        d = b - a
         for e in range(a, b):
-            c = label[dst[e]]
+            labs[e - a] = label[dst[e]]
+        nt = 0
+        for i in range(d):
+            c = labs[i]
             if rating[c] == 0:
                 touched[nt] = c
                 nt += 1
@@ -166,7 +175,7 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, rating,
             c = touched[t]
             if c == cur or csize[c] + 1 > maxw:
                 continue
-            if use_part and part[c] != part[v]:
+            if use_part and cpart[c] != part[v]:
                 continue
             r = rating[c]
             if r > bestr:
@@ -197,21 +206,22 @@ def _pack_isolated(label, csize, seen, maxw, part, nblocks):
     n = label.size
     open_c = np.full(nblocks, -1, np.int64)
     for v in range(n):
-        if not seen[v] and label[v] == v and csize[v] == 1:
+        c = label[v]
+        if not seen[v] and csize[c] == 1:
             b = part[v] if nblocks > 1 else 0
             o = open_c[b]
             if o >= 0 and csize[o] + 1 <= maxw:
                 csize[o] += 1
-                csize[v] -= 1
+                csize[c] -= 1
                 label[v] = o
             else:
-                open_c[b] = v
+                open_c[b] = c
 
 
 @numba.njit(cache=True)
 def _compact(label):
     n = label.size
-    mapping = np.full(n, -1, np.int64)
+    mapping = np.full(n, -1, np.int32)
     cmap = np.empty(n, np.int32)
     nc = 0
     for v in range(n):
@@ -516,27 +526,42 @@ def _stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=
     csize = np.ones(n, dtype=np.int32)
     rating = np.zeros(n, dtype=np.int32)
     touched = np.empty(0, np.int32)
+    labs = np.empty(0, np.int32)
     first = not seen.any()
     active = np.full(n, -1, np.int16)
     use_part = part is not None
     partarr = part if use_part else np.zeros(1, np.int32)
+    cpart = partarr  # block of each cluster id; labels are vertex ids until compacted
     done = 0
     for p in range(max(1, passes)):
         moved = 0
         for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
             if touched.size < src.size + 1:
                 touched = np.empty(src.size + 1, np.int32)
+                labs = np.empty(src.size + 1, np.int32)
             go = group_order(starts, order, state)
             if greedy is not None and p == 0:
                 gp, gs, gcap, galpha, gconn, gtouch = greedy
                 _one_pass_chunk(src, dst, starts, go, gp, gs, k, gcap, 1, galpha, 1.5, gconn,
                                 gtouch)
             moved += _stream_lp_chunk(src, dst, starts, go, label, csize, seen, maxw, rating,
-                                      touched, first and p == 0, state, partarr, use_part,
-                                      active, p)
+                                      touched, labs, first and p == 0, state, partarr, cpart,
+                                      use_part, active, p)
         done += 1
+        logger.info("GREM clustering pass %d: %d vertices moved (%.1f%%)", p + 1, moved,
+                    100.0 * moved / max(n, 1))
         if moved <= n // 1000:
             break
+        if p == 0:
+            # renumber the surviving clusters 0..nc-1: the per-cluster arrays shrink from n
+            # to nc entries and stay in cache in the later passes
+            label, nc0 = _compact(label)
+            csize = np.bincount(label, minlength=nc0).astype(np.int32)
+            rating = np.zeros(nc0, np.int32)
+            if use_part:
+                cpart = np.empty(nc0, np.int32)
+                cpart[label] = part
+            logger.info("GREM clustering: %d clusters after pass 1", nc0)
     del rating, active
     _pack_isolated(label, csize, seen, maxw, partarr if use_part else label, k if use_part else 1)
     cmap, nc = _compact(label)
@@ -549,8 +574,12 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
     use_fm = fm_rounds > 0 and stream.grouped
     local = np.full(part.size, -1, np.int32) if use_fm else None
     total_gain, rp = 0, 0
+    # a pass over a long stream is cut short once its first eighth shows (almost) no gain:
+    # the partition is then already locally optimal for these moves, and the rest of the pass
+    # would cost a full read with random accesses for nothing
+    probe = stream.num_chunks >= 16 and ref_cut > 0 and stream.stream_entries > 0
     for _ in range(passes):
-        pg, pm = 0, 0
+        pg, pm, seen_entries, short = 0, 0, 0, False
         for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
             go = group_order(starts, order, state)
             m_, g_ = _stream_refine_chunk(src, dst, starts, go, part, size, cap, conn, ktouch)
@@ -562,11 +591,41 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
                                    stall, state)
                 pm += m_
                 pg += g_
+            seen_entries += src.size
+            frac = seen_entries / stream.stream_entries
+            if probe and frac >= 0.125 and pg * 2 < 0.0005 * ref_cut * frac:
+                short = True
+                break
         rp += 1
         total_gain += pg
-        if pm == 0 or pg <= 0 or (ref_cut > 0 and pg * 2 < 0.001 * ref_cut):
+        logger.info("GREM refinement pass %d: %d moves, cut -%d edges%s", rp, pm, pg,
+                    f" (stopped after {100 * frac:.0f}% of the stream: no gain)" if short else "")
+        if short or pm == 0 or pg <= 0 or (ref_cut > 0 and pg * 2 < 0.001 * ref_cut):
             break
     return rp, total_gain
+
+
+def _greedy_cut(stream, gpart, best_cut):
+    """Cut (entries) of the one-pass greedy partition, or a sampled estimate when that is
+    clearly worse than ``best_cut``.
+
+    Eight evenly spaced chunks of a long seekable stream estimate the cut; only if the
+    estimate comes within 25 % of ``best_cut`` is the exact cut counted (a full pass).
+
+    Returns:
+        tuple: ``(cut entries, estimated)``.
+    """
+    nch = stream.num_chunks
+    if stream.seekable and nch >= 16 and best_cut is not None and stream.stream_entries > 0:
+        idx = np.unique(np.linspace(0, nch - 1, 8).astype(np.int64))
+        c, e = 0, 0
+        for src, dst, _ in stream.iter_groups(idx):
+            c += int(count_cut(src, dst, gpart))
+            e += src.size
+        est = c * stream.stream_entries / max(e, 1)
+        if est > 1.25 * best_cut:
+            return int(est), True
+    return sum(int(count_cut(s, d, gpart)) for s, d in stream), False
 
 
 def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 0,
@@ -627,13 +686,15 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         if greedy is not None:
             _place_unseen(gpart, gsize, k)
         cd.update(cluster_passes=passes, clusters=int(nc), max_cluster=maxw)
+        logger.info("GREM cycle %d: %d clusters in %.1f s; building the cluster graph", cyc,
+                    nc, time.perf_counter() - t0)
         t1 = time.perf_counter()
         # 2. cluster graph
         merge_every = max(1 << 20, 4 * stream.chunk_edges)
-        cx, ca, ce, entries, gcut = build_cluster_graph(stream, cmap, nc, merge_every,
-                                                        gpart if greedy is not None else None)
+        cx, ca, ce, entries, _ = build_cluster_graph(stream, cmap, nc, merge_every)
         cvw = np.bincount(cmap, minlength=nc).astype(np.int64)
         cd.update(cluster_graph_entries=int(ca.size))
+        logger.info("GREM cycle %d: cluster graph %d entries; partitioning it", cyc, ca.size)
         t2 = time.perf_counter()
         # 3. partition (cycle 0) or improve (later cycles) the cluster graph
         if part is None:
@@ -678,11 +739,15 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                   t_cluster=t1 - t0, t_cluster_graph=t2 - t1, t_partition_coarse=t3 - t2,
                   t_refine=t4 - t3)
         det["cycles"].append(cd)
+        logger.info("GREM cycle %d: cut %d undirected edges (%.1f s so far)", cyc, cut_now // 2,
+                    time.perf_counter() - t_start)
         before = best_cut
         if best_cut is None or cut_now < best_cut:
             best_cut, best_part = cut_now, part.copy()
         if greedy is not None:
+            gcut, estimated = _greedy_cut(stream, gpart, best_cut)
             det["greedy_cut"] = gcut // 2
+            det["greedy_cut_estimated"] = estimated
             det["start"] = "greedy" if gcut < best_cut else "multilevel"
             if gcut < best_cut:  # the one-pass greedy partition is the better start
                 best_cut, best_part = gcut, gpart

@@ -33,8 +33,10 @@ Shapes: each chunk is a pair of int64 arrays ``src`` (c,), ``dst`` (c,) with ``c
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+import time
 import zipfile
 from typing import Iterator, Optional, Tuple
 
@@ -56,6 +58,8 @@ __all__ = [
 ]
 
 DEFAULT_CHUNK_EDGES = 1 << 20
+
+logger = logging.getLogger("argosy.partitioner")
 
 Chunk = Tuple[np.ndarray, np.ndarray]
 GroupedChunk = Tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -809,6 +813,9 @@ class GroupedEdgeStream(EdgeStream):
             raise
 
     def _build(self, base: EdgeStream, n: int, nb: int, shift: int) -> None:
+        t0 = time.perf_counter()
+        logger.info("regrouping %d entries by source into %d buckets in %s",
+                    base.stream_entries, nb, self._dir)
         offsets = np.zeros(nb + 1, np.int64)
         count = 0
         sym = bool(base.raw_symmetrize)
@@ -837,6 +844,8 @@ class GroupedEdgeStream(EdgeStream):
             total += src.size
         self.num_edges = total
         self.input_entries = count
+        logger.info("regrouped: %d distinct entries (of %d) in %.1f s", total, count,
+                    time.perf_counter() - t0)
 
     def _path(self, b: int) -> str:
         return os.path.join(self._dir, f"bucket_{b:06d}.bin")

@@ -90,3 +90,26 @@ def test_synthetic_is_deterministic_and_learnable(tmp_path):
     save_graph_npz(a, tmp_path / "s.npz")
     c = load_graph(tmp_path / "s.npz")
     np.testing.assert_array_equal(c.indptr, a.indptr)
+
+
+def test_write_dcsbm_edge_list_is_deterministic_and_planted(tmp_path):
+    """The scale-benchmark generator: same seed -> same file; ids in range; edges mostly
+    stay inside their (hidden) community, as the mixing parameter says."""
+    from shared.synthetic import write_dcsbm_edge_list
+
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    assert write_dcsbm_edge_list(a, 5000, 40000, num_communities=10, mixing=0.1, seed=3) == 40000
+    write_dcsbm_edge_list(b, 5000, 40000, num_communities=10, mixing=0.1, seed=3, chunk_edges=7777)
+    x, y = np.load(a), np.load(b)
+    assert x.shape == (40000, 2) and x.dtype == np.int32
+    assert np.array_equal(x, y)  # chunking does not change the graph
+    assert x.min() >= 0 and x.max() < 5000
+    # recover communities: relabelled ids -> original contiguous blocks of 500
+    rng = np.random.default_rng(3)
+    rng.pareto(1.5, 5000)
+    perm = rng.permutation(5000)
+    orig = np.empty(5000, np.int64)
+    orig[perm] = np.arange(5000)
+    inside = (orig[x[:, 0]] // 500) == (orig[x[:, 1]] // 500)
+    assert 0.88 < inside.mean() < 0.95  # 90 % inside + ~1 % of the 10 % land inside by chance
+    assert not (tmp_path / "a.npy.tmp").exists()
