@@ -60,6 +60,10 @@ def _one_pass_chunk(src, dst, starts, gorder, part, size, k, cap, mode, alpha, g
     pen = np.empty(k, np.float64)  # Fennel's balance penalty per block, updated on placement
     for q in range(k):
         pen[q] = alpha * gamma * size[q] ** (gamma - 1.0)
+    dmax = 0
+    for g in range(starts.size - 1):
+        dmax = max(dmax, starts[g + 1] - starts[g])
+    qs = np.empty(dmax, np.int32)  # neighbours' blocks, gathered before counting (overlaps misses)
     for gi in range(gorder.size):
         g = gorder[gi]
         a = starts[g]
@@ -67,9 +71,11 @@ def _one_pass_chunk(src, dst, starts, gorder, part, size, k, cap, mode, alpha, g
         v = src[a]
         if part[v] >= 0:
             continue
-        nt = 0
         for e in range(a, b):
-            q = part[dst[e]]
+            qs[e - a] = part[dst[e]]
+        nt = 0
+        for i in range(b - a):
+            q = qs[i]
             if q < 0:
                 continue
             if conn[q] == 0:

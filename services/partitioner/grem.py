@@ -237,15 +237,21 @@ def _compact(label):
 def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched):
     moved = 0
     gain = 0
+    dmax = 0
+    for g in range(starts.size - 1):
+        dmax = max(dmax, starts[g + 1] - starts[g])
+    qs = np.empty(dmax, np.int32)  # neighbours' blocks, gathered before counting
     for gi in range(gorder.size):
         g = gorder[gi]
         a = starts[g]
         b = starts[g + 1]
         v = src[a]
         p = part[v]
-        nt = 0
         for e in range(a, b):
-            q = part[dst[e]]
+            qs[e - a] = part[dst[e]]
+        nt = 0
+        for i in range(b - a):
+            q = qs[i]
             if conn[q] == 0:
                 touched[nt] = q
                 nt += 1
@@ -422,13 +428,18 @@ def _accumulate_dense(src, dst, cmap, w, nc, other, use_other):
     """Add one chunk's entries to the dense cluster adjacency ``w`` (``nc * nc``, flat);
     count ``other``'s cut."""
     cut = 0
-    for i in range(src.size):
-        a = cmap[src[i]]
-        b = cmap[dst[i]]
-        if a != b:
-            w[a * nc + b] += 1
-        if use_other and other[src[i]] != other[dst[i]]:
-            cut += 1
+    blk = np.empty(4096, np.int64)
+    for i0 in range(0, src.size, 4096):
+        i1 = min(i0 + 4096, src.size)
+        for i in range(i0, i1):  # gather first: the random loads overlap
+            blk[i - i0] = cmap[dst[i]]
+        for i in range(i0, i1):
+            a = cmap[src[i]]
+            b = blk[i - i0]
+            if a != b:
+                w[a * nc + b] += 1
+            if use_other and other[src[i]] != other[dst[i]]:
+                cut += 1
     return cut
 
 

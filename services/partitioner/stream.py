@@ -699,7 +699,7 @@ def _first_bad_id(u, v, n):
     return -1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _sort_bucket(pairs, v0, nv):
     """Sort one bucket's entries by (src, dst), drop duplicates; return src, dst, starts.
 
@@ -829,9 +829,10 @@ class GroupedEdgeStream(EdgeStream):
         finally:
             for f in files:
                 f.close()
-        # sort + deduplicate every bucket once, so later passes only read
-        total = 0
-        for b in range(nb):
+        # sort + deduplicate every bucket once, so later passes only read.  Buckets are
+        # independent and the kernel releases the GIL: two at a time where two cores exist
+        # (memory: two buckets).  The output does not depend on the thread count.
+        def sort_one(b: int) -> int:
             v0 = b << shift
             v1 = min(n, (b + 1) << shift)
             pairs = np.fromfile(self._path(b), dtype=self._dtype).reshape(-1, 2)
@@ -841,7 +842,16 @@ class GroupedEdgeStream(EdgeStream):
                 np.save(f, src)
                 np.save(f, dst)
                 np.save(f, starts)
-            total += src.size
+            return int(src.size)
+
+        workers = min(2, os.cpu_count() or 1, nb)
+        if workers > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(workers) as pool:
+                total = sum(pool.map(sort_one, range(nb)))
+        else:
+            total = sum(sort_one(b) for b in range(nb))
         self.num_edges = total
         self.input_entries = count
         logger.info("regrouped: %d distinct entries (of %d) in %.1f s", total, count,
