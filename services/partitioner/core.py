@@ -59,29 +59,29 @@ class PartitionResult:
     details: Dict = field(default_factory=dict)
 
 
-# bytes and seconds per unit, calibrated from bench/partition.py on the 2-core dev machine
-# (7 SNAP/Planetoid/DIMACS graphs and a 2M-edge DC-SBM); deliberately on the high side.
-# GREM's per-entry term covers its cluster graph + multilevel hierarchy (up to ~0.55x the
-# input's entries on the small graphs, a few % on large ones, so it over-estimates there);
-# its per-chunk-entry term covers the 3-4 int64 copies a chunk goes through.
+# bytes and seconds per unit, calibrated with bench/partition.py --scale on the 2-core dev
+# machine (DC-SBM edge lists of 20M and 100M edges, k=16; see bench/results/partition_scale.md)
+# and rounded up.  GREM keeps ~10 small arrays of length n (labels, cluster sizes, blocks,
+# activity flags, ...), two sorted buckets and a chunk's scratch; METIS holds the CSR plus its
+# multilevel hierarchy (~110 bytes per directed entry measured through pymetis).
 _BYTES = {
     # method: (per vertex, per streamed directed entry, per chunk entry)
-    "grem": (64, 16, 96),
-    "ldg": (16, 0, 64),
-    "fennel": (16, 0, 64),
+    "grem": (36, 1, 48),
+    "ldg": (16, 0, 48),
+    "fennel": (16, 0, 48),
     "random": (16, 0, 0),
     "hash": (8, 0, 0),
-    "metis": (100, 80, 32),
+    "metis": (100, 110, 32),
 }
-_SECONDS = {  # (per vertex, per directed entry)
-    "grem": (1.0e-5, 3.0e-6),
-    "ldg": (2.0e-7, 3.0e-8),
-    "fennel": (2.0e-7, 3.0e-8),
+_SECONDS = {  # (per vertex, per directed entry), single thread, including the regrouping pass
+    "grem": (1.0e-6, 3.0e-7),
+    "ldg": (2.0e-7, 6.0e-8),
+    "fennel": (2.0e-7, 6.0e-8),
     "random": (3.0e-8, 0.0),
     "hash": (1.0e-8, 0.0),
-    "metis": (1.0e-6, 7.0e-7),
+    "metis": (1.0e-6, 1.5e-6),
 }
-_BASE_BYTES = 8 << 20
+_BASE_BYTES = 160 << 20  # the interpreter with numpy and numba (and the kernels) loaded
 
 
 def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
