@@ -28,7 +28,7 @@ from typing import Dict, Tuple
 import numba
 import numpy as np
 
-from .grem import capacity, chunk_order, force_balance, group_order
+from .grem import _greedy_place, _penalties, capacity, chunk_order, force_balance, group_order
 from .multilevel import _rng, rebalance
 from .stream import EdgeStream, sorted_unique
 
@@ -57,49 +57,19 @@ def _hash_assign(n, k, seed):
 def _one_pass_chunk(src, dst, starts, gorder, part, size, k, cap, mode, alpha, gamma, conn,
                     touched):
     """mode 0 = LDG, 1 = Fennel.  Places each not-yet-placed source vertex of the chunk."""
-    pen = np.empty(k, np.float64)  # Fennel's balance penalty per block, updated on placement
-    for q in range(k):
-        pen[q] = alpha * gamma * size[q] ** (gamma - 1.0)
+    pen = _penalties(size, k, alpha, gamma)
     dmax = 0
     for g in range(starts.size - 1):
         dmax = max(dmax, starts[g + 1] - starts[g])
-    qs = np.empty(dmax, np.int32)  # neighbours' blocks, gathered before counting (overlaps misses)
+    qs = np.empty(dmax, np.int32)
     for gi in range(gorder.size):
         g = gorder[gi]
         a = starts[g]
         b = starts[g + 1]
         v = src[a]
-        if part[v] >= 0:
-            continue
-        for e in range(a, b):
-            qs[e - a] = part[dst[e]]
-        nt = 0
-        for i in range(b - a):
-            q = qs[i]
-            if q < 0:
-                continue
-            if conn[q] == 0:
-                touched[nt] = q
-                nt += 1
-            conn[q] += 1
-        best = -1
-        bests = -1e300
-        for q in range(k):
-            if size[q] + 1 > cap:
-                continue
-            c = conn[q]
-            if mode == 0:
-                s = c * (1.0 - size[q] / cap)
-            else:
-                s = c - pen[q]
-            if s > bests or (s == bests and size[q] < size[best]):
-                bests = s
-                best = q
-        for t in range(nt):
-            conn[touched[t]] = 0
-        part[v] = best
-        size[best] += 1
-        pen[best] = alpha * gamma * size[best] ** (gamma - 1.0)
+        if part[v] < 0:
+            _greedy_place(v, a, b, dst, part, size, k, cap, mode, alpha, gamma, conn, touched,
+                          pen, qs)
 
 
 @numba.njit(cache=True)

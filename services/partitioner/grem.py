@@ -135,17 +135,75 @@ def force_balance(part, k, cap):
 # kernels
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
-def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, rating, touched,
-                     labs, first, state, part, cpart, use_part, active, p):
+def _penalties(size, k, alpha, gamma):
+    """Fennel's balance penalty per block (kept up to date by :func:`_greedy_place`)."""
+    pen = np.empty(k, np.float64)
+    for q in range(k):
+        pen[q] = alpha * gamma * size[q] ** (gamma - 1.0)
+    return pen
+
+
+@numba.njit(cache=True)
+def _greedy_place(v, a, b, dst, part, size, k, cap, mode, alpha, gamma, conn, touched, pen, qs):
+    """Place vertex ``v`` (adjacency ``dst[a:b]``) by LDG (mode 0) or Fennel (mode 1)."""
+    for e in range(a, b):  # gather first: the random loads overlap
+        qs[e - a] = part[dst[e]]
+    nt = 0
+    for i in range(b - a):
+        q = qs[i]
+        if q < 0:
+            continue
+        if conn[q] == 0:
+            touched[nt] = q
+            nt += 1
+        conn[q] += 1
+    best = -1
+    bests = -1e300
+    for q in range(k):
+        if size[q] + 1 > cap:
+            continue
+        c = conn[q]
+        if mode == 0:
+            s = c * (1.0 - size[q] / cap)
+        else:
+            s = c - pen[q]
+        if s > bests or (s == bests and size[q] < size[best]):
+            bests = s
+            best = q
+    for t in range(nt):
+        conn[touched[t]] = 0
+    part[v] = best
+    size[best] += 1
+    pen[best] = alpha * gamma * size[best] ** (gamma - 1.0)
+
+
+@numba.njit(cache=True)
+def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, first, state,
+                     part, cpart, use_part, active, p, greedy, gpart, gsize, k, gcap, galpha,
+                     gconn, gtouch):
     """One chunk of size-constrained label propagation (pass ``p``).
 
-    From pass 2 on, only vertices that moved or had a neighbour move in the previous pass
+    Each vertex gathers its neighbours' labels into ``labs`` (independent loads, so the CPU
+    overlaps the cache misses), sorts that short list in cache and counts runs: no counter
+    array indexed by label, which on a large graph would cost one more random memory access
+    per edge.  Only a label that could win is checked against the size limit.  From pass 2
+    on, only vertices that moved or had a neighbour move in the previous pass
     (``active[v] >= p - 1``) are rated again; the rest keep their label without reading their
     neighbours' labels, which makes the converging passes cheap.  (Passes 0 and 1 move most
     vertices, so tracking activity there costs more than it saves.)  ``cpart`` is the block
     of each cluster id (labels are compacted after pass 0), ``part`` that of each vertex.
+
+    With ``greedy`` the same loop also places each vertex by one-pass Fennel (``gpart``,
+    ``gsize``) just before rating it: when ``label`` and ``gpart`` are the two columns of one
+    (n, 2) array, Fennel's loads bring in the cache lines the label gather then hits.
     """
     moved = 0
+    if greedy:
+        pen = _penalties(gsize, k, galpha, 1.5)
+        qs = np.empty(labs.size, np.int32)
+    else:
+        pen = np.zeros(1, np.float64)
+        qs = np.zeros(1, np.int32)
     for gi in range(gorder.size):
         g = gorder[gi]
         a = starts[g]
@@ -153,41 +211,53 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, rating,
         v = src[a]
         if first:
             seen[v] = True
+        if greedy and gpart[v] < 0:
+            _greedy_place(v, a, b, dst, gpart, gsize, k, gcap, 1, galpha, 1.5, gconn, gtouch,
+                          pen, qs)
         if p >= 2 and active[v] < p - 1:
             continue
         cur = label[v]
-        # gather the neighbours' labels first (independent loads: the CPU overlaps the cache
-        # misses), then count them
         d = b - a
         for e in range(a, b):
             labs[e - a] = label[dst[e]]
-        nt = 0
+        if d <= 48:
+            for i in range(1, d):
+                x = labs[i]
+                j = i - 1
+                while j >= 0 and labs[j] > x:
+                    labs[j + 1] = labs[j]
+                    j -= 1
+                labs[j + 1] = x
+        else:
+            labs[:d].sort()
+        bestr = 0
         for i in range(d):
-            c = labs[i]
-            if rating[c] == 0:
-                touched[nt] = c
-                nt += 1
-            rating[c] += 1
+            if labs[i] == cur:
+                bestr += 1
         best = cur
-        bestr = rating[cur]
         nties = 1
-        for t in range(nt):
-            c = touched[t]
-            if c == cur or csize[c] + 1 > maxw:
+        i = 0
+        while i < d:
+            c = labs[i]
+            j = i + 1
+            while j < d and labs[j] == c:
+                j += 1
+            r = j - i
+            i = j
+            if c == cur or r < bestr or (r == bestr and best == cur):
+                continue
+            if csize[c] + 1 > maxw:
                 continue
             if use_part and cpart[c] != part[v]:
                 continue
-            r = rating[c]
             if r > bestr:
                 best = c
                 bestr = r
                 nties = 1
-            elif r == bestr and best != cur:
+            else:
                 nties += 1
                 if _rand_below(state, nties) == 0:
                     best = c
-        for t in range(nt):
-            rating[touched[t]] = 0
         if best != cur:
             csize[cur] -= 1
             csize[best] += 1
@@ -528,15 +598,29 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
 # --------------------------------------------------------------------------------------------
 def _stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1,
                     greedy=None):
-    """Streaming LP clustering; if ``greedy`` = (part, size, cap, alpha) also runs one-pass
-    Fennel on the chunks of the first pass (shared chunk reads)."""
-    from .baselines import _one_pass_chunk  # lazy: baselines imports this module
+    """Streaming LP clustering.
+
+    If ``greedy`` = ``(size, cap, alpha)``, the first pass also places every vertex by one-pass
+    Fennel in the same loop (its block array is returned as the last value, else ``None``).
+
+    Returns:
+        tuple: ``(cmap, nc, passes, maxw, greedy_part)``.
+    """
     kk = min(k, max(2, n // 160))
     maxw = max(1, int(eps * n / kk) // shrink)
-    label = np.arange(n, dtype=np.int32)
+    if greedy is not None:
+        # labels and Fennel blocks side by side: one cache line serves both gathers
+        lg = np.empty((n, 2), np.int32)
+        lg[:, 0] = np.arange(n, dtype=np.int32)
+        lg[:, 1] = -1
+        label, gpart = lg[:, 0], lg[:, 1]
+        gsize, gcap, galpha = greedy
+    else:
+        label = np.arange(n, dtype=np.int32)
+        gpart, gsize, gcap, galpha = np.zeros(1, np.int32), np.zeros(1, np.int64), 0, 0.0
+    gconn = np.zeros(k, np.int64)
+    gtouch = np.empty(k, np.int64)
     csize = np.ones(n, dtype=np.int32)
-    rating = np.zeros(n, dtype=np.int32)
-    touched = np.empty(0, np.int32)
     labs = np.empty(0, np.int32)
     first = not seen.any()
     active = np.full(n, -1, np.int16)
@@ -547,17 +631,13 @@ def _stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=
     for p in range(max(1, passes)):
         moved = 0
         for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
-            if touched.size < src.size + 1:
-                touched = np.empty(src.size + 1, np.int32)
+            if labs.size < src.size + 1:
                 labs = np.empty(src.size + 1, np.int32)
             go = group_order(starts, order, state)
-            if greedy is not None and p == 0:
-                gp, gs, gcap, galpha, gconn, gtouch = greedy
-                _one_pass_chunk(src, dst, starts, go, gp, gs, k, gcap, 1, galpha, 1.5, gconn,
-                                gtouch)
-            moved += _stream_lp_chunk(src, dst, starts, go, label, csize, seen, maxw, rating,
-                                      touched, labs, first and p == 0, state, partarr, cpart,
-                                      use_part, active, p)
+            moved += _stream_lp_chunk(src, dst, starts, go, label, csize, seen, maxw, labs,
+                                      first and p == 0, state, partarr, cpart, use_part,
+                                      active, p, greedy is not None and p == 0, gpart, gsize,
+                                      k, gcap, galpha, gconn, gtouch)
         done += 1
         logger.info("GREM clustering pass %d: %d vertices moved (%.1f%%)", p + 1, moved,
                     100.0 * moved / max(n, 1))
@@ -568,15 +648,18 @@ def _stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=
             # to nc entries and stay in cache in the later passes
             label, nc0 = _compact(label)
             csize = np.bincount(label, minlength=nc0).astype(np.int32)
-            rating = np.zeros(nc0, np.int32)
             if use_part:
                 cpart = np.empty(nc0, np.int32)
                 cpart[label] = part
             logger.info("GREM clustering: %d clusters after pass 1", nc0)
-    del rating, active
+    del active
     _pack_isolated(label, csize, seen, maxw, partarr if use_part else label, k if use_part else 1)
     cmap, nc = _compact(label)
-    return cmap, nc, done, maxw
+    if greedy is not None:
+        gpart = np.ascontiguousarray(gpart)
+        del lg
+        return cmap, nc, done, maxw, gpart
+    return cmap, nc, done, maxw, None
 
 
 def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_rounds):
@@ -687,13 +770,13 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         if part is None and greedy_start:
             from .baselines import _place_unseen
 
-            gpart = np.full(n, -1, np.int32)
             gsize = np.zeros(k, np.int64)
             galpha = math.sqrt(k) * max(stream.stream_entries / 2.0, 1.0) / max(n, 1) ** 1.5
-            greedy = (gpart, gsize, cap, galpha, np.zeros(k, np.int64), np.empty(k, np.int64))
-        cmap, nc, passes, maxw = _stream_cluster(stream, n, k, eps, order, state,
-                                                 cluster_passes, seen, part,
-                                                 1 if part is None else refine_shrink, greedy)
+            greedy = (gsize, cap, galpha)
+        cmap, nc, passes, maxw, gpart = _stream_cluster(stream, n, k, eps, order, state,
+                                                        cluster_passes, seen, part,
+                                                        1 if part is None else refine_shrink,
+                                                        greedy)
         if greedy is not None:
             _place_unseen(gpart, gsize, k)
         cd.update(cluster_passes=passes, clusters=int(nc), max_cluster=maxw)
