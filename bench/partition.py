@@ -373,7 +373,7 @@ def scale_mode(args) -> None:
     if not args.scale_grem_only:
         avail = _mem_available()
         n2, m2 = n, m
-        while estimate_cost(n2, 2 * m2, k, "metis")[0] > 0.9 * avail and m2 > 1000:
+        while estimate_cost(n2, 2 * m2, k, "metis")[0] > avail and m2 > 1000:
             n2, m2 = n2 // 2, m2 // 2
         if (n2, m2) != (n, m):
             print(f"METIS needs ~{estimate_cost(n, 2 * m, k, 'metis')[0] / 2**30:.1f} GiB for "

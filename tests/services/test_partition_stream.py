@@ -246,3 +246,34 @@ def test_grouped_edge_stream_dedups_across_chunks(tmp_path):
     exp = _edge_set(np.r_[u[keep], v[keep]], np.r_[v[keep], u[keep]])
     assert _edge_set(src, dst) == exp and src.size == len(exp)  # no duplicates left
     assert not (tmp_path / "buckets").exists()
+
+
+def test_truncated_npy_edge_list_is_refused(tmp_path):
+    p = tmp_path / "e.npy"
+    write_edge_list_npy(p, np.arange(100), np.arange(1, 101))
+    data = p.read_bytes()
+    p.write_bytes(data[:-40])  # lose the last 5 rows
+    with pytest.raises(ValueError, match="truncated"):
+        open_edge_stream(p, num_nodes=200)
+
+
+def test_grouped_stream_matches_sorted_unique_pairs(tmp_path):
+    """The numba regrouping (counting sort + per-list sort + dedup) equals a plain sort."""
+    rng = np.random.default_rng(11)
+    u = rng.integers(0, 5000, 60000)
+    v = (u + rng.integers(-40, 40, 60000)) % 5000  # many duplicates and some long lists
+    u[:3000] = 7  # one hub with a long adjacency list
+    p = tmp_path / "e.npy"
+    write_edge_list_npy(p, u, v)
+    from services.partitioner.stream import GroupedEdgeStream
+
+    with GroupedEdgeStream(open_edge_stream(p, chunk_edges=4000), str(tmp_path / "b"),
+                           chunk_edges=9000) as g:
+        got = [(s.astype(np.int64), d.astype(np.int64), st) for s, d, st in g.iter_groups()]
+    src = np.concatenate([s for s, _, _ in got])
+    dst = np.concatenate([d for _, d, _ in got])
+    keep = u != v
+    key = np.unique(np.r_[u[keep] * 5000 + v[keep], v[keep] * 5000 + u[keep]])
+    assert np.array_equal(src * 5000 + dst, key)
+    for s, _, st in got:  # group starts mark every change of source
+        assert np.array_equal(np.flatnonzero(np.r_[True, s[1:] != s[:-1]]), st[:-1])
