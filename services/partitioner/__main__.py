@@ -53,6 +53,16 @@ def main(argv=None) -> int:
         return 2
 
 
+def _both_directions(stream):
+    """The stream's entries without per-chunk sorting (the store writer sorts and deduplicates
+    each part itself), with the reverse entries added where the raw chunks lack them."""
+    for u, v in stream.iter_raw():
+        if stream.raw_symmetrize:
+            yield np.concatenate([u, v]), np.concatenate([v, u])
+        else:
+            yield u, v
+
+
 def run(args) -> int:
     from services.partitioner.core import estimate_cost, partition_stream
     from services.partitioner.stream import open_edge_stream
@@ -90,7 +100,7 @@ def run(args) -> int:
         node_data["features"] = rng.standard_normal((n, args.synthetic_features), dtype=np.float32)
     info = {"method": res.method, "order": res.order, "seed": args.seed, "eps": args.eps,
             "seconds": res.seconds, "input": str(args.input)}
-    manifest = write_store_from_edges(iter(stream), n, res.assignment, args.out, num_parts=args.parts,
+    manifest = write_store_from_edges(_both_directions(stream), n, res.assignment, args.out, num_parts=args.parts,
                                       node_data=node_data, partition_info=info, feature_dtype=args.feature_dtype,
                                       overwrite=args.overwrite, name=name)
     out = {"store": args.out, "n": manifest.num_nodes, "m": manifest.num_edges, "parts": args.parts,
