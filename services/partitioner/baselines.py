@@ -30,7 +30,7 @@ import numpy as np
 
 from .grem import _greedy_place, _penalties, capacity, chunk_order, force_balance, group_order
 from .multilevel import _rng, rebalance
-from .stream import EdgeStream, sorted_unique
+from .stream import EdgeStream, max_group_size, sorted_unique
 
 __all__ = ["random_partition", "hash_partition", "ldg_partition", "fennel_partition",
            "metis_partition", "BASELINES"]
@@ -58,10 +58,7 @@ def _one_pass_chunk(src, dst, starts, gorder, part, size, k, cap, mode, alpha, g
                     touched):
     """mode 0 = LDG, 1 = Fennel.  Places each not-yet-placed source vertex of the chunk."""
     pen = _penalties(size, k, alpha, gamma)
-    dmax = 0
-    for g in range(starts.size - 1):
-        dmax = max(dmax, starts[g + 1] - starts[g])
-    qs = np.empty(dmax, np.int32)
+    qs = np.empty(max_group_size(starts), np.int32)
     for gi in range(gorder.size):
         g = gorder[gi]
         a = starts[g]

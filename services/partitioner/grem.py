@@ -60,7 +60,7 @@ import numpy as np
 
 from .multilevel import (_heap_pop, _heap_push_or_update, _permutation, _rand_below, _rng,
                          edge_cut_csr, improve_partition, multilevel_partition)
-from .stream import EdgeStream, sorted_unique
+from .stream import EdgeStream, max_group_size, sort_range, sorted_unique
 
 logger = logging.getLogger("argosy.partitioner")
 
@@ -220,16 +220,7 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, f
         d = b - a
         for e in range(a, b):
             labs[e - a] = label[dst[e]]
-        if d <= 48:
-            for i in range(1, d):
-                x = labs[i]
-                j = i - 1
-                while j >= 0 and labs[j] > x:
-                    labs[j + 1] = labs[j]
-                    j -= 1
-                labs[j + 1] = x
-        else:
-            labs[:d].sort()
+        sort_range(labs, 0, d)
         bestr = 0
         for i in range(d):
             if labs[i] == cur:
@@ -307,10 +298,7 @@ def _compact(label):
 def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched):
     moved = 0
     gain = 0
-    dmax = 0
-    for g in range(starts.size - 1):
-        dmax = max(dmax, starts[g + 1] - starts[g])
-    qs = np.empty(dmax, np.int32)  # neighbours' blocks, gathered before counting
+    qs = np.empty(max_group_size(starts), np.int32)  # neighbours' blocks, gathered first
     for gi in range(gorder.size):
         g = gorder[gi]
         a = starts[g]
@@ -494,10 +482,8 @@ def _merge_keys(keys: np.ndarray, w: np.ndarray) -> Tuple[np.ndarray, np.ndarray
 
 
 @numba.njit(cache=True)
-def _accumulate_dense(src, dst, cmap, w, nc, other, use_other):
-    """Add one chunk's entries to the dense cluster adjacency ``w`` (``nc * nc``, flat);
-    count ``other``'s cut."""
-    cut = 0
+def _accumulate_dense(src, dst, cmap, w, nc):
+    """Add one chunk's entries to the dense cluster adjacency ``w`` (``nc * nc``, flat)."""
     blk = np.empty(4096, np.int64)
     for i0 in range(0, src.size, 4096):
         i1 = min(i0 + 4096, src.size)
@@ -508,9 +494,6 @@ def _accumulate_dense(src, dst, cmap, w, nc, other, use_other):
             b = blk[i - i0]
             if a != b:
                 w[a * nc + b] += 1
-            if use_other and other[src[i]] != other[dst[i]]:
-                cut += 1
-    return cut
 
 
 @numba.njit(cache=True)
@@ -537,38 +520,29 @@ def _dense_to_csr(w, nc):
 DENSE_CLUSTER_GRAPH_BYTES = 64 << 20
 
 
-def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_every: int,
-                        other: Optional[np.ndarray] = None):
+def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_every: int):
     """Stream the edges once and build the weighted CSR of the cluster graph.
 
     With few clusters (``nc**2`` counters within :data:`DENSE_CLUSTER_GRAPH_BYTES`) the
     weights are accumulated in a dense matrix by one numba loop; otherwise each chunk's
     cluster pairs are sorted, deduplicated and merged every ``merge_every`` keys.
 
-    Args:
-        other (np.ndarray, optional): a vertex partition whose cut (in entries) is counted
-            in the same pass.
-
     Returns:
-        tuple: ``(xadj, adj, ew, total_entries, other_cut_entries)``.
+        tuple: ``(xadj, adj, ew, total_entries)``.
     """
-    other_cut = 0
     total = 0
     if nc * nc * 8 <= DENSE_CLUSTER_GRAPH_BYTES:
         w = np.zeros(nc * nc, np.int64)
-        oth = other if other is not None else np.zeros(1, np.int32)
         for src, dst in stream:
             total += src.size
-            other_cut += int(_accumulate_dense(src, dst, cmap, w, nc, oth, other is not None))
+            _accumulate_dense(src, dst, cmap, w, nc)
         xadj, adj, ew = _dense_to_csr(w, nc)
-        return xadj, adj, ew, total, other_cut
+        return xadj, adj, ew, total
     acc_k = np.empty(0, np.int64)
     acc_w = np.empty(0, np.int64)
     pend_k, pend_w, pend = [], [], 0
     for src, dst in stream:
         total += src.size
-        if other is not None:
-            other_cut += int(count_cut(src, dst, other))
         cs = cmap[src].astype(np.int64)
         cd = cmap[dst].astype(np.int64)
         keep = cs != cd
@@ -590,7 +564,7 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
     adj = acc_k % nc
     xadj = np.zeros(nc + 1, np.int64)
     np.cumsum(np.bincount(rows, minlength=nc), out=xadj[1:])
-    return xadj, adj.astype(np.int64), acc_w, total, other_cut
+    return xadj, adj.astype(np.int64), acc_w, total
 
 
 # --------------------------------------------------------------------------------------------
@@ -785,7 +759,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         t1 = time.perf_counter()
         # 2. cluster graph
         merge_every = max(1 << 20, 4 * stream.chunk_edges)
-        cx, ca, ce, entries, _ = build_cluster_graph(stream, cmap, nc, merge_every)
+        cx, ca, ce, entries = build_cluster_graph(stream, cmap, nc, merge_every)
         cvw = np.bincount(cmap, minlength=nc).astype(np.int64)
         cd.update(cluster_graph_entries=int(ca.size))
         logger.info("GREM cycle %d: cluster graph %d entries; partitioning it", cyc, ca.size)

@@ -83,6 +83,31 @@ def _group_starts(src):
     return out
 
 
+@numba.njit(cache=True)
+def max_group_size(starts):
+    """Longest vertex group (adjacency list) of a grouped chunk: the size of scratch buffers."""
+    d = 0
+    for g in range(starts.size - 1):
+        d = max(d, starts[g + 1] - starts[g])
+    return d
+
+
+@numba.njit(cache=True, nogil=True)
+def sort_range(arr, a, b):
+    """Sort ``arr[a:b]`` in place: insertion sort for short ranges (most adjacency lists),
+    numpy's sort otherwise."""
+    if b - a <= 32:
+        for i in range(a + 1, b):
+            x = arr[i]
+            j = i - 1
+            while j >= a and arr[j] > x:
+                arr[j + 1] = arr[j]
+                j -= 1
+            arr[j + 1] = x
+    else:
+        arr[a:b].sort()
+
+
 def group_chunk(src: np.ndarray, dst: np.ndarray) -> GroupedChunk:
     """Sort a chunk by ``src`` if needed and return ``(src, dst, group_starts)``."""
     if src.size > 1 and np.any(src[1:] < src[:-1]):
@@ -728,16 +753,7 @@ def _sort_bucket(pairs, v0, nv):
         b = cnt[u + 1]
         if b == a:
             continue
-        if b - a <= 32:
-            for i in range(a + 1, b):
-                x = tmp[i]
-                j = i - 1
-                while j >= a and tmp[j] > x:
-                    tmp[j + 1] = tmp[j]
-                    j -= 1
-                tmp[j + 1] = x
-        else:
-            tmp[a:b] = np.sort(tmp[a:b])
+        sort_range(tmp, a, b)
         starts[ng] = w
         ng += 1
         prev = -1
