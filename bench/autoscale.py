@@ -4,7 +4,7 @@ autoscaler adds samplers until the trainer's idle fraction is below a target.
 Steps:
   1. generate a DC-SBM graph (``argosy generate``) and start the job in the background with
      ``argosy up --data ... --samplers 1`` (many epochs, so the job outlives the experiment);
-  2. start ``python -m services.autoscaler --target local`` against it;
+  2. start ``python -m argosy.services.autoscaler --target local`` against it;
   3. every second, record the trainer idle fraction (the autoscaler's observation: live counters
      if trainers publish them, else the newest per-epoch record), the per-epoch records and the
      live sampler/loader replicas;
@@ -35,7 +35,7 @@ OUT = ROOT / "bench" / "results"
 
 
 def argosy(*args, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "services.launch", *args], cwd=ROOT, capture_output=True, text=True, **kw)
+    return subprocess.run([sys.executable, "-m", "argosy.services.launch", *args], cwd=ROOT, capture_output=True, text=True, **kw)
 
 
 def make_graph(a, work: Path) -> Path:
@@ -56,15 +56,15 @@ def calibrate(a, work: Path, batches: int = 8) -> dict:
     figures say whether that can happen with the chosen settings on this machine.
     """
     import numpy as np
-    from shared.config import TrainerConfig
-    from shared.store import PartitionStore
-    from services.loader.core import LoaderCore
-    from services.sampler.core import SamplerCore
-    from services.trainer.core import TrainerCore
+    from argosy.shared.config import TrainerConfig
+    from argosy.shared.store import PartitionStore
+    from argosy.services.loader.core import LoaderCore
+    from argosy.services.sampler.core import SamplerCore
+    from argosy.services.trainer.core import TrainerCore
     graph = make_graph(a, work)
     store_dir = work / f"store-{a.nodes}-{a.feature_dim}-{a.parts}"
     if not (store_dir / "manifest.json").exists():
-        subprocess.run([sys.executable, "-m", "services.partitioner", str(graph), "--parts", str(a.parts), "--method",
+        subprocess.run([sys.executable, "-m", "argosy.services.partitioner", str(graph), "--parts", str(a.parts), "--method",
                         "random", "--out", str(store_dir), "--overwrite"], check=True, cwd=ROOT, capture_output=True)
     store = PartitionStore(store_dir)
     fan = tuple(int(x) for x in a.fanouts.split(","))
@@ -107,14 +107,14 @@ def start_job(a, work: Path) -> dict:
 
 
 def run(a) -> dict:
-    from shared.coord import Coordinator
-    from shared.metrics import read_autoscale_decisions, read_autoscale_observation
+    from argosy.shared.coord import Coordinator
+    from argosy.shared.metrics import read_autoscale_decisions, read_autoscale_observation
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     job = start_job(a, work)
     coord = Coordinator(job["redis_url"], job["job"])
     scaler_log = open(work / f"{job['job']}-autoscaler.log", "wb")
-    scaler = subprocess.Popen([sys.executable, "-m", "services.autoscaler", "--redis", job["redis_url"], "--job",
+    scaler = subprocess.Popen([sys.executable, "-m", "argosy.services.autoscaler", "--redis", job["redis_url"], "--job",
                                job["job"], "--target", "local", "--roles", a.roles, "--min", "1", "--max", str(a.max),
                                "--idle-target", str(a.idle_target), "--cooldown", str(a.cooldown),
                                "--interval", "1", "--window", str(a.window), "--warmup", "15"],

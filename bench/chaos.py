@@ -21,15 +21,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from shared.coord import Coordinator  # noqa: E402
-from shared.redis_server import EmbeddedRedis  # noqa: E402
+from argosy.shared.coord import Coordinator  # noqa: E402
+from argosy.shared.redis_server import EmbeddedRedis  # noqa: E402
 
 DATA = Path(os.environ.get("ARGOSY_DATASETS", ROOT.parent / "shared" / "datasets"))
 EPOCHS = 8
 
 
 def train_cmd(store, redis_url, job, run_dir, extra=()):
-    return [sys.executable, "-m", "services.launch", "train", "--store", str(store), "--epochs", str(EPOCHS),
+    return [sys.executable, "-m", "argosy.services.launch", "train", "--store", str(store), "--epochs", str(EPOCHS),
             "--batch-size", "16", "--redis", redis_url, "--job", job, "--run-dir", str(run_dir), "--claim-timeout", "3",
             "--peer-timeout", "60", "--model", "gcn", "--fanouts=-1,-1", "--normalize-features", "--json", *extra]
 
@@ -90,7 +90,7 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="argosy-chaos-"))
     store = work / "store"
-    subprocess.run([sys.executable, "-m", "services.partitioner", str(DATA / "cora.npz"), "--parts", "4",
+    subprocess.run([sys.executable, "-m", "argosy.services.partitioner", str(DATA / "cora.npz"), "--parts", "4",
                     "--method", "grem", "--out", str(store)], check=True, cwd=ROOT, capture_output=True)
     with EmbeddedRedis() as r:
         out = subprocess.run(train_cmd(store, r.url, "baseline", work / "baseline"), cwd=ROOT, capture_output=True, text=True)

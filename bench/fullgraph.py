@@ -5,7 +5,7 @@ offloaded epoch time <= 1.5x in-memory at peak memory <= 0.3x; Belady beats
 LRU on hit rate and bytes moved; SAR peak memory per worker ~1/N (<= 1.3/N)
 of single-process full-batch training; gradients equal to in-memory (1e-5).
 
-Every training measurement runs ``python -m services.offload train ... --json``
+Every training measurement runs ``python -m argosy.services.fullgraph train ... --json``
 in a fresh process, so peak RSS is that run's alone. Memory is reported
 "above imports" (peak RSS minus RSS after importing torch/numba), as in
 ``sar_measured.md``. The bench graph is road-ny (264k vertices) with random
@@ -36,8 +36,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from services.offload.graph import load_graph  # noqa: E402
-from services.offload.synthetic import save_npz, with_random_features  # noqa: E402
+from argosy.services.fullgraph.graph import load_graph  # noqa: E402
+from argosy.services.fullgraph.synthetic import save_npz, with_random_features  # noqa: E402
 
 logger = logging.getLogger("bench.fullgraph")
 DATASETS = os.environ.get("ARGOSY_DATASETS", "/work/shared/datasets")
@@ -50,7 +50,7 @@ def _load() -> float:
 
 def cli(args: list[str], timeout: int = 1800) -> dict:
     """Run one training in a fresh process and return its JSON line."""
-    cmd = [sys.executable, "-W", "ignore", "-m", "services.offload", "train", *args, "--json"]
+    cmd = [sys.executable, "-W", "ignore", "-m", "argosy.services.fullgraph", "train", *args, "--json"]
     t0 = time.time()
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
@@ -78,12 +78,12 @@ def section_exactness() -> dict:
     """Max relative gradient error vs in-memory on Cora (dropout 0), offload P=1,4,16, SAR N=1,2,4."""
     import torch
 
-    from services.offload.fullgraph import OffloadTrainer
-    from services.offload.graph import build_plan, partition_vertices
-    from services.offload.inmemory import InMemoryTrainer
-    from services.offload.model import ModelSpec, flat_grads, init_params
-    from services.offload.sar import SARConfig, launch_sar_jobs
-    from services.offload.store import OffloadStore
+    from argosy.services.fullgraph.fullgraph import OffloadTrainer
+    from argosy.services.fullgraph.graph import build_plan, partition_vertices
+    from argosy.services.fullgraph.inmemory import InMemoryTrainer
+    from argosy.services.fullgraph.model import ModelSpec, flat_grads, init_params
+    from argosy.services.fullgraph.sar import SARConfig, launch_sar_jobs
+    from argosy.services.fullgraph.store import OffloadStore
 
     g = load_graph(os.path.join(DATASETS, "cora.npz"))
     out: dict = {"graph": "cora", "offload": {}, "sar": {}}

@@ -58,8 +58,8 @@ def _kaminpar(path: str, k: int, eps: float, seed: int, preset: str):
 
     import kaminpar
 
-    from services.partitioner.baselines import _gather_csr
-    from services.partitioner.stream import open_edge_stream
+    from argosy.services.partitioner.baselines import _gather_csr
+    from argosy.services.partitioner.stream import open_edge_stream
 
     st = open_edge_stream(path)
     indptr, indices = _gather_csr(st)
@@ -83,8 +83,8 @@ def _kaminpar(path: str, k: int, eps: float, seed: int, preset: str):
 
 def _warm_up(method: str) -> None:
     """Load/compile the numba kernels on a tiny graph so the timed run excludes JIT/cache load."""
-    from services.partitioner.core import partition_stream
-    from services.partitioner.stream import ArrayEdgeStream
+    from argosy.services.partitioner.core import partition_stream
+    from argosy.services.partitioner.stream import ArrayEdgeStream
 
     n = 400
     u = np.arange(n)
@@ -106,8 +106,8 @@ def _reset_peak() -> bool:
 
 def _worker(args) -> None:
     base_kib = _rss_kib()
-    from services.partitioner.core import evaluate_partition, partition_stream
-    from services.partitioner.stream import open_edge_stream
+    from argosy.services.partitioner.core import evaluate_partition, partition_stream
+    from argosy.services.partitioner.stream import open_edge_stream
 
     if not args.method.startswith("kaminpar"):
         _warm_up(args.method)
@@ -307,7 +307,7 @@ def generate_dcsbm_npy(path: str, n: int, m: int, seed: int = 0) -> int:
     ids randomly relabelled: see :func:`shared.synthetic.write_dcsbm_edge_list`.
     """
     sys.path.insert(0, str(ROOT))
-    from shared.synthetic import write_dcsbm_edge_list
+    from argosy.shared.synthetic import write_dcsbm_edge_list
 
     return write_dcsbm_edge_list(path, n, m, num_communities=1024, mixing=0.1, power_law=1.5,
                                  seed=seed)
@@ -343,7 +343,7 @@ def scale_mode(args) -> None:
     from the newest record per (graph, method), with the ratios per graph where both ran.
     """
     sys.path.insert(0, str(ROOT))
-    from services.partitioner.core import estimate_cost
+    from argosy.services.partitioner.core import estimate_cost
 
     results = Path(args.out)
     results.mkdir(parents=True, exist_ok=True)

@@ -28,21 +28,21 @@ OUT = ROOT / "bench" / "results"
 
 
 def make_store(work: Path, nodes: int, degree: float, parts: int) -> Path:
-    from shared.graphio import save_graph_npz
-    from shared.synthetic import generate_dcsbm
+    from argosy.shared.graphio import save_graph_npz
+    from argosy.shared.synthetic import generate_dcsbm
     store = work / f"store-{nodes}"
     if (store / "manifest.json").exists():
         return store
     g = generate_dcsbm(num_nodes=nodes, avg_degree=degree, feature_dim=64, seed=0)
     save_graph_npz(g, work / "graph.npz")
-    subprocess.run([sys.executable, "-m", "services.partitioner", str(work / "graph.npz"), "--parts", str(parts),
+    subprocess.run([sys.executable, "-m", "argosy.services.partitioner", str(work / "graph.npz"), "--parts", str(parts),
                     "--method", "grem", "--out", str(store), "--overwrite"], check=True, cwd=ROOT)
     return store
 
 
 def sampler_rate(store: Path, fanouts=(15, 10, 5), batch=1024, batches=30) -> dict:
-    from shared.store import PartitionStore
-    from services.sampler.core import SamplerCore
+    from argosy.shared.store import PartitionStore
+    from argosy.services.sampler.core import SamplerCore
     s = PartitionStore(store)
     core = SamplerCore(s)
     n = s.manifest.num_nodes
@@ -59,12 +59,12 @@ def sampler_rate(store: Path, fanouts=(15, 10, 5), batch=1024, batches=30) -> di
 INPROC = r"""
 import json, sys, time
 sys.path.insert(0, {root!r})
-from shared.config import TrainerConfig
-from shared.plan import plan_phase
-from shared.store import PartitionStore
-from services.sampler.core import SamplerCore
-from services.loader.core import LoaderCore
-from services.trainer.core import TrainerCore
+from argosy.shared.config import TrainerConfig
+from argosy.shared.plan import plan_phase
+from argosy.shared.store import PartitionStore
+from argosy.services.sampler.core import SamplerCore
+from argosy.services.loader.core import LoaderCore
+from argosy.services.trainer.core import TrainerCore
 s = PartitionStore({store!r}); S = SamplerCore(s, seed=0); L = LoaderCore(s)
 fan = tuple({fanouts!r})
 T = TrainerCore(TrainerConfig(model={model!r}, hidden={hidden}), L.feature_dim, s.manifest.num_classes, len(fan))
@@ -88,7 +88,7 @@ def inprocess(store, fanouts, model, hidden, batch, epochs, cpus: str) -> dict:
 
 
 def pipeline(store, fanouts, model, hidden, batch, epochs, cpus: str, samplers=1, loaders=1, work=None) -> dict:
-    cmd = ["taskset", "-c", cpus, sys.executable, "-m", "services.launch", "train", "--store", str(store),
+    cmd = ["taskset", "-c", cpus, sys.executable, "-m", "argosy.services.launch", "train", "--store", str(store),
            "--epochs", str(epochs), "--fanouts", ",".join(map(str, fanouts)), "--model", model, "--hidden", str(hidden),
            "--batch-size", str(batch), "--samplers", str(samplers), "--loaders", str(loaders),
            "--eval-max-nodes", "1000", "--eval-fanouts", ",".join(map(str, fanouts)), "--json"]

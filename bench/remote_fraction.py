@@ -21,7 +21,7 @@ DATA = Path(os.environ.get("ARGOSY_DATASETS", ROOT.parent / "shared" / "datasets
 
 def run(graph: str, method: str, parts: int, epochs: int, work: Path) -> dict:
     run_dir = work / f"{graph}-{method}-{parts}"
-    out = subprocess.run([sys.executable, "-m", "services.launch", "train", "--data", str(DATA / f"{graph}.npz"),
+    out = subprocess.run([sys.executable, "-m", "argosy.services.launch", "train", "--data", str(DATA / f"{graph}.npz"),
                           "--parts", str(parts), "--partition-method", method, "--epochs", str(epochs),
                           "--fanouts", "10,10", "--run-dir", str(run_dir), "--json"],
                          capture_output=True, text=True, cwd=ROOT)

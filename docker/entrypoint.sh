@@ -1,8 +1,8 @@
 #!/bin/sh
 # Entrypoint of every Argosy image.
 #
-#   sampler|loader|trainer [ARGS]  python -m services.<role> --id <ARGOSY_SERVICE_ID or role-$HOSTNAME> ARGS
-#   offload [ARGS]                 python -m services.offload serve ARGS
+#   sampler|loader|trainer [ARGS]  python -m argosy.services.<role> --id <ARGOSY_SERVICE_ID or role-$HOSTNAME> ARGS
+#   offload [ARGS]                 python -m argosy.services.fullgraph serve ARGS
 #   partition-job                  generate a demo graph if needed, partition it into $ARGOSY_STORE
 #   anything else                  exec'd as is (e.g. `argosy submit ...`, `bash`)
 #
@@ -22,10 +22,10 @@ host=${HOSTNAME:-$(cat /etc/hostname)}
 case "${1:-}" in
     sampler|loader|trainer)
         role=$1; shift
-        exec python -m "services.$role" --id "${ARGOSY_SERVICE_ID:-$role-$host}" "$@" ;;
+        exec python -m "argosy.services.$role" --id "${ARGOSY_SERVICE_ID:-$role-$host}" "$@" ;;
     offload)
         shift
-        exec python -m services.offload serve "$@" ;;
+        exec python -m argosy.services.fullgraph serve "$@" ;;
     partition-job)
         shift
         exec /app/docker/partition-job.sh "$@" ;;

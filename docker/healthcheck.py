@@ -18,7 +18,7 @@ import sys
 
 import redis
 
-from shared import keys
+from argosy.shared import keys
 
 
 def main(argv: list[str]) -> int:

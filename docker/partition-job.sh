@@ -26,6 +26,6 @@ if [ -z "$input" ]; then
         argosy generate --nodes "${ARGOSY_DEMO_NODES:-20000}" --out "$input"
     fi
 fi
-python -m services.partitioner "$input" --parts "${ARGOSY_PARTS:-4}" \
+python -m argosy.services.partitioner "$input" --parts "${ARGOSY_PARTS:-4}" \
     --method "${ARGOSY_PARTITION_METHOD:-grem}" --out "$store" --overwrite --synthetic-features 64
 if [ -n "${ARGOSY_READY_FILE:-}" ]; then date > "$ARGOSY_READY_FILE"; fi

@@ -24,13 +24,13 @@ def main(role: str) -> int:
                         "--out", str(graph)], check=True, stdout=subprocess.DEVNULL)
         methods = ["grem", "random"] if role == "partitioner" else ["random"]
         for method in methods:
-            subprocess.run([sys.executable, "-m", "services.partitioner", str(graph), "--parts", "2", "--method", method,
+            subprocess.run([sys.executable, "-m", "argosy.services.partitioner", str(graph), "--parts", "2", "--method", method,
                             "--out", str(store), "--overwrite"], check=True, stdout=subprocess.DEVNULL)
         if role == "sampler":
             import numpy as np
 
-            from services.sampler.core import SamplerCore
-            from shared.store import PartitionStore
+            from argosy.services.sampler.core import SamplerCore
+            from argosy.shared.store import PartitionStore
             core = SamplerCore(PartitionStore(store))
             for fanouts in ((10, 10), (-1, -1)):
                 core.sample(np.arange(64, dtype=np.int64), fanouts)

@@ -1,6 +1,6 @@
 """The ``argosy`` command line: run the pipeline as local processes, inspect stores, watch jobs.
 
-Roles are started by module name (``python -m services.sampler``), never imported here, so the
+Roles are started by module name (``python -m argosy.services.sampler``), never imported here, so the
 same entry points run under the CLI, docker compose and Kubernetes.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from shared import envs
-from shared.config import CoordConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig
-from shared.errors import ArgosyError
+from argosy.shared import envs
+from argosy.shared.config import CoordConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig
+from argosy.shared.errors import ArgosyError
 
 __all__ = ["main", "LocalStack"]
 
@@ -44,7 +44,7 @@ class LocalStack:
 
     def start(self, role: str, sid: str, extra: list[str] | None = None, detach: bool = False) -> subprocess.Popen:
         log = open(self.run_dir / "logs" / f"{sid}.log", "ab")
-        cmd = [sys.executable, "-m", f"services.{role}", "--job", self.job, "--id", sid, *(extra or [])]
+        cmd = [sys.executable, "-m", f"argosy.services.{role}", "--job", self.job, "--id", sid, *(extra or [])]
         p = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=detach)
         self.procs[sid] = p
         return p
@@ -117,7 +117,7 @@ def _has_features(path: str) -> bool:
 
 
 def partition_to_store(data: str, out: Path, parts: int, method: str, seed: int = 0, quiet: bool = False) -> dict:
-    cmd = [sys.executable, "-m", "services.partitioner", data, "--parts", str(parts), "--method", method,
+    cmd = [sys.executable, "-m", "argosy.services.partitioner", data, "--parts", str(parts), "--method", method,
            "--out", str(out), "--overwrite", "--json", "--seed", str(seed)]
     if not _has_features(data):
         cmd += ["--synthetic-features", "64"]
@@ -148,10 +148,10 @@ def job_config(args, store: Path, job: str, run_dir: Path) -> JobConfig:
 
 def run_job(args, detach: bool = False) -> dict:
     """Partition (if needed), start Redis (if needed) and every role, watch to the end, report."""
-    from shared.coord import Coordinator, redact_url
-    from shared.redis_server import EmbeddedRedis
-    from shared.report import write_report
-    from shared.store import PartitionStore
+    from argosy.shared.coord import Coordinator, redact_url
+    from argosy.shared.redis_server import EmbeddedRedis
+    from argosy.shared.report import write_report
+    from argosy.shared.store import PartitionStore
 
     job = args.job or f"job-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     run_dir = Path(args.run_dir or Path("runs") / job)
@@ -210,7 +210,7 @@ def run_job(args, detach: bool = False) -> dict:
         except Exception:
             epochs = []
         try:
-            from shared.metrics import read_autoscale_decisions
+            from argosy.shared.metrics import read_autoscale_decisions
             autoscale = read_autoscale_decisions(coord)
         except Exception:
             autoscale = []
@@ -269,9 +269,9 @@ def _watch(coord, stack: LocalStack, cfg: JobConfig, quiet: bool, embedded=None)
 def cmd_submit(args) -> int:
     """Write a job spec into an existing Redis for already-running (or soon-running) services,
     optionally wait for the job to finish and write its report (compose/Kubernetes driver)."""
-    from shared.coord import Coordinator
-    from shared.report import write_report
-    from shared.store import PartitionStore
+    from argosy.shared.coord import Coordinator
+    from argosy.shared.report import write_report
+    from argosy.shared.store import PartitionStore
     if not args.store:
         raise ArgosyError("submit needs --store DIR (a store every service can read at the same path)")
     PartitionStore(args.store)
@@ -300,7 +300,7 @@ def cmd_submit(args) -> int:
         timeline.append({"t": time.time(), **coord.metrics()})
         time.sleep(1.0)
     result = {**(coord.get_result() or {}), "wall_seconds": time.time() - t0}
-    from shared.metrics import read_autoscale_decisions
+    from argosy.shared.metrics import read_autoscale_decisions
     report = write_report(run_dir, result, coord.epochs(), timeline, {"job": job, "store": args.store,
                                                                      "config": json.loads(cfg.to_json()),
                                                                      "autoscale": read_autoscale_decisions(coord)})
@@ -310,10 +310,10 @@ def cmd_submit(args) -> int:
 
 
 def run_fullgraph(args) -> int:
-    """Full-graph modes run in the offload service's trainer entry point (``python -m services.offload``)."""
+    """Full-graph modes run in the offload service's trainer entry point (``python -m argosy.services.fullgraph``)."""
     if not args.data:
         raise ArgosyError(f"--mode {args.mode} needs --data FILE.npz (a graph with features, labels and splits)")
-    cmd = [sys.executable, "-m", "services.offload", "train", "--data", args.data, "--mode", args.mode,
+    cmd = [sys.executable, "-m", "argosy.services.fullgraph", "train", "--data", args.data, "--mode", args.mode,
            "--model", args.model, "--epochs", str(args.epochs), "--lr", str(args.lr), "--hidden", str(args.hidden),
            "--dropout", str(args.dropout), "--weight-decay", str(args.weight_decay), "--seed", str(args.seed),
            "--parts", str(args.parts), "--trainers", str(args.trainers), "--cache-bytes", args.cache_bytes,
@@ -349,8 +349,8 @@ def _print_result(res: dict, as_json: bool) -> None:
 
 
 def cmd_demo(args) -> int:
-    from shared.graphio import save_graph_npz
-    from shared.synthetic import generate_dcsbm
+    from argosy.shared.graphio import save_graph_npz
+    from argosy.shared.synthetic import generate_dcsbm
     run_dir = Path(args.run_dir or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}")
     run_dir.mkdir(parents=True, exist_ok=True)
     data = run_dir / "graph.npz"
@@ -364,8 +364,8 @@ def cmd_demo(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from shared.graphio import save_graph_npz
-    from shared.synthetic import generate_dcsbm, write_dcsbm_edge_list
+    from argosy.shared.graphio import save_graph_npz
+    from argosy.shared.synthetic import generate_dcsbm, write_dcsbm_edge_list
     if args.out.endswith(".npy"):
         m = int(args.nodes * args.avg_degree / 2)
         write_dcsbm_edge_list(args.out, args.nodes, m, seed=args.seed)
@@ -378,11 +378,11 @@ def cmd_generate(args) -> int:
 
 
 def cmd_partition(argv: list[str]) -> int:
-    return subprocess.call([sys.executable, "-m", "services.partitioner", *argv])
+    return subprocess.call([sys.executable, "-m", "argosy.services.partitioner", *argv])
 
 
 def cmd_inspect(args) -> int:
-    from shared.store import PartitionStore
+    from argosy.shared.store import PartitionStore
     s = PartitionStore(args.store)
     if args.verify:
         s.verify()
@@ -421,15 +421,15 @@ def _stack_info(args) -> dict:
 
 
 def cmd_status(args) -> int:
-    from shared.coord import Coordinator
+    from argosy.shared.coord import Coordinator
     info = _stack_info(args)
     coord = Coordinator(info["redis"], info["job"], connect_timeout=5)
     if args.watch:
-        from shared.status_view import watch_status
+        from argosy.shared.status_view import watch_status
         watch_status(coord, args.interval, as_json=args.json)
         return 0
     if not args.json:
-        from shared.status_view import render_status
+        from argosy.shared.status_view import render_status
         print(render_status(coord))
         return 0
     now = time.time()
@@ -529,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     sb.set_defaults(func=cmd_submit)
     k = sub.add_parser("keys", help="create ZeroMQ CURVE keys; set ARGOSY_CURVE_KEYS=DIR to encrypt service traffic")
     k.add_argument("dir")
-    k.set_defaults(func=lambda a: (__import__("shared.transport", fromlist=["x"]).create_keys(a.dir),
+    k.set_defaults(func=lambda a: (__import__("argosy.shared.transport", fromlist=["x"]).create_keys(a.dir),
                                    print(f"wrote CURVE keys to {a.dir}; export ARGOSY_CURVE_KEYS={a.dir}"), 0)[2])
     g = sub.add_parser("generate", help="write a synthetic DC-SBM graph (.npz, or .npy edge list for big graphs)")
     g.add_argument("--nodes", type=int, default=100_000)
@@ -567,10 +567,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "partition":
         return cmd_partition(argv[1:])
     if argv and argv[0] == "scale":
-        from services.scaling import main as scale_main
+        from argosy.services.scaling import main as scale_main
         return scale_main(argv[1:])
     if argv and argv[0] == "autoscale":
-        return subprocess.call([sys.executable, "-m", "services.autoscaler", *argv[1:]])
+        return subprocess.call([sys.executable, "-m", "argosy.services.autoscaler", *argv[1:]])
     args = build_parser().parse_args(argv)
     if getattr(args, "hidden", 0) is None:
         args.hidden = 16 if args.model == "gcn" else 64

@@ -9,7 +9,7 @@ torch.distributed world whose size is fixed when the job starts, so they are ref
 Targets:
     ``local``: a stack started by ``argosy up``, described by ``$ARGOSY_HOME/stacks/<job>.json``
         (``job``, ``redis``, ``run_dir``, ``pids`` {service_id: pid}, ``redis_pid``). Scaling up
-        starts ``python -m services.<role> --job J --id <role>-<n>`` processes and records their
+        starts ``python -m argosy.services.<role> --job J --id <role>-<n>`` processes and records their
         pids; scaling down sends SIGTERM to the newest ones and removes them from the file.
     ``compose``: ``docker compose -p PROJECT [-f FILE ...] up -d --no-recreate --scale S=N S``.
     ``k8s``: PATCH of the ``apps/v1`` scale subresource of Deployment ``<release>-<service>``
@@ -38,8 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from shared import envs
-from shared.errors import ArgosyError
+from argosy.shared import envs
+from argosy.shared.errors import ArgosyError
 
 __all__ = ["scale", "main", "ScaleResult", "SCALABLE", "TARGETS", "stack_dir", "compose_command"]
 
@@ -158,7 +158,7 @@ def _alive(pid: int, role: str) -> bool:
             return False
     state = stat.rsplit(")", 1)[-1].split()[0]
     # services set their title to "argosy-<id>" when setproctitle is installed
-    return state not in ("Z", "X") and (f"services.{role}" in cmdline or f"argosy-{role}" in cmdline)
+    return state not in ("Z", "X") and (f"argosy.services.{role}" in cmdline or f"argosy-{role}" in cmdline)
 
 
 def _reap(pid: int) -> None:
@@ -221,7 +221,7 @@ def _scale_local(service: str, replicas: int, job: str | None = None, wait: floa
                 sid = f"{service}-{next_idx}"
                 next_idx += 1
                 with open(run_dir / "logs" / f"{sid}.log", "ab") as log:
-                    p = subprocess.Popen([sys.executable, "-m", f"services.{service}", "--job", info["job"], "--id", sid],
+                    p = subprocess.Popen([sys.executable, "-m", f"argosy.services.{service}", "--job", info["job"], "--id", sid],
                                          env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
                 pids[sid] = p.pid
                 res.started.append(sid)
@@ -249,7 +249,7 @@ def _scale_local(service: str, replicas: int, job: str | None = None, wait: floa
 
 
 def _wait_registered(url: str, job: str, role: str, replicas: int, timeout: float) -> int:
-    from shared.coord import Coordinator
+    from argosy.shared.coord import Coordinator
     coord = Coordinator(url, job, connect_timeout=min(timeout, 10.0))
     deadline = time.monotonic() + timeout
     while True:

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from shared.errors import ConfigError
+from argosy.shared.errors import ConfigError
 
 __all__ = ["SamplerConfig", "LoaderConfig", "TrainerConfig", "CoordConfig", "JobConfig", "parse_size"]
 

@@ -21,9 +21,9 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from shared import keys
-from shared.config import JobConfig
-from shared.errors import CoordinationError
+from argosy.shared import keys
+from argosy.shared.config import JobConfig
+from argosy.shared.errors import CoordinationError
 
 __all__ = ["Coordinator", "redact_url"]
 

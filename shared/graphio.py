@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.errors import GraphFormatError
+from argosy.shared.errors import GraphFormatError
 
 __all__ = ["Graph", "load_graph", "csr_from_edges", "iter_text_edges", "save_graph_npz", "index_dtype"]
 

@@ -1,6 +1,6 @@
 """What every service process does the same way: logging, signals, Redis, spec, registration.
 
-``python -m services.<role>`` builds a :class:`ServiceContext` and hands it to the role's ``run``.
+``python -m argosy.services.<role>`` builds a :class:`ServiceContext` and hands it to the role's ``run``.
 SIGTERM/SIGINT set ``ctx.stop`` once; the busy loop drains and returns; the registry entry is
 deleted on the way out so ``argosy status`` shows the service gone, not silently stale.
 """
@@ -14,9 +14,9 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 
-from shared import envs
-from shared.config import JobConfig
-from shared.coord import Coordinator
+from argosy.shared import envs
+from argosy.shared.config import JobConfig
+from argosy.shared.coord import Coordinator
 
 __all__ = ["ServiceContext", "common_args", "start_service", "setup_logging"]
 
@@ -64,7 +64,7 @@ def start_service(role: str, args: argparse.Namespace, info: dict | None = None)
     coord = Coordinator(args.redis, args.job)
     cfg = coord.get_spec(wait=float(os.environ.get("ARGOSY_SPEC_WAIT", "600")))
     ctx = ServiceContext(role=role, service_id=sid, coord=coord, cfg=cfg, port=args.port)
-    from shared.metrics import ServiceMetrics
+    from argosy.shared.metrics import ServiceMetrics
     ctx.metrics = ServiceMetrics(role, sid, args.job)
     ctx.metrics.start_http(getattr(args, "metrics_port", 0))
 

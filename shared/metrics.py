@@ -312,7 +312,7 @@ def work_queue_depths(coord) -> tuple[int, int]:
     in flight in the sampler->loader->trainer queues, so ``pending / sum of high-water marks`` is how
     full the pipeline is.
     """
-    from shared import keys
+    from argosy.shared import keys
     n = _NUM_PARTS.get((coord.url, coord.job), 0)
     if not n:                                          # work streams are argosy:{job}:work:0..k-1
         n = sum(1 for _ in coord.r.scan_iter(match=keys.work_stream(coord.job, "*"), count=1000))  # type: ignore[arg-type]

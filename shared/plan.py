@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from shared.store import PartitionStore
+from argosy.shared.store import PartitionStore
 
 __all__ = ["WorkItem", "split_order", "plan_phase", "mix_seed", "PHASES"]
 

@@ -14,7 +14,7 @@ import json
 import sys
 import time
 
-from shared.metrics import RateTracker, read_autoscale_decisions, read_autoscale_replicas, work_queue_depths
+from argosy.shared.metrics import RateTracker, read_autoscale_decisions, read_autoscale_replicas, work_queue_depths
 
 __all__ = ["status_dict", "render_status", "watch_status"]
 

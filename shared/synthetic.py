@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.graphio import Graph, csr_from_edges
+from argosy.shared.graphio import Graph, csr_from_edges
 
 __all__ = ["generate_dcsbm", "dcsbm_edge_chunks", "write_dcsbm_edge_list"]
 

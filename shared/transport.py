@@ -14,10 +14,10 @@ from pathlib import Path
 
 import zmq
 
-from shared import envs
-from shared.errors import ProtocolError
-from shared.protocol import Message
-from shared.wire import DEFAULT_LIMITS, Limits, decode, encode
+from argosy.shared import envs
+from argosy.shared.errors import ProtocolError
+from argosy.shared.protocol import Message
+from argosy.shared.wire import DEFAULT_LIMITS, Limits, decode, encode
 
 __all__ = ["make_socket", "bind_random", "send_msg", "recv_msg", "advertise_host", "create_keys", "CurveKeys"]
 

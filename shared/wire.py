@@ -21,8 +21,8 @@ from dataclasses import fields
 import msgpack
 import numpy as np
 
-from shared.errors import ProtocolError
-from shared.protocol import MESSAGE_TYPES, PROTOCOL_VERSION, Message
+from argosy.shared.errors import ProtocolError
+from argosy.shared.protocol import MESSAGE_TYPES, PROTOCOL_VERSION, Message
 
 __all__ = ["encode", "decode", "Limits", "DEFAULT_LIMITS", "ALLOWED_DTYPES"]
 

@@ -13,7 +13,7 @@ DATASETS = ROOT.parent / "shared" / "datasets"
 if not DATASETS.exists():
     DATASETS = Path("/work/shared/datasets")
 
-from shared.redis_server import EmbeddedRedis  # noqa: E402
+from argosy.shared.redis_server import EmbeddedRedis  # noqa: E402
 from tests.graphs import random_graph  # noqa: E402
 
 
@@ -40,7 +40,7 @@ def cora_path():
 @pytest.fixture
 def small_store(tmp_path):
     """A 4-part store of a 500-node random graph with features, labels and splits."""
-    from shared.store import write_store
+    from argosy.shared.store import write_store
     g = random_graph(500, 3000, seed=1, features=16, classes=4)
     assign = np.random.default_rng(0).integers(0, 4, g.num_nodes)
     write_store(g, assign, tmp_path / "store")

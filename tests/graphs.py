@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.graphio import Graph, csr_from_edges
+from argosy.shared.graphio import Graph, csr_from_edges
 
 
 def path_graph(n: int) -> Graph:

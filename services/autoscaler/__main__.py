@@ -1,4 +1,4 @@
-"""``python -m services.autoscaler --redis URL --job J --target local``: scale the CPU tiers of a job.
+"""``python -m argosy.services.autoscaler --redis URL --job J --target local``: scale the CPU tiers of a job.
 
 Watches the trainers' idle fraction and the tiers' throughput in Redis, and adds or removes
 sampler/loader replicas through the scaling target, with hysteresis, bounds and a cooldown.
@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 
-from shared import envs
+from argosy.shared import envs
 
 __all__ = ["main", "build_parser"]
 
@@ -40,10 +40,10 @@ def build_parser(prog: str = "argosy-autoscaler") -> argparse.ArgumentParser:
     p.add_argument("--metrics-port", type=int, default=0,
                    help="serve job-wide Prometheus metrics (from Redis) on this port (0 = off)")
     p.add_argument("--warmup", type=float, default=10.0, help="seconds to watch before the first change (default 10)")
-    p.add_argument("--namespace", default=None, help="k8s: namespace (passed to services.scaling)")
-    p.add_argument("--release", default=None, help="k8s: Helm release (passed to services.scaling)")
-    p.add_argument("--project", default=None, help="compose: project name (passed to services.scaling)")
-    p.add_argument("--compose-file", action="append", default=None, help="compose: file(s) (passed to services.scaling)")
+    p.add_argument("--namespace", default=None, help="k8s: namespace (passed to argosy.services.scaling)")
+    p.add_argument("--release", default=None, help="k8s: Helm release (passed to argosy.services.scaling)")
+    p.add_argument("--project", default=None, help="compose: project name (passed to argosy.services.scaling)")
+    p.add_argument("--compose-file", action="append", default=None, help="compose: file(s) (passed to argosy.services.scaling)")
     p.add_argument("--keep-running", action="store_true", help="do not exit when the job is done")
     return p
 
@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=os.environ.get(envs.LOG_LEVEL, "INFO").upper(),
                         format="%(asctime)s autoscaler %(levelname)s %(name)s: %(message)s")
-    from shared.coord import Coordinator
-    from services.autoscaler.policy import ScalerConfig
-    from services.autoscaler.service import AutoscalerProc, make_backend, serve_job_metrics
+    from argosy.shared.coord import Coordinator
+    from argosy.services.autoscaler.policy import ScalerConfig
+    from argosy.services.autoscaler.service import AutoscalerProc, make_backend, serve_job_metrics
     coord = Coordinator(args.redis, args.job)
     cfg = ScalerConfig(min_replicas=args.min_replicas, max_replicas=args.max_replicas, idle_target=args.idle_target,
                        idle_low=args.idle_low, cooldown=args.cooldown, down_after=args.down_after,

@@ -18,8 +18,8 @@ import threading
 import time
 from dataclasses import replace
 
-from shared.metrics import RateTracker, metrics_from_redis, record_autoscale, serve_registry, work_queue_depths
-from services.autoscaler.policy import Decision, Observation, ScalerConfig, ScalerState, decide
+from argosy.shared.metrics import RateTracker, metrics_from_redis, record_autoscale, serve_registry, work_queue_depths
+from argosy.services.autoscaler.policy import Decision, Observation, ScalerConfig, ScalerState, decide
 
 __all__ = ["Observer", "AutoscalerProc", "ScalingModuleBackend", "make_backend", "serve_job_metrics"]
 
@@ -148,9 +148,9 @@ def make_backend(target: str, coord, opts: dict | None = None) -> ScalingModuleB
     ``opts`` go to ``scale`` as keywords (``job`` is always set for the local target).
     """
     try:
-        from services import scaling  # lazy: a separate module, and only the scaler needs it
+        from argosy.services import scaling  # lazy: a separate module, and only the scaler needs it
     except ImportError as e:
-        raise RuntimeError(f"--target {target} needs services.scaling, which is not importable ({e})") from None
+        raise RuntimeError(f"--target {target} needs argosy.services.scaling, which is not importable ({e})") from None
     opts = {**({"job": coord.job} if target == "local" else {}), **(opts or {})}
     return ScalingModuleBackend(scaling, target, opts)
 

@@ -1,13 +1,13 @@
-"""``python -m services.loader --redis URL --job JOB``: one loader process."""
+"""``python -m argosy.services.loader --redis URL --job JOB``: one loader process."""
 import argparse
 
-from shared.lifecycle import common_args, start_service
+from argosy.shared.lifecycle import common_args, start_service
 
 
 def main(argv=None) -> None:
     args = common_args(argparse.ArgumentParser(prog="argosy-loader", description=__doc__)).parse_args(argv)
     ctx = start_service("loader", args)
-    from services.loader.service import LoaderProc
+    from argosy.services.loader.service import LoaderProc
     LoaderProc(ctx).run()
 
 

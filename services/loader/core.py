@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-from shared.protocol import FeatureBatch, SampledBatch
-from shared.store import PartitionStore
+from argosy.shared.protocol import FeatureBatch, SampledBatch
+from argosy.shared.store import PartitionStore
 
 __all__ = ["LoaderCore"]
 

@@ -11,12 +11,12 @@ import time
 
 import zmq
 
-from shared.errors import ProtocolError
-from shared.lifecycle import ServiceContext
-from shared.protocol import SampledBatch
-from shared.store import PartitionStore
-from shared.transport import bind_random, make_socket, recv_msg, send_msg
-from services.loader.core import LoaderCore
+from argosy.shared.errors import ProtocolError
+from argosy.shared.lifecycle import ServiceContext
+from argosy.shared.protocol import SampledBatch
+from argosy.shared.store import PartitionStore
+from argosy.shared.transport import bind_random, make_socket, recv_msg, send_msg
+from argosy.services.loader.core import LoaderCore
 
 __all__ = ["LoaderProc"]
 

@@ -1,4 +1,4 @@
-"""``python -m services.partitioner INPUT --parts K --method grem --out STORE``: partition a graph
+"""``python -m argosy.services.partitioner INPUT --parts K --method grem --out STORE``: partition a graph
 file and write the store (this is what ``argosy partition`` runs, and the Kubernetes Job)."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import zipfile
 
 import numpy as np
 
-from shared.config import parse_size
-from shared.errors import ArgosyError, GraphFormatError
+from argosy.shared.config import parse_size
+from argosy.shared.errors import ArgosyError, GraphFormatError
 
 logger = logging.getLogger("argosy.partitioner")
 
@@ -64,10 +64,10 @@ def _both_directions(stream):
 
 
 def run(args) -> int:
-    from services.partitioner.core import estimate_cost, partition_stream
-    from services.partitioner.stream import open_edge_stream
-    from shared.graphio import load_graph
-    from shared.store import write_store_from_edges
+    from argosy.services.partitioner.core import estimate_cost, partition_stream
+    from argosy.services.partitioner.stream import open_edge_stream
+    from argosy.shared.graphio import load_graph
+    from argosy.shared.store import write_store_from_edges
 
     if args.parts < 1:
         raise ValueError(f"--parts must be >= 1 (got {args.parts})")

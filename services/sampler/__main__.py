@@ -1,13 +1,13 @@
-"""``python -m services.sampler --redis URL --job JOB``: one sampler process."""
+"""``python -m argosy.services.sampler --redis URL --job JOB``: one sampler process."""
 import argparse
 
-from shared.lifecycle import common_args, start_service
+from argosy.shared.lifecycle import common_args, start_service
 
 
 def main(argv=None) -> None:
     args = common_args(argparse.ArgumentParser(prog="argosy-sampler", description=__doc__)).parse_args(argv)
     ctx = start_service("sampler", args)
-    from services.sampler.service import SamplerProc
+    from argosy.services.sampler.service import SamplerProc
     SamplerProc(ctx).run()
 
 

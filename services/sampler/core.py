@@ -11,10 +11,10 @@ import time
 import numpy as np
 from numba import typed
 
-from shared.plan import WorkItem, mix_seed, split_order
-from shared.protocol import SampledBatch
-from shared.store import PartitionStore
-from services.sampler.kernels import sample_blocks
+from argosy.shared.plan import WorkItem, mix_seed, split_order
+from argosy.shared.protocol import SampledBatch
+from argosy.shared.store import PartitionStore
+from argosy.services.sampler.kernels import sample_blocks
 
 __all__ = ["SamplerCore"]
 

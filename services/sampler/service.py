@@ -11,11 +11,11 @@ import time
 
 import zmq
 
-from shared.lifecycle import ServiceContext
-from shared.plan import WorkItem
-from shared.store import PartitionStore
-from shared.transport import make_socket, send_msg
-from services.sampler.core import SamplerCore
+from argosy.shared.lifecycle import ServiceContext
+from argosy.shared.plan import WorkItem
+from argosy.shared.store import PartitionStore
+from argosy.shared.transport import make_socket, send_msg
+from argosy.services.sampler.core import SamplerCore
 
 __all__ = ["SamplerProc"]
 

@@ -1,9 +1,9 @@
-"""``python -m services.trainer --redis URL --job JOB --rank R``: one trainer process."""
+"""``python -m argosy.services.trainer --redis URL --job JOB --rank R``: one trainer process."""
 import argparse
 import os
 import sys
 
-from shared.lifecycle import common_args, start_service
+from argosy.shared.lifecycle import common_args, start_service
 
 
 def main(argv=None) -> None:
@@ -15,7 +15,7 @@ def main(argv=None) -> None:
     if rank is None:
         rank = int(os.environ.get("ARGOSY_RANK", os.environ.get("HOSTNAME", "x-0").rsplit("-", 1)[-1] or 0))
     ctx = start_service("trainer", args)
-    from services.trainer.service import TrainerProc
+    from argosy.services.trainer.service import TrainerProc
     try:
         TrainerProc(ctx, rank).run()
     except KeyboardInterrupt:

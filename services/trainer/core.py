@@ -13,10 +13,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from shared.config import TrainerConfig
-from shared.envs import torch_threads
-from shared.protocol import FeatureBatch
-from services.trainer.models import GNN, Blocks
+from argosy.shared.config import TrainerConfig
+from argosy.shared.envs import torch_threads
+from argosy.shared.protocol import FeatureBatch
+from argosy.shared.models import GNN, Blocks
 
 __all__ = ["TrainerCore", "pick_device"]
 

@@ -24,14 +24,14 @@ import zmq
 from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from shared.errors import PeerDeadError, ProtocolError
-from shared.lifecycle import ServiceContext
-from shared.plan import PHASES, WorkItem, plan_phase
-from shared.protocol import FeatureBatch
-from shared.redis_server import free_port
-from shared.store import PartitionStore
-from shared.transport import advertise_host, bind_random, make_socket, recv_msg
-from services.trainer.core import TrainerCore
+from argosy.shared.errors import PeerDeadError, ProtocolError
+from argosy.shared.lifecycle import ServiceContext
+from argosy.shared.plan import PHASES, WorkItem, plan_phase
+from argosy.shared.protocol import FeatureBatch
+from argosy.shared.redis_server import free_port
+from argosy.shared.store import PartitionStore
+from argosy.shared.transport import advertise_host, bind_random, make_socket, recv_msg
+from argosy.services.trainer.core import TrainerCore
 
 __all__ = ["TrainerProc", "PhaseStats"]
 

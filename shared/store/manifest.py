@@ -22,7 +22,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from shared.errors import StoreFormatError
+from argosy.shared.errors import StoreFormatError
 
 __all__ = ["FORMAT_VERSION", "Manifest", "PartEntry", "MANIFEST_NAME"]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.errors import StoreFormatError
-from shared.store.manifest import Manifest
+from argosy.shared.errors import StoreFormatError
+from argosy.shared.store.manifest import Manifest
 
 __all__ = ["PartitionStore", "PartData"]
 

@@ -16,9 +16,9 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from shared.errors import GraphFormatError, StoreFormatError
-from shared.graphio import Graph, index_dtype
-from shared.store.manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, PartEntry
+from argosy.shared.errors import GraphFormatError, StoreFormatError
+from argosy.shared.graphio import Graph, index_dtype
+from argosy.shared.store.manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, PartEntry
 
 __all__ = ["write_store", "write_store_from_edges", "graph_edge_chunks", "partition_stats"]
 
@@ -209,6 +209,6 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, node_dat
 
 def _verify(root: Path, manifest: Manifest) -> None:
     """Re-open what was written and check the invariants a reader relies on."""
-    from shared.store.reader import PartitionStore
+    from argosy.shared.store.reader import PartitionStore
     store = PartitionStore(root)
     store.verify()

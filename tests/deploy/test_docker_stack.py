@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from services.scaling import scale
+from argosy.services.scaling import scale
 from tests.deploy.tools import ROOT, docker_compose
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

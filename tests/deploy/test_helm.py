@@ -166,7 +166,7 @@ def test_autoscaler_runs_under_scaler_account():
     pod = dep["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "rel-scaler" and pod["automountServiceAccountToken"] is True
     args = pod["containers"][0]["args"]
-    assert args[:3] == ["python", "-m", "services.autoscaler"]
+    assert args[:3] == ["python", "-m", "argosy.services.autoscaler"]
     assert args[args.index("--target") + 1] == "k8s" and args[args.index("--release") + 1] == "rel"
     assert args[args.index("--max") + 1] == "64"
     # every other long-running pod keeps its token out of reach

@@ -11,7 +11,7 @@ from tests.deploy.tools import ROLES, ROOT
 
 
 def _dockerfile(role: str) -> str:
-    return (ROOT / "services" / role / "Dockerfile").read_text()
+    return (ROOT / "services" / ("fullgraph" if role == "offload" else role) / "Dockerfile").read_text()
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -43,8 +43,8 @@ def test_trainer_image_is_cuda_by_default_with_cpu_variant():
     assert "ARG TORCH_INDEX_URL" in text and "ARG TORCH_SPEC" in text
 
 
-@pytest.mark.parametrize("module", ["services.sampler.service", "services.loader.service",
-                                    "services.partitioner.core", "services.launch"])
+@pytest.mark.parametrize("module", ["argosy.services.sampler.service", "argosy.services.loader.service",
+                                    "argosy.services.partitioner.core", "argosy.services.launch"])
 def test_cpu_tier_modules_do_not_import_torch(module):
     """What keeps torch out of the CPU images: importing these must work with torch blocked."""
     code = f"import sys; sys.modules['torch'] = None; import {module}; assert 'torch' not in sys.modules or sys.modules['torch'] is None"

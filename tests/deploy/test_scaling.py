@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from services import scaling
-from services.scaling import scale
-from shared.errors import ArgosyError
+from argosy.services import scaling
+from argosy.services.scaling import scale
+from argosy.shared.errors import ArgosyError
 from tests.deploy.fake_apiserver import FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,14 +142,14 @@ def test_k8s_cli(apiserver, capsys):
 
 # ---- local: a real job, scaled while it trains -----------------------------------------------
 def _argosy(env, *args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "services.launch", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "argosy.services.launch", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env=env)
 
 
 @pytest.mark.integration
 @pytest.mark.slow
 def test_local_scale_samplers_mid_run(tmp_path, monkeypatch, redis_url):
-    from shared.coord import Coordinator
+    from argosy.shared.coord import Coordinator
     from tests.conftest import DATASETS
     data = DATASETS / "cora.npz"
     if not data.exists():

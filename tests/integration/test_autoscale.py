@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from shared.coord import Coordinator
-from shared.metrics import read_autoscale_decisions, read_autoscale_observation, read_autoscale_replicas
+from argosy.shared.coord import Coordinator
+from argosy.shared.metrics import read_autoscale_decisions, read_autoscale_observation, read_autoscale_replicas
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def argosy(*args, timeout=120, env=None):
-    return subprocess.run([sys.executable, "-m", "services.launch", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "argosy.services.launch", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env=env)
 
 
@@ -56,7 +56,7 @@ def test_autoscaler_adds_a_sampler_to_a_running_job(redis_url, tmp_path):
     try:
         wait_for(lambda: len(coord.services("sampler")) == 1 and coord.get_state() == "running", 60, "the job to run")
         log = open(tmp_path / "autoscaler.log", "wb")
-        scaler = subprocess.Popen([sys.executable, "-m", "services.autoscaler", "--redis", redis_url, "--job", job,
+        scaler = subprocess.Popen([sys.executable, "-m", "argosy.services.autoscaler", "--redis", redis_url, "--job", job,
                                    "--target", "local", "--roles", "sampler", "--min", "2", "--max", "2",
                                    "--cooldown", "2", "--warmup", "0", "--interval", "0.5", "--window", "4"],
                                   cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -71,7 +71,7 @@ def test_autoscaler_adds_a_sampler_to_a_running_job(redis_url, tmp_path):
         obs = wait_for(lambda: read_autoscale_observation(coord), 10, "an observation")
         assert obs["observed_replicas"]["sampler"] == 2 and obs["reason"]
         # status view shows the decision
-        from shared.status_view import render_status
+        from argosy.shared.status_view import render_status
         assert "replicas sampler 2" in render_status(coord)
         # the added replica belongs to the stack: it survives the autoscaler and `argosy down` stops it
         scaler.send_signal(signal.SIGTERM)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.coord import Coordinator
-from shared.redis_server import EmbeddedRedis
+from argosy.shared.coord import Coordinator
+from argosy.shared.redis_server import EmbeddedRedis
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,13 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def store(tmp_path_factory):
     from tests.conftest import DATASETS
     out = tmp_path_factory.mktemp("faults") / "store"
-    subprocess.run([sys.executable, "-m", "services.partitioner", str(DATASETS / "cora.npz"), "--parts", "4",
+    subprocess.run([sys.executable, "-m", "argosy.services.partitioner", str(DATASETS / "cora.npz"), "--parts", "4",
                     "--method", "random", "--out", str(out)], check=True, cwd=ROOT, capture_output=True)
     return out
 
 
 def _start(store, url, job, run_dir, *extra):
-    return subprocess.Popen([sys.executable, "-m", "services.launch", "train", "--store", str(store), "--epochs", "8",
+    return subprocess.Popen([sys.executable, "-m", "argosy.services.launch", "train", "--store", str(store), "--epochs", "8",
                              "--batch-size", "16", "--redis", url, "--job", job, "--run-dir", str(run_dir),
                              "--claim-timeout", "3", "--peer-timeout", "90", "--json", *extra],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,4 +1,4 @@
-"""`python -m services.offload train ... --json` in every mode ends with one JSON line of metrics."""
+"""`python -m argosy.services.fullgraph train ... --json` in every mode ends with one JSON line of metrics."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from services.offload.synthetic import planted_graph, save_npz
+from argosy.services.fullgraph.synthetic import planted_graph, save_npz
 
 COMMON = {"test_accuracy", "val_accuracy", "epochs", "epoch_seconds", "peak_rss_bytes", "mode", "parts",
           "trainers"}
 
 
 def _run(args: list[str]) -> dict:
-    out = subprocess.run([sys.executable, "-m", "services.offload", "train", *args, "--json"],
+    out = subprocess.run([sys.executable, "-m", "argosy.services.fullgraph", "train", *args, "--json"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [ln for ln in out.stdout.splitlines() if ln.strip()]

@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import zmq
 
-from shared.coord import Coordinator
+from argosy.shared.coord import Coordinator
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def argosy(*args, timeout=300, **kw):
-    return subprocess.run([sys.executable, "-m", "services.launch", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "argosy.services.launch", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, **kw)
 
 
@@ -68,7 +68,7 @@ def test_train_two_trainers_ddp(cora_store, redis_url, tmp_path):
 def test_killed_sampler_loses_nothing(cora_store, redis_url, tmp_path):
     """SIGKILL one sampler mid-epoch: its claimed work is re-claimed, nothing trained twice."""
     job = "kill-sampler"
-    proc = subprocess.Popen([sys.executable, "-m", "services.launch", "train", "--store", str(cora_store), "--epochs", "6",
+    proc = subprocess.Popen([sys.executable, "-m", "argosy.services.launch", "train", "--store", str(cora_store), "--epochs", "6",
                              "--samplers", "2", "--batch-size", "16", "--redis", redis_url, "--job", job,
                              "--run-dir", str(tmp_path), "--claim-timeout", "3", "--json"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -93,7 +93,7 @@ def test_killed_sampler_loses_nothing(cora_store, redis_url, tmp_path):
 def test_malformed_message_does_not_kill_loader(cora_store, redis_url, tmp_path):
     """Garbage and wrong-version frames sent to a live loader are dropped; training still completes."""
     job = "garbage"
-    proc = subprocess.Popen([sys.executable, "-m", "services.launch", "train", "--store", str(cora_store), "--epochs", "4",
+    proc = subprocess.Popen([sys.executable, "-m", "argosy.services.launch", "train", "--store", str(cora_store), "--epochs", "4",
                              "--batch-size", "16", "--redis", redis_url, "--job", job, "--run-dir", str(tmp_path), "--json"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     coord = Coordinator(redis_url, job)
@@ -140,7 +140,7 @@ def test_inspect_json(cora_store):
 
 def test_train_with_curve_encryption(cora_store, redis_url, tmp_path):
     """With ARGOSY_CURVE_KEYS set every ZeroMQ hop is CURVE-encrypted; training is unchanged."""
-    from shared.transport import create_keys
+    from argosy.shared.transport import create_keys
     create_keys(str(tmp_path / "keys"))
     env = {**os.environ, "ARGOSY_CURVE_KEYS": str(tmp_path / "keys")}
     res = last_json(argosy("train", "--store", str(cora_store), "--epochs", "2", "--batch-size", "64",

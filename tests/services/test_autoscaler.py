@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from services.autoscaler.policy import Observation, ScalerConfig, ScalerState, bottleneck, decide, tier_capacity
+from argosy.services.autoscaler.policy import Observation, ScalerConfig, ScalerState, bottleneck, decide, tier_capacity
 
 
 def obs(t, idle, samplers=1, loaders=1, rate=None, s_busy=0.9, l_busy=0.3, fill=0.2, start=None):
@@ -239,9 +239,9 @@ class FakeBackend:
 
 
 def test_autoscaler_proc_records_decisions_in_redis(redis_url):
-    from shared.coord import Coordinator
-    from shared.metrics import read_autoscale_decisions, read_autoscale_observation, read_autoscale_replicas
-    from services.autoscaler.service import AutoscalerProc
+    from argosy.shared.coord import Coordinator
+    from argosy.shared.metrics import read_autoscale_decisions, read_autoscale_observation, read_autoscale_replicas
+    from argosy.services.autoscaler.service import AutoscalerProc
 
     coord = Coordinator(redis_url, "as-unit")
     coord.delete_job()
@@ -286,8 +286,8 @@ def test_autoscaler_proc_records_decisions_in_redis(redis_url):
 
 
 def test_observer_measures_live_idle_only_once_batches_flow(redis_url):
-    from shared.coord import Coordinator
-    from services.autoscaler.service import Observer
+    from argosy.shared.coord import Coordinator
+    from argosy.services.autoscaler.service import Observer
 
     coord = Coordinator(redis_url, "as-live")
     coord.delete_job()
@@ -308,8 +308,8 @@ def test_observer_measures_live_idle_only_once_batches_flow(redis_url):
 
 
 def test_observer_uses_epoch_records_without_live_counters(redis_url):
-    from shared.coord import Coordinator
-    from services.autoscaler.service import Observer
+    from argosy.shared.coord import Coordinator
+    from argosy.services.autoscaler.service import Observer
 
     coord = Coordinator(redis_url, "as-epoch")
     coord.delete_job()

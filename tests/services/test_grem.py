@@ -5,10 +5,10 @@ import os
 import numpy as np
 import pytest
 
-from services.partitioner.core import METHODS, partition_stream
-from services.partitioner.grem import capacity
-from services.partitioner.multilevel import edge_cut_csr, multilevel_partition
-from services.partitioner.stream import ArrayEdgeStream, open_edge_stream, write_edge_list_npy
+from argosy.services.partitioner.core import METHODS, partition_stream
+from argosy.services.partitioner.grem import capacity
+from argosy.services.partitioner.multilevel import edge_cut_csr, multilevel_partition
+from argosy.services.partitioner.stream import ArrayEdgeStream, open_edge_stream, write_edge_list_npy
 
 CORA = "/work/shared/datasets/cora.npz"
 needs_cora = pytest.mark.skipif(not os.path.exists(CORA), reason="shared datasets not present")

@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 import torch
 
-from shared.config import TrainerConfig
-from shared.store import PartitionStore
-from services.loader.core import LoaderCore
-from services.sampler.core import SamplerCore
-from services.trainer.core import TrainerCore
+from argosy.shared.config import TrainerConfig
+from argosy.shared.store import PartitionStore
+from argosy.services.loader.core import LoaderCore
+from argosy.services.sampler.core import SamplerCore
+from argosy.services.trainer.core import TrainerCore
 
 
 def test_loader_gathers_features_and_labels(small_store):

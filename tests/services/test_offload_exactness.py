@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from services.offload.fullgraph import OffloadTrainer
-from services.offload.graph import build_plan, partition_vertices
-from services.offload.inmemory import InMemoryTrainer
-from services.offload.model import ModelSpec, flat_grads, init_params, make_optimizer
-from services.offload.store import OffloadStore
-from services.offload.synthetic import planted_graph
+from argosy.services.fullgraph.fullgraph import OffloadTrainer
+from argosy.services.fullgraph.graph import build_plan, partition_vertices
+from argosy.services.fullgraph.inmemory import InMemoryTrainer
+from argosy.services.fullgraph.model import ModelSpec, flat_grads, init_params, make_optimizer
+from argosy.services.fullgraph.store import OffloadStore
+from argosy.services.fullgraph.synthetic import planted_graph
 
 TOL = 1e-5
 

@@ -12,21 +12,21 @@ import pytest
 import torch
 import zmq
 
-from services.offload.fullgraph import OffloadTrainer
-from services.offload.graph import build_plan, partition_vertices
-from services.offload.model import ModelSpec, flat_grads, init_params
-from services.offload.sar import free_port
-from services.offload.service import RemoteStore, RemoteStoreError
-from services.offload.store import OffloadStore
-from services.offload.synthetic import planted_graph
-from services.offload.wire import PROTOCOL_VERSION, encode
+from argosy.services.fullgraph.fullgraph import OffloadTrainer
+from argosy.services.fullgraph.graph import build_plan, partition_vertices
+from argosy.services.fullgraph.model import ModelSpec, flat_grads, init_params
+from argosy.services.fullgraph.sar import free_port
+from argosy.services.fullgraph.service import RemoteStore, RemoteStoreError
+from argosy.services.fullgraph.store import OffloadStore
+from argosy.services.fullgraph.synthetic import planted_graph
+from argosy.services.fullgraph.wire import PROTOCOL_VERSION, encode
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     spill = tmp_path_factory.mktemp("spill")
     addr = f"tcp://127.0.0.1:{free_port()}"
-    proc = subprocess.Popen([sys.executable, "-m", "services.offload", "serve", "--bind", addr,
+    proc = subprocess.Popen([sys.executable, "-m", "argosy.services.fullgraph", "serve", "--bind", addr,
                              "--spill-dir", str(spill), "--cache-bytes", "16K"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()

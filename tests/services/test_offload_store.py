@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from services.offload.policy import Schedule
-from services.offload.store import (BlockNotFoundError, CacheBudgetError, DiskBudgetError,
+from argosy.services.fullgraph.policy import Schedule
+from argosy.services.fullgraph.store import (BlockNotFoundError, CacheBudgetError, DiskBudgetError,
                                     OffloadStore)
 
 BLK = 1024  # bytes of one 16x16 float32 block

@@ -6,9 +6,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from services.partitioner.core import (MemoryBudgetError, PartitionResult, estimate_cost,
+from argosy.services.partitioner.core import (MemoryBudgetError, PartitionResult, estimate_cost,
                                        partition_stream)
-from services.partitioner.stream import (ArrayEdgeStream, open_edge_stream, write_edge_list_npy,
+from argosy.services.partitioner.stream import (ArrayEdgeStream, open_edge_stream, write_edge_list_npy,
                                          write_edge_list_npy_chunked)
 
 CORA = "/work/shared/datasets/cora.npz"
@@ -234,7 +234,7 @@ def test_grouped_edge_stream_dedups_across_chunks(tmp_path):
     write_edge_list_npy(p, u, v)
     raw = open_edge_stream(p, chunk_edges=500)
     assert raw.num_chunks == 8 and not raw.grouped
-    from services.partitioner.stream import GroupedEdgeStream
+    from argosy.services.partitioner.stream import GroupedEdgeStream
 
     with GroupedEdgeStream(raw, str(tmp_path / "buckets"), chunk_edges=1000) as g:
         assert g.grouped and g.num_chunks > 1
@@ -265,7 +265,7 @@ def test_grouped_stream_matches_sorted_unique_pairs(tmp_path):
     u[:3000] = 7  # one hub with a long adjacency list
     p = tmp_path / "e.npy"
     write_edge_list_npy(p, u, v)
-    from services.partitioner.stream import GroupedEdgeStream
+    from argosy.services.partitioner.stream import GroupedEdgeStream
 
     with GroupedEdgeStream(open_edge_stream(p, chunk_edges=4000), str(tmp_path / "b"),
                            chunk_edges=9000) as g:

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 from numba import typed
 
-from shared.plan import plan_phase
-from shared.store import PartitionStore
-from services.sampler.core import SamplerCore
+from argosy.shared.plan import plan_phase
+from argosy.shared.store import PartitionStore
+from argosy.services.sampler.core import SamplerCore
 
 
 def _edge_set(g):

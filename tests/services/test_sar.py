@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.offload.inmemory import InMemoryTrainer
-from services.offload.model import ModelSpec, flat_grads, init_params
-from services.offload.sar import SARConfig, launch_sar_jobs
-from services.offload.synthetic import planted_graph
+from argosy.services.fullgraph.inmemory import InMemoryTrainer
+from argosy.services.fullgraph.model import ModelSpec, flat_grads, init_params
+from argosy.services.fullgraph.sar import SARConfig, launch_sar_jobs
+from argosy.services.fullgraph.synthetic import planted_graph
 
 TOL = 1e-5
 CASES = [("gcn", 1), ("gcn", 2), ("gcn", 4), ("sage", 1), ("sage", 2), ("sage", 4)]

@@ -3,10 +3,10 @@ import time
 
 import pytest
 
-from shared.config import JobConfig
-from shared.coord import Coordinator, redact_url
-from shared.errors import CoordinationError
-from shared.redis_server import EmbeddedRedis
+from argosy.shared.config import JobConfig
+from argosy.shared.coord import Coordinator, redact_url
+from argosy.shared.errors import CoordinationError
+from argosy.shared.redis_server import EmbeddedRedis
 
 
 @pytest.fixture

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from shared.errors import GraphFormatError
-from shared.graphio import csr_from_edges, load_graph, save_graph_npz
-from shared.synthetic import generate_dcsbm
+from argosy.shared.errors import GraphFormatError
+from argosy.shared.graphio import csr_from_edges, load_graph, save_graph_npz
+from argosy.shared.synthetic import generate_dcsbm
 
 
 def test_csr_from_edges_normalises():
@@ -95,7 +95,7 @@ def test_synthetic_is_deterministic_and_learnable(tmp_path):
 def test_write_dcsbm_edge_list_is_deterministic_and_planted(tmp_path):
     """The scale-benchmark generator: same seed -> same file; ids in range; edges mostly
     stay inside their (hidden) community, as the mixing parameter says."""
-    from shared.synthetic import write_dcsbm_edge_list
+    from argosy.shared.synthetic import write_dcsbm_edge_list
 
     a, b = tmp_path / "a.npy", tmp_path / "b.npy"
     assert write_dcsbm_edge_list(a, 5000, 40000, num_communities=10, mixing=0.1, seed=3) == 40000

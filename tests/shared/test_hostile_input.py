@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.errors import GraphFormatError
-from shared.graphio import load_graph
+from argosy.shared.errors import GraphFormatError
+from argosy.shared.graphio import load_graph
 
 CORPUS = sorted((Path(__file__).parents[1] / "corpus" / "graphs").iterdir())
 
@@ -18,7 +18,7 @@ def test_reader_rejects_clearly(path):
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
 def test_partitioner_rejects_without_partial_store(path, tmp_path, capsys):
-    from services.partitioner.__main__ import main
+    from argosy.services.partitioner.__main__ import main
     out = tmp_path / "store"
     rc = main([str(path), "--parts", "2", "--method", "random", "--out", str(out)])
     assert rc == 2

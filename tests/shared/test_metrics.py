@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("prometheus_client")
 
-from shared.metrics import (COUNTERS, RateTracker, ServiceMetrics, metrics_from_redis, read_autoscale_decisions,  # noqa: E402
+from argosy.shared.metrics import (COUNTERS, RateTracker, ServiceMetrics, metrics_from_redis, read_autoscale_decisions,  # noqa: E402
                             record_autoscale, serve_registry)
-from shared.redis_server import free_port  # noqa: E402
+from argosy.shared.redis_server import free_port  # noqa: E402
 
 NAME_RE = re.compile(r"^argosy_[a-z_]+$")
 
@@ -102,7 +102,7 @@ def test_trainer_idle_and_port_off():
 
 
 def test_metrics_from_redis_over_http(redis_url):
-    from shared.coord import Coordinator
+    from argosy.shared.coord import Coordinator
     coord = Coordinator(redis_url, "metrics-http")
     coord.delete_job()
     coord.incr(sampler_batches=12, sampled_edges=3400, feature_bytes=2**20, trainer_idle_seconds=2.0,
@@ -147,8 +147,8 @@ def test_rate_tracker_windows():
 
 
 def test_status_view_renders_services_rates_and_decisions(redis_url):
-    from shared.coord import Coordinator
-    from shared.status_view import render_status, status_dict, watch_status
+    from argosy.shared.coord import Coordinator
+    from argosy.shared.status_view import render_status, status_dict, watch_status
     coord = Coordinator(redis_url, "status-view")
     coord.delete_job()
     coord.set_state("running")
@@ -183,7 +183,7 @@ def test_status_view_renders_services_rates_and_decisions(redis_url):
 def test_grafana_dashboard_uses_only_exported_names():
     import json
     from pathlib import Path
-    from shared.metrics import GAUGES, REMOTE_FRACTION
+    from argosy.shared.metrics import GAUGES, REMOTE_FRACTION
     dash = json.loads((Path(__file__).resolve().parents[2] / "k8s" / "dashboards" / "argosy.json").read_text())
     known = {s.name for s in COUNTERS.values()} | {n for n, _ in GAUGES.values()} | {REMOTE_FRACTION[0]}
     used = set()
@@ -195,7 +195,7 @@ def test_grafana_dashboard_uses_only_exported_names():
 
 
 def test_push_totals_sends_increments_per_scope(redis_url):
-    from shared.coord import Coordinator
+    from argosy.shared.coord import Coordinator
     coord = Coordinator(redis_url, "push-totals")
     coord.delete_job()
     m = ServiceMetrics("trainer", "trainer-0", "push-totals")

@@ -4,8 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from shared.errors import GraphFormatError, StoreFormatError
-from shared.store import FORMAT_VERSION, PartitionStore, write_store, write_store_from_edges
+from argosy.shared.errors import GraphFormatError, StoreFormatError
+from argosy.shared.store import FORMAT_VERSION, PartitionStore, write_store, write_store_from_edges
 from tests.graphs import random_graph
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import zmq
 
-from shared.protocol import SampledBatch
-from shared.transport import create_keys, make_socket, recv_msg, send_msg
+from argosy.shared.protocol import SampledBatch
+from argosy.shared.transport import create_keys, make_socket, recv_msg, send_msg
 
 
 def _pair(ctx, curve=False):

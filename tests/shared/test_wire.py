@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from shared.errors import ProtocolError
-from shared.protocol import PROTOCOL_VERSION, ErrorReply, FeatureBatch, Hello, MsgKind, SampledBatch
-from shared.wire import Limits, decode, encode
+from argosy.shared.errors import ProtocolError
+from argosy.shared.protocol import PROTOCOL_VERSION, ErrorReply, FeatureBatch, Hello, MsgKind, SampledBatch
+from argosy.shared.wire import Limits, decode, encode
 
 
 def _batch(dtype=np.float32):

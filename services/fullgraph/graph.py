@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from shared.graphio import Graph, load_graph as load_shared_graph
+from argosy.shared.graphio import Graph, load_graph as load_shared_graph
 
 from .kernels import CSR, csr_from_coo, csr_rows
 

@@ -11,7 +11,7 @@ implementation and one partition view of the graph:
   rematerialisation over ``torch.distributed`` (:mod:`.sar`).
 
 The store also runs as a ZeroMQ service (:mod:`.service`, :mod:`.wire`).
-Entry point: ``python -m services.offload train|serve`` (:mod:`.__main__`).
+Entry point: ``python -m argosy.services.fullgraph train|serve`` (:mod:`.__main__`).
 Public names are imported lazily so ``--help`` stays fast.
 """
 

@@ -1,14 +1,14 @@
-"""``python -m services.offload``: full-graph training (``train``) and the store service (``serve``).
+"""``python -m argosy.services.fullgraph``: full-graph training (``train``) and the store service (``serve``).
 
 Why this module exists: the lead's ``argosy`` CLI starts roles by module
 name, so this entry point only parses flags and calls the drivers in
-:mod:`services.offload.train` and :mod:`services.offload.service`.
+:mod:`services.fullgraph.train` and :mod:`services.fullgraph.service`.
 
 Examples::
 
-    python -m services.offload train --data cora.npz --mode fullgraph --model gcn --parts 4 --json
-    python -m services.offload train --data cora.npz --mode sar --model sage --trainers 2 --json
-    python -m services.offload serve --bind tcp://127.0.0.1:5555 --spill-dir /nvme/x --cache-bytes 8G
+    python -m argosy.services.fullgraph train --data cora.npz --mode fullgraph --model gcn --parts 4 --json
+    python -m argosy.services.fullgraph train --data cora.npz --mode sar --model sage --trainers 2 --json
+    python -m argosy.services.fullgraph serve --bind tcp://127.0.0.1:5555 --spill-dir /nvme/x --cache-bytes 8G
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m services.offload", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m argosy.services.fullgraph", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="full-graph training (offloaded or SAR)")
     t.add_argument("--data", required=True, help="graph .npz with features, labels and masks")

@@ -3,7 +3,7 @@
 Why this module exists: the store is a library first (:class:`OffloadStore`),
 but a trainer may run on a host without the disk or RAM to hold a graph's
 activations; then the store runs as its own process (``python -m
-services.offload serve``) and the trainer talks to it with
+services.fullgraph serve``) and the trainer talks to it with
 :class:`RemoteStore`, which has the same methods as the in-process store.
 The server answers every request, including malformed ones (with an error
 reply); it never unpickles and never dies on bad input.

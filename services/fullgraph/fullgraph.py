@@ -1,7 +1,7 @@
 """Offloaded full-graph training: layer by layer, part by part, activations in the store.
 
 Why this module exists: it is GriNNder's schedule on top of our
-:class:`~services.offload.store.OffloadStore`. Forward runs each layer over
+:class:`~services.fullgraph.store.OffloadStore`. Forward runs each layer over
 all parts, gathering a part's expanded input (own rows + boundary rows of
 other parts) from the store and writing back only the compact output block.
 Backward runs layers in reverse and, instead of keeping the expanded inputs
@@ -51,7 +51,7 @@ class OffloadTrainer:
         graph: provides ``features``, ``labels`` and masks (features are copied
             into the store as ``feat`` blocks and not kept here).
         store: the block store (in-process, or a remote client with the same API).
-        params: model parameters (from :func:`~services.offload.model.init_params`).
+        params: model parameters (from :func:`~services.fullgraph.model.init_params`).
         seed: dropout seed.
         device: where layers are computed; blocks stay on the host.
 

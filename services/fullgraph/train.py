@@ -1,4 +1,4 @@
-"""Training drivers behind ``python -m services.offload train``: fullgraph, sar, memory.
+"""Training drivers behind ``python -m argosy.services.fullgraph train``: fullgraph, sar, memory.
 
 Why this module exists: the CLI, the bench and the integration tests all need
 "train this model on this graph in this mode and report the same metrics",
