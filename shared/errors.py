@@ -7,7 +7,7 @@ from __future__ import annotations
 __all__ = [
     "ArgosyError", "GraphFormatError", "StoreFormatError", "ProtocolError",
     "CoordinationError", "PeerDeadError", "RequestFailedError", "ConfigError",
-    "MemoryBudgetError",
+    "MemoryBudgetError", "OffloadError", "CacheBudgetError", "DiskBudgetError", "BlockNotFoundError",
 ]
 
 
@@ -45,3 +45,19 @@ class RequestFailedError(ArgosyError):
 
 class MemoryBudgetError(ArgosyError):
     """A job cannot run within the memory budget it was given."""
+
+
+class OffloadError(ArgosyError):
+    """The full-graph offload store failed (base of the store's errors; also a failed remote request)."""
+
+
+class CacheBudgetError(OffloadError, MemoryBudgetError):
+    """The offload store's host cache cannot hold a block and has nowhere to spill it."""
+
+
+class DiskBudgetError(OffloadError):
+    """The offload store's spill budget, or the disk itself, is full."""
+
+
+class BlockNotFoundError(OffloadError, KeyError):
+    """An offload-store block was read before it was written (or after it was released)."""
