@@ -22,7 +22,7 @@ from typing import ClassVar
 import numpy as np
 
 __all__ = ["PROTOCOL_VERSION", "MsgKind", "Message", "SampledBatch", "FeatureBatch", "ErrorReply",
-           "Hello", "Dead", "MESSAGE_TYPES"]
+           "Hello", "Dead", "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS"]
 
 PROTOCOL_VERSION = 1
 
@@ -33,6 +33,8 @@ class MsgKind(IntEnum):
     FEATURE_BATCH = 3
     ERROR = 4
     DEAD = 5
+    STORE_REQUEST = 6
+    STORE_REPLY = 7
 
 
 @dataclass
@@ -138,3 +140,75 @@ class FeatureBatch(SampledBatch):
 
 MESSAGE_TYPES: dict[int, type[Message]] = {
     cls.KIND: cls for cls in (Hello, Dead, ErrorReply, SampledBatch, FeatureBatch)}
+
+
+# --------------------------------------------------------------------------- offload-store service
+STORE_OPS = frozenset({"ping", "put", "get", "gather", "scatter_add", "prefetch", "pin", "unpin", "release",
+                       "release_layer", "flush", "stats", "plan", "begin_epoch", "sync"})
+"""Operations of the full-graph offload store served over ZeroMQ."""
+
+STORE_STAT_FIELDS: tuple[str, ...] = (
+    "hits", "misses", "hit_bytes", "miss_bytes", "bytes_read", "bytes_written", "evictions", "bypass_writes",
+    "bypass_reads", "prefetch_loads", "prefetch_dropped", "prefetch_waits", "resident_bytes",
+    "peak_resident_bytes", "disk_bytes", "peak_disk_bytes", "unplanned_accesses")
+"""Counters of the offload store, in the order :attr:`StoreReply.stats` carries them."""
+
+
+@dataclass
+class StoreRequest(Message):
+    """Trainer -> offload store: one block operation.
+
+    Blocks are keyed by ``(kind, layer, part)``. ``table`` rows name several blocks at once, with
+    column 0 an index into ``kinds`` (a comma-separated list of kind names):
+    ``gather``: ``[kind, part, row_count]`` per source (``row_count`` -1 = the whole block, else the
+    next ``row_count`` entries of ``rows``); ``prefetch``/``pin``/``unpin``: ``[kind, layer, part]``;
+    ``plan``: ``[kind, layer, part, op]`` with op 0 = read, 1 = write.
+
+    Shapes:
+        data: [r, f] block contents (``put``) or values (``scatter_add``); rows: int64[k];
+        table: int64[s, 3 | 4].
+    """
+
+    KIND: ClassVar[MsgKind] = MsgKind.STORE_REQUEST
+    ARRAYS: ClassVar[tuple[str, ...]] = ("data", "rows", "table")
+    request_id: int = 0
+    op: str = ""
+    kind: str = ""
+    layer: int = 0
+    part: int = 0
+    num_rows: int = -1
+    """Rows of a block ``scatter_add`` creates (-1 = as many as ``data``)."""
+    has_rows: bool = False
+    """``scatter_add``: add into ``rows`` (else into the whole block)."""
+    flag: bool = False
+    """``stats``: reset the counters; ``plan``: the schedule repeats every epoch (cyclic)."""
+    kinds: str = ""
+    data: np.ndarray = field(default_factory=lambda: np.empty((0, 0), np.float32))
+    rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    table: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int64))
+
+
+@dataclass
+class StoreReply(Message):
+    """Offload store -> trainer: the answer to one :class:`StoreRequest`.
+
+    ``ok`` False carries ``code`` (``bad_request``, ``not_found``, ``cache_budget``, ``disk_budget``,
+    ``store_error``, ``internal``) and a sentence in ``message``.
+
+    Shapes:
+        data: [r, f] (``get``, ``gather``); stats: float64[len(STORE_STAT_FIELDS)] (``stats``).
+    """
+
+    KIND: ClassVar[MsgKind] = MsgKind.STORE_REPLY
+    ARRAYS: ClassVar[tuple[str, ...]] = ("data", "stats")
+    request_id: int = 0
+    ok: bool = True
+    code: str = ""
+    message: str = ""
+    value: int = 0
+    """``flush``: bytes written."""
+    data: np.ndarray = field(default_factory=lambda: np.empty((0, 0), np.float32))
+    stats: np.ndarray = field(default_factory=lambda: np.empty(0, np.float64))
+
+
+MESSAGE_TYPES.update({cls.KIND: cls for cls in (StoreRequest, StoreReply)})
