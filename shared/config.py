@@ -13,7 +13,8 @@ from typing import Literal
 
 from argosy.shared.errors import ConfigError
 
-__all__ = ["SamplerConfig", "LoaderConfig", "TrainerConfig", "CoordConfig", "JobConfig", "parse_size"]
+__all__ = ["SamplerConfig", "LoaderConfig", "TrainerConfig", "CoordConfig", "JobConfig", "FullGraphConfig",
+           "parse_size"]
 
 
 def parse_size(text: str | int | None) -> int | None:
@@ -99,6 +100,48 @@ class CoordConfig:
     """Work items claimed but not acknowledged for this long are re-claimed by a live sampler."""
     peer_timeout: float = 120.0
     """A trainer that receives no batch for this long fails with a clear error instead of hanging."""
+
+
+@dataclass
+class FullGraphConfig:
+    """Full-graph modes (``argosy train --mode fullgraph|sar``): every step sees the whole graph.
+
+    The model, its widths and the optimizer settings come from :class:`TrainerConfig`; SAR runs
+    ``JobConfig.num_trainers`` workers.  Training stops when validation accuracy has not improved
+    for ``patience`` epochs (or after ``max_epochs``) and keeps the best-validation weights.
+    """
+
+    mode: Literal["fullgraph", "sar", "memory"] = "fullgraph"
+    """``fullgraph``: one process, activations in the offload store; ``sar``: one worker per group of
+    parts; ``memory``: plain in-memory full-batch training (the baseline)."""
+    layers: int = 2
+    max_epochs: int = 1000
+    patience: int = 100
+    """Epochs without a better validation accuracy before stopping (0 = always run ``max_epochs``)."""
+    cache_bytes: int | str = "256M"
+    """Host cache of the offload store (``fullgraph``); blocks beyond it spill to ``spill_dir``."""
+    disk_bytes: int | str | None = None
+    """Spill budget (None = unlimited)."""
+    spill_dir: str | None = None
+    """Where blocks spill (an NVMe path in production; default a temporary directory)."""
+    eviction: Literal["belady", "lru"] = "belady"
+    prefetch: bool = True
+    """Read planned blocks ahead of use (Belady only)."""
+    store_addr: str | None = None
+    """Use an offload store served by ``python -m argosy.services.fullgraph serve`` at this endpoint."""
+
+    def __post_init__(self):
+        self.cache_bytes = parse_size(self.cache_bytes)
+        self.disk_bytes = parse_size(self.disk_bytes)
+        if self.mode not in ("fullgraph", "sar", "memory"):
+            raise ConfigError(f"full-graph mode must be fullgraph, sar or memory (got {self.mode!r})")
+        if self.eviction not in ("belady", "lru"):
+            raise ConfigError(f"eviction must be belady or lru (got {self.eviction!r})")
+        if self.layers < 1 or self.max_epochs < 1 or self.patience < 0:
+            raise ConfigError(f"need layers >= 1, max_epochs >= 1, patience >= 0 (got {self.layers}, "
+                              f"{self.max_epochs}, {self.patience})")
+        if self.cache_bytes < 0:
+            raise ConfigError(f"cache_bytes must be >= 0 (got {self.cache_bytes})")
 
 
 @dataclass
