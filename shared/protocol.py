@@ -22,7 +22,8 @@ from typing import ClassVar
 import numpy as np
 
 __all__ = ["PROTOCOL_VERSION", "MsgKind", "Message", "SampledBatch", "FeatureBatch", "ErrorReply",
-           "Hello", "Dead", "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS"]
+           "Hello", "Dead", "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS",
+           "HaloRequest", "AdjacencyRows", "FeatureRows", "HALO_WHAT"]
 
 PROTOCOL_VERSION = 1
 
@@ -35,6 +36,9 @@ class MsgKind(IntEnum):
     DEAD = 5
     STORE_REQUEST = 6
     STORE_REPLY = 7
+    HALO_REQUEST = 8
+    ADJACENCY_ROWS = 9
+    FEATURE_ROWS = 10
 
 
 @dataclass
@@ -212,3 +216,63 @@ class StoreReply(Message):
 
 
 MESSAGE_TYPES.update({cls.KIND: cls for cls in (StoreRequest, StoreReply)})
+
+
+# --------------------------------------------------------------------------- halo exchange
+HALO_WHAT = frozenset({"adjacency", "degree", "features", "labels"})
+"""What a :class:`HaloRequest` asks the owner of some vertices for."""
+
+
+@dataclass
+class HaloRequest(Message):
+    """Sampler -> sampler or loader -> loader: rows of vertices the receiver owns, one request per
+    owner and per hop (never per vertex).
+
+    ``what``: ``adjacency`` (CSR rows), ``degree`` (row lengths only), ``features`` or ``labels``.
+    ``epoch`` and ``host`` only attribute the traffic (bytes per epoch, same host or not).
+
+    Shapes:
+        ids: int64[m] global vertex ids, all owned by the receiver.
+    """
+
+    KIND: ClassVar[MsgKind] = MsgKind.HALO_REQUEST
+    ARRAYS: ClassVar[tuple[str, ...]] = ("ids",)
+    request_id: int = 0
+    what: str = ""
+    epoch: int = 0
+    host: str = ""
+    ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+
+@dataclass
+class AdjacencyRows(Message):
+    """Owner -> requester: the adjacency rows (``adjacency``) or only their lengths (``degree``).
+
+    Shapes:
+        indptr: int64[m + 1] row offsets in request order; indices: int32|int64[indptr[-1]]
+        global neighbour ids (empty for ``degree``).
+    """
+
+    KIND: ClassVar[MsgKind] = MsgKind.ADJACENCY_ROWS
+    ARRAYS: ClassVar[tuple[str, ...]] = ("indptr", "indices")
+    request_id: int = 0
+    indptr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    indices: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+
+@dataclass
+class FeatureRows(Message):
+    """Owner -> requester: feature rows (``features``) or labels (``labels``) in request order.
+
+    Shapes:
+        features: float32|float16[m, F] (``(0, F)`` for ``labels``); labels: int64[m] (empty for ``features``).
+    """
+
+    KIND: ClassVar[MsgKind] = MsgKind.FEATURE_ROWS
+    ARRAYS: ClassVar[tuple[str, ...]] = ("features", "labels")
+    request_id: int = 0
+    features: np.ndarray = field(default_factory=lambda: np.empty((0, 0), np.float32))
+    labels: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+
+MESSAGE_TYPES.update({cls.KIND: cls for cls in (HaloRequest, AdjacencyRows, FeatureRows)})
