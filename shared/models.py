@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 import torch.nn.functional as F
 
-__all__ = ["Blocks", "SAGEConv", "GCNConv", "GNN"]
+__all__ = ["Blocks", "SAGEConv", "GCNConv", "GNN", "full_graph_aggr", "full_graph_conv"]
 
 
 @dataclass
@@ -120,3 +120,41 @@ class GNN(nn.Module):
             if i < len(self.layers) - 1:
                 h = F.relu(h)
         return h
+
+
+# ----------------------------------------------------------------------------- full-graph execution
+# The full-graph and SAR modes run these same conv modules (same parameters, same arithmetic) over a
+# whole-graph or per-part aggregation operator instead of sampled edges.  ``agg`` maps source rows to
+# destination rows by the layer's normalised adjacency: GCN ``D^-1/2 (A+I) D^-1/2`` (self loops
+# included), SAGE the mean over neighbours.  Only layers whose aggregation is such a fixed linear
+# operator can be split into column blocks (offload) or ring rounds whose backward needs no remote
+# features (SAR); attention (GAT) weights depend on both endpoints, so it is refused here.
+
+def full_graph_aggr(layer: nn.Module) -> str:
+    """The aggregation operator ``layer`` needs in the full-graph modes: ``"gcn"`` or ``"mean"``."""
+    if isinstance(layer, GCNConv):
+        return "gcn"
+    if isinstance(layer, SAGEConv):
+        return "mean"
+    raise TypeError(f"{type(layer).__name__} cannot run in the full-graph modes: they support GCNConv and "
+                    "SAGEConv, whose aggregation is a fixed linear operator")
+
+
+def full_graph_conv(layer: nn.Module, agg, x_src: Tensor, x_dst: Tensor) -> Tensor:
+    """Pre-activation output of ``layer`` on destination rows, given an aggregation operator ``agg``.
+
+    With every neighbour present this equals ``layer(x, src, dst, num_dst, degrees)`` on those rows.
+    The operator is linear, so the projection runs on whichever side has fewer columns.
+
+    Shapes: x_src (num_src, F_in) rows ``agg`` reads; x_dst (num_dst, F_in) -> (num_dst, F_out).
+    """
+    if isinstance(layer, GCNConv):
+        lin = layer.lin
+        z = agg(lin(x_src)) if lin.out_features < lin.in_features else lin(agg(x_src))
+        return z + layer.bias
+    if isinstance(layer, SAGEConv):
+        lin = layer.lin_neigh
+        neigh = agg(lin(x_src)) if lin.out_features < lin.in_features else lin(agg(x_src))
+        return layer.lin_self(x_dst) + neigh
+    full_graph_aggr(layer)  # raises with the reason
+    raise AssertionError("unreachable")
