@@ -44,6 +44,10 @@ class SamplerConfig:
     """At most this many val and test vertices are evaluated per epoch (a fixed random subset)."""
     send_hwm: int = 8
     """ZeroMQ high-water mark of outgoing batches: a full pipe blocks the sampler (back-pressure)."""
+    halo_cache_bytes: int = 64 << 20
+    """Bytes of remote adjacency rows a sampler keeps (hottest halo vertices first; 0 = no cache)."""
+    halo_timeout: float = 10.0
+    """Seconds a halo request may wait for the owner's reply before it is retried elsewhere or fails."""
 
     def __post_init__(self):
         self.fanouts = tuple(int(f) for f in self.fanouts)
@@ -61,6 +65,8 @@ class LoaderConfig:
     send_hwm: int = 4
     """High-water mark towards each trainer."""
     recv_hwm: int = 8
+    halo_cache_bytes: int = 64 << 20
+    """Bytes of remote feature rows a loader keeps (hottest halo vertices first; 0 = no cache)."""
 
 
 @dataclass
@@ -81,6 +87,10 @@ class TrainerConfig:
     """Row-normalise input features to sum 1 (Kipf & Welling's preprocessing for bag-of-words features)."""
     work_factor: int = 1
     """Repeat each batch's forward/backward this many times (benchmarks: make the trainer heavier)."""
+    simulate_gpu_step: float = 0.0
+    """SIMULATION when > 0: seconds each batch waits instead of forward/backward (a stand-in for a
+    GPU step time measured elsewhere); batches are still received, decoded and acknowledged.
+    Accuracies of a simulated run are meaningless.  0 = real training (the default)."""
 
     def __post_init__(self):
         if self.model not in ("sage", "gcn"):

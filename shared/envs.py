@@ -31,6 +31,18 @@ CURVE_KEYS = "ARGOSY_CURVE_KEYS"
 """Directory of ZeroMQ CURVE keys (``argosy keys DIR``): encrypt and authenticate service traffic."""
 JOB = "ARGOSY_JOB"
 """Job id when --job is not given (default ``default``)."""
+HOST_LABEL = "ARGOSY_HOST"
+"""Which host a sampler/loader runs on, for part ownership and wire accounting (default: the
+machine's host name).  Parts are dealt to hosts first, then to the replicas on each host."""
+LOCAL_STORE = "ARGOSY_LOCAL_STORE"
+"""Host-local directory a sampler/loader reads its own parts from; a part missing there is staged
+(copied) from the job's store first.  Unset: parts are read from the job's store path."""
+
+
+HOME = "ARGOSY_HOME"
+"""Directory of the launcher's per-machine state (default ``~/.argosy``; stack files under ``stacks/``)."""
+LAUNCHER_PID = "ARGOSY_LAUNCHER_PID"
+"""Set by the launcher for its children: the pid of the process that drives the job."""
 
 
 def torch_threads() -> int:
