@@ -5,7 +5,7 @@ Messages say what was expected and what was received, e.g. ``"(got 7)"``.
 from __future__ import annotations
 
 __all__ = [
-    "ArgosyError", "GraphFormatError", "StoreFormatError", "ProtocolError",
+    "ArgosyError", "GraphFormatError", "StoreFormatError", "ProtocolError", "InvalidMessageError",
     "CoordinationError", "PeerDeadError", "RequestFailedError", "ConfigError",
     "MemoryBudgetError", "OffloadError", "CacheBudgetError", "DiskBudgetError", "BlockNotFoundError",
 ]
@@ -29,6 +29,11 @@ class StoreFormatError(ArgosyError):
 
 class ProtocolError(ArgosyError):
     """A wire message could not be decoded: wrong version, unknown kind, bad frames, too big."""
+
+
+class InvalidMessageError(ProtocolError):
+    """A message decoded but its content is impossible for this job (ids out of range, foreign
+    work stream, batch not in the plan, ...): dropped and counted, never applied."""
 
 
 class CoordinationError(ArgosyError):

@@ -16,6 +16,7 @@ Example:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import fields
 
 import msgpack
@@ -116,7 +117,12 @@ def decode(frames: list, limits: Limits = DEFAULT_LIMITS) -> Message:
                 or not all(isinstance(d, int) and 0 <= d < 2**40 for d in spec[2])):
             raise ProtocolError(f"{cls.__name__}: bad array spec {spec!r} (expected [{name!r}, dtype, shape])")
         dtype = np.dtype(spec[1])
-        nbytes = int(np.prod(spec[2], dtype=np.int64)) * dtype.itemsize
+        # Python ints: a declared shape like [2**31, 2**31, 2**31, 4] must not wrap to 0 bytes
+        # (numpy's int64 product would) and then pass the frame-length check with an empty frame.
+        nbytes = math.prod(spec[2]) * dtype.itemsize
+        if nbytes > limits.max_frame_bytes:
+            raise ProtocolError(f"{cls.__name__}.{name}: declared shape {spec[2]} of {spec[1]} needs {nbytes} bytes, "
+                                f"over the frame limit of {limits.max_frame_bytes}")
         if view.nbytes > limits.max_frame_bytes:
             raise ProtocolError(f"{cls.__name__}.{name}: frame of {view.nbytes} bytes exceeds the limit of {limits.max_frame_bytes}")
         if nbytes != view.nbytes:
