@@ -8,6 +8,7 @@ __all__ = [
     "ArgosyError", "GraphFormatError", "StoreFormatError", "ProtocolError", "InvalidMessageError",
     "CoordinationError", "PeerDeadError", "RequestFailedError", "ConfigError",
     "MemoryBudgetError", "OffloadError", "CacheBudgetError", "DiskBudgetError", "BlockNotFoundError",
+    "DiskFullError",
 ]
 
 
@@ -66,3 +67,8 @@ class DiskBudgetError(OffloadError):
 
 class BlockNotFoundError(OffloadError, KeyError):
     """An offload-store block was read before it was written (or after it was released)."""
+
+
+class DiskFullError(ArgosyError, OSError):
+    """An output location ran out of space (ENOSPC/EDQUOT): the message names the path written,
+    not the input that was being read."""
