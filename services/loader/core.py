@@ -1,21 +1,28 @@
 """Pure feature-gathering logic: turn a SampledBatch into a FeatureBatch (no sockets, no Redis).
 
-Rows are gathered part by part from the memory-mapped ``features.npy`` files with sorted row
-indices (sequential-ish page access), one vectorised ``np.take`` per part touched, never a
-per-vertex Python loop.  Rows owned by a part other than the batch's own part are the *halo*
-(``remote_feature_rows``): on a multi-machine deployment they are the bytes that cross the network.
+A core *holds* the feature rows and labels of some parts in memory (all parts, memory-mapped,
+when none are given).  Rows of held parts are gathered part by part with one vectorised
+``np.take`` each, never a per-vertex Python loop; rows of other parts (the halo) come from
+``fetch`` (the service's halo client: one request per owning loader per batch) through a
+byte-budgeted cache of the hottest halo rows.  ``remote_feature_rows`` counts rows owned by a part
+other than the batch's own part: the bytes a multi-machine deployment moves for the halo.
 """
 from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Callable
 
 import numpy as np
 
-from argosy.shared.protocol import FeatureBatch, SampledBatch
+from argosy.shared.errors import RequestFailedError
+from argosy.shared.halo import FeatureCache, hot_halo
+from argosy.shared.protocol import FeatureBatch, FeatureRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
 
 __all__ = ["LoaderCore"]
+
+Fetch = Callable[[str, np.ndarray, int], FeatureRows]
 
 
 class LoaderCore:
@@ -24,50 +31,138 @@ class LoaderCore:
     Args:
         store: the partitioned store.  Features may be float32 or float16 on disk; they are
             shipped in the stored dtype and cast on the trainer (halves bytes for float16).
+        held_parts: parts whose features/labels this process loads into memory; ``None`` = all,
+            memory-mapped.
+        fetch: ``fetch(what, ids, epoch)`` returns ``features`` or ``labels`` of vertices held elsewhere.
+        cache_bytes: budget of the halo feature cache.
     """
 
-    def __init__(self, store: PartitionStore):
+    def __init__(self, store: PartitionStore, held_parts: list[int] | None = None, fetch: Fetch | None = None,
+                 cache_bytes: int = 0):
         self.store = store
-        k = store.num_parts
-        parts = [store.part(p) for p in range(k)]
-        if any(pd.features is None for pd in parts):
+        self.fetch = fetch
+        self.cache_bytes = cache_bytes
+        m = store.manifest
+        if not m.feature_dim:
             raise ValueError(f"store {store.root} has no node features; the loader needs them "
                              "(re-partition a graph with features, or generate random ones)")
-        self._feats = [pd.features for pd in parts]
-        self._labels = [pd.labels for pd in parts]
+        self.feature_dim = int(m.feature_dim)
+        self.dtype = np.dtype(m.feature_dtype or "float32")
         self._assign = np.asarray(store.assignment)
         self._local = np.asarray(store.local_index)
-        self.feature_dim = int(self._feats[0].shape[1])
-        self.dtype = self._feats[0].dtype
+        k = store.num_parts
+        self.held = np.zeros(k, np.bool_)
+        self._feats: dict[int, np.ndarray] = {}
+        self._labels: dict[int, np.ndarray | None] = {}
+        self.cache: FeatureCache | None = None
+        self.stats = {"halo_cache_hits": 0.0, "halo_cache_misses": 0.0}
+        if held_parts is None:
+            for p in range(k):
+                pd = store.part(p)
+                if pd.features is None:
+                    raise ValueError(f"store {store.root}: part {p} has no features.npy; the loader needs them")
+                self._feats[p], self._labels[p] = pd.features, pd.labels
+            self.held[:] = True
+            self.dtype = self._feats[0].dtype
+        else:
+            self.set_held(held_parts)
 
-    def gather_rows(self, nodes: np.ndarray) -> np.ndarray:
-        """Feature rows of global ``nodes`` in order.  Shapes: nodes int64[N] -> float[N, F]."""
-        parts = self._assign[nodes]
-        rows = self._local[nodes]
-        out = np.empty((nodes.shape[0], self.feature_dim), self.dtype)
+    def set_held(self, parts: list[int]) -> None:
+        """Hold exactly ``parts`` in memory: load new ones once, drop the others, rebuild the cache."""
+        parts = sorted(int(p) for p in parts)
+        for p in [p for p in self._feats if p not in parts]:
+            del self._feats[p], self._labels[p]
+        for p in parts:
+            if p not in self._feats:
+                a = self.store.read_part(p, ("features", "labels"))
+                if a["features"] is None:
+                    raise ValueError(f"store {self.store.root}: part {p} has no features.npy; the loader needs them")
+                self._feats[p], self._labels[p] = a["features"], a["labels"]
+        self.held[:] = False
+        self.held[parts] = True
+        row = self.feature_dim * self.dtype.itemsize
+        limit = self.cache_bytes // row if self.cache_bytes and not self.held.all() else 0
+        hot = hot_halo([self.store.part(p).indices for p in parts], self._assign, self.held, limit)
+        self.cache = FeatureCache(hot, self.feature_dim, self.dtype) if limit else None
+
+    @property
+    def held_parts(self) -> list[int]:
+        return np.flatnonzero(self.held).tolist()
+
+    def _local_rows(self, nodes: np.ndarray, out: np.ndarray, sel_idx: np.ndarray) -> None:
+        parts = self._assign[nodes[sel_idx]]
+        rows = self._local[nodes[sel_idx]]
         order = np.lexsort((rows, parts))
         sp = parts[order]
-        bounds = np.searchsorted(sp, np.arange(len(self._feats) + 1))
+        bounds = np.searchsorted(sp, np.arange(self.held.shape[0] + 1))
         for p in np.flatnonzero(np.diff(bounds)):
             sel = order[bounds[p]:bounds[p + 1]]
-            out[sel] = np.take(self._feats[p], rows[sel], axis=0)
+            out[sel_idx[sel]] = np.take(self._feats[p], rows[sel], axis=0)
+
+    def gather_rows(self, nodes: np.ndarray, epoch: int = 0) -> np.ndarray:
+        """Feature rows of global ``nodes`` in order.  Shapes: nodes int64[N] -> float[N, F]."""
+        nodes = np.asarray(nodes, np.int64)
+        out = np.empty((nodes.shape[0], self.feature_dim), self.dtype)
+        local = self.held[self._assign[nodes]]
+        self._local_rows(nodes, out, np.flatnonzero(local))
+        rem = np.flatnonzero(~local)
+        if rem.size:
+            if self.fetch is None:
+                raise RequestFailedError(f"vertex {int(nodes[rem[0]])} belongs to a part this loader does not hold "
+                                         f"(held: {self.held_parts}) and no halo client is set")
+            ids = nodes[rem]
+            hit = np.zeros(rem.shape[0], np.bool_)
+            if self.cache is not None:
+                hit, rows = self.cache.get(ids)
+                out[rem[hit]] = rows
+                self.stats["halo_cache_hits"] += int(np.count_nonzero(hit))
+                self.stats["halo_cache_misses"] += int(rem.shape[0] - np.count_nonzero(hit))
+            if (~hit).any():
+                rep = self.fetch("features", ids[~hit], epoch)
+                out[rem[~hit]] = rep.features
+                if self.cache is not None:
+                    self.cache.put(ids[~hit], rep.features)
         return out
 
-    def labels_of(self, nodes: np.ndarray) -> np.ndarray:
+    def labels_of(self, nodes: np.ndarray, epoch: int = 0) -> np.ndarray:
+        nodes = np.asarray(nodes, np.int64)
         parts = self._assign[nodes]
         rows = self._local[nodes]
         out = np.full(nodes.shape[0], -1, np.int64)
-        for p in np.unique(parts):
+        local = self.held[parts]
+        for p in np.unique(parts[local]):
             sel = parts == p
             if self._labels[p] is not None:
                 out[sel] = np.asarray(self._labels[p])[rows[sel]]
+        if not local.all():
+            if self.fetch is None:
+                raise RequestFailedError(f"labels of part {int(parts[~local][0])} are not held here (held: {self.held_parts})")
+            out[~local] = self.fetch("labels", nodes[~local], epoch).labels
         return out
+
+    def serve(self, req: HaloRequest) -> FeatureRows:
+        """Answer another loader's request for ``features`` or ``labels`` held here."""
+        if req.what not in ("features", "labels"):
+            raise RequestFailedError("bad_request", f"a loader serves features and labels, not {req.what!r}")
+        ids = req.ids
+        n = self._assign.shape[0]
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
+            raise RequestFailedError("bad_request", f"vertex ids must lie in [0, {n})")
+        parts = self._assign[ids]
+        if not self.held[parts].all():
+            missing = sorted(set(np.unique(parts[~self.held[parts]]).tolist()))
+            raise RequestFailedError("not_owner", f"parts {missing} are not held here (held: {self.held_parts})")
+        if req.what == "labels":
+            return FeatureRows(features=np.empty((0, self.feature_dim), self.dtype), labels=self.labels_of(ids))
+        out = np.empty((ids.shape[0], self.feature_dim), self.dtype)
+        self._local_rows(ids, out, np.arange(ids.shape[0]))
+        return FeatureRows(features=out, labels=np.empty(0, np.int64))
 
     def load(self, batch: SampledBatch) -> FeatureBatch:
         """Attach features for every node of ``batch`` and labels for its seeds."""
         t0 = time.perf_counter()
-        feats = self.gather_rows(batch.nodes)
-        labels = self.labels_of(batch.nodes[:batch.num_seeds])
+        feats = self.gather_rows(batch.nodes, batch.epoch)
+        labels = self.labels_of(batch.nodes[:batch.num_seeds], batch.epoch)
         remote = int(np.count_nonzero(self._assign[batch.nodes] != batch.part))
         fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
         return FeatureBatch(**fields, features=feats, labels=labels, remote_feature_rows=remote,

@@ -1,5 +1,10 @@
 """Pure sampling logic (no sockets, no Redis): used by the sampler service, tests and benchmarks.
 
+A core *holds* the topology of some parts in memory (all of them, memory-mapped, when no parts
+are given: one process, tests).  Rows of vertices held elsewhere come from ``fetch`` (the halo
+client of the service), one call per hop for all of them, through a byte-budgeted cache of the
+hottest halo rows.  Batches are the same whichever process holds which rows.
+
 Example:
     >>> core = SamplerCore(PartitionStore("STORE"), served_parts=[0, 1])      # doctest: +SKIP
     >>> batch = core.sample(np.array([0, 5]), fanouts=(10, 5), rng_seed=1)     # doctest: +SKIP
@@ -7,42 +12,91 @@ Example:
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 from numba import typed
 
+from argosy.shared.errors import RequestFailedError
+from argosy.shared.halo import AdjacencyCache, gather_csr_rows, hot_halo
 from argosy.shared.plan import WorkItem, mix_seed, split_order
-from argosy.shared.protocol import SampledBatch
+from argosy.shared.protocol import AdjacencyRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
-from argosy.services.sampler.kernels import sample_blocks
+from argosy.services.sampler.kernels import init_state, sample_hop, seed_nodes
 
 __all__ = ["SamplerCore"]
+
+Fetch = Callable[[str, np.ndarray, int], AdjacencyRows]
 
 
 class SamplerCore:
     """Samples multi-hop blocks from a partitioned store.
 
     Args:
-        store: the partitioned store (memory-mapped; nothing is copied into RAM up front).
+        store: the partitioned store (may be restricted to the held parts).
         served_parts: partitions whose seeds this sampler serves; neighbours owned by other
             partitions are counted as *remote* (they would be fetched from another machine).
         seed: job seed; each batch's randomness is derived from (seed, epoch, batch id).
+        held_parts: parts whose topology this process loads into memory; ``None`` = every part,
+            memory-mapped (a single process holding the whole graph).
+        fetch: ``fetch(what, ids, epoch)`` returns rows (``adjacency``) or degrees (``degree``) of
+            vertices held elsewhere, in ``ids`` order.
+        cache_bytes: budget of the halo row cache.
     """
 
-    def __init__(self, store: PartitionStore, served_parts: list[int] | None = None, seed: int = 0):
+    def __init__(self, store: PartitionStore, served_parts: list[int] | None = None, seed: int = 0,
+                 held_parts: list[int] | None = None, fetch: Fetch | None = None, cache_bytes: int = 0):
         self.store = store
         self.seed = seed
+        self.fetch = fetch
+        self.cache_bytes = cache_bytes
         k = store.num_parts
-        self._indptr = typed.List([np.asarray(store.part(p).indptr) for p in range(k)])
-        self._indices = typed.List([np.asarray(store.part(p).indices) for p in range(k)])
+        self._dtype = np.dtype(store.manifest.index_dtype)
         self._assign = np.asarray(store.assignment)
         self._local = np.asarray(store.local_index)
         n = store.manifest.num_nodes
         self._slot = np.zeros(n, np.int64)
         self._tick = 0
         self._orders: dict[tuple, np.ndarray] = {}
+        self._loaded: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.held = np.zeros(k, np.bool_)
+        self.cache: AdjacencyCache | None = None
+        self.stats = {"halo_cache_hits": 0.0, "halo_cache_misses": 0.0}
+        if held_parts is None:
+            self._indptr = typed.List([np.asarray(store.part(p).indptr) for p in range(k)])
+            self._indices = typed.List([np.asarray(store.part(p).indices) for p in range(k)])
+            self.held[:] = True
+        else:
+            self.set_held(held_parts)
         self.served = np.zeros(k, np.bool_)
         self.set_served(list(range(k)) if served_parts is None else served_parts)
+
+    # ---- ownership -----------------------------------------------------------------------------
+    def set_held(self, parts: list[int]) -> None:
+        """Hold exactly ``parts`` in memory: load new ones once, drop the others, rebuild the cache."""
+        k = self.store.num_parts
+        parts = sorted(int(p) for p in parts)
+        for p in [p for p in self._loaded if p not in parts]:
+            del self._loaded[p]
+        for p in parts:
+            if p not in self._loaded:
+                a = self.store.read_part(p, ("indptr", "indices"))
+                self._loaded[p] = (a["indptr"].astype(np.int64, copy=False), a["indices"].astype(self._dtype, copy=False))
+        empty_ptr, empty_ind = np.zeros(1, np.int64), np.empty(0, self._dtype)
+        self._indptr = typed.List([self._loaded[p][0] if p in self._loaded else empty_ptr for p in range(k)])
+        self._indices = typed.List([self._loaded[p][1] if p in self._loaded else empty_ind for p in range(k)])
+        self.held[:] = False
+        self.held[parts] = True
+        self._orders.clear()
+        m = self.store.manifest
+        row_bytes = max(2.0 * m.num_edges / max(m.num_nodes, 1), 1.0) * self._dtype.itemsize
+        limit = int(self.cache_bytes / row_bytes) if self.cache_bytes and not self.held.all() else 0
+        hot = hot_halo([self._loaded[p][1] for p in parts], self._assign, self.held, limit)
+        self.cache = AdjacencyCache(hot, self.cache_bytes, self._dtype) if limit else None
+
+    @property
+    def held_parts(self) -> list[int]:
+        return np.flatnonzero(self.held).tolist()
 
     def set_served(self, parts: list[int]) -> None:
         self.served[:] = False
@@ -52,6 +106,23 @@ class SamplerCore:
     def served_parts(self) -> list[int]:
         return np.flatnonzero(self.served).tolist()
 
+    def serve(self, req: HaloRequest) -> AdjacencyRows:
+        """Answer another sampler's request for rows (``adjacency``) or degrees (``degree``) held here."""
+        if req.what not in ("adjacency", "degree"):
+            raise RequestFailedError("bad_request", f"a sampler serves adjacency and degree, not {req.what!r}")
+        ids = req.ids
+        n = self._assign.shape[0]
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
+            raise RequestFailedError("bad_request", f"vertex ids must lie in [0, {n})")
+        parts = self._assign[ids]
+        if not self.held[parts].all():
+            missing = sorted(set(np.unique(parts[~self.held[parts]]).tolist()))
+            raise RequestFailedError("not_owner", f"parts {missing} are not held here (held: {self.held_parts})")
+        indptr, indices = gather_csr_rows(self._indptr, self._indices, parts.astype(np.int64),
+                                          self._local[ids].astype(np.int64), req.what == "degree")
+        return AdjacencyRows(indptr=indptr, indices=indices)
+
+    # ---- sampling ------------------------------------------------------------------------------
     def seeds_for(self, item: WorkItem) -> np.ndarray:
         """The seed ids of a work item (see :mod:`shared.plan`)."""
         key = (item.part, item.phase, item.epoch if item.phase == "train" else 0)
@@ -62,13 +133,50 @@ class SamplerCore:
             order = self._orders[key] = split_order(self.store, item.part, item.phase, self.seed, item.epoch)
         return order[item.offset:item.offset + item.count]
 
-    def sample(self, seeds: np.ndarray, fanouts, rng_seed: int = 0, home_part: int | None = None) -> SampledBatch:
+    def _resolve(self, lo: int, hi: int, nodes, degrees, nstart, halo: np.ndarray, rows: bool, epoch: int):
+        """Fill in degree (and, with ``rows``, the halo offset) of nodes[lo:hi] held elsewhere."""
+        unres = lo + np.flatnonzero(degrees[lo:hi] < 0)
+        if unres.size == 0:
+            return halo
+        ids = nodes[unres]
+        if self.fetch is None:
+            raise RequestFailedError(f"vertex {int(ids[0])} belongs to part {int(self._assign[ids[0]])}, which this "
+                                     f"sampler does not hold (held: {self.held_parts}) and no halo client is set")
+        pieces = [halo]
+        off = halo.shape[0]
+        hit = np.zeros(ids.shape[0], np.bool_)
+        if self.cache is not None:
+            hit, ptr, ind = self.cache.get(ids)
+            if hit.any():
+                sel = unres[hit]
+                degrees[sel] = np.diff(ptr)
+                if rows:
+                    nstart[sel] = off + ptr[:-1]
+                    pieces.append(ind)
+                    off += ind.shape[0]
+            self.stats["halo_cache_hits"] += int(np.count_nonzero(hit))
+            self.stats["halo_cache_misses"] += int(ids.shape[0] - np.count_nonzero(hit))
+        miss = ~hit
+        if miss.any():
+            rep = self.fetch("adjacency" if rows else "degree", ids[miss], epoch)
+            sel = unres[miss]
+            degrees[sel] = np.diff(rep.indptr)
+            if rows:
+                nstart[sel] = off + rep.indptr[:-1]
+                pieces.append(rep.indices.astype(self._dtype, copy=False))
+                if self.cache is not None:
+                    self.cache.put(ids[miss], rep.indptr, rep.indices)
+        return np.concatenate(pieces) if len(pieces) > 1 else halo
+
+    def sample(self, seeds: np.ndarray, fanouts, rng_seed: int = 0, home_part: int | None = None,
+               epoch: int = 0) -> SampledBatch:
         """Sample blocks around ``seeds`` (global ids).  See :class:`~shared.protocol.SampledBatch`.
 
         Args:
             home_part: count a neighbour as remote when it is owned by another part than this
                 one (the machine holding ``home_part`` would fetch it over the network); default:
                 remote = outside every part this sampler serves.
+            epoch: attributes halo traffic to an epoch.
         """
         seeds = np.asarray(seeds, np.int64)
         if np.unique(seeds).shape[0] != seeds.shape[0]:      # the kernel needs distinct seeds
@@ -86,17 +194,38 @@ class SamplerCore:
             self._slot[:] = 0
             self._tick = 1
         t0 = time.perf_counter()
-        nodes, hop_nodes, degrees, esrc, edst, hop_edges, remote = sample_blocks(
-            seeds, np.asarray(fanouts, np.int64), self._indptr, self._indices, self._assign, self._local,
-            served, self._slot, self._tick, rng_seed & 0x7FFFFFFFFFFFFFFF)
-        return SampledBatch(nodes=nodes, hop_nodes=hop_nodes, degrees=degrees, edge_src=esrc, edge_dst=edst,
-                            hop_edges=hop_edges, remote_neighbors=int(remote),
-                            sample_seconds=time.perf_counter() - t0)
+        fanouts = [int(f) for f in fanouts]
+        H, B = len(fanouts), seeds.shape[0]
+        cap = max(B * 4, 16)
+        nodes, degrees = np.empty(cap, np.int64), np.empty(cap, np.int32)
+        npart, nstart = np.empty(cap, np.int32), np.empty(cap, np.int64)
+        esrc = np.empty(max(B * 8, 16), np.int32)
+        edst = np.empty(esrc.shape[0], np.int32)
+        chosen = np.empty(64, np.int64)
+        hop_nodes, hop_edges = np.zeros(H + 1, np.int64), np.zeros(H + 1, np.int64)
+        state = init_state(rng_seed)
+        count = seed_nodes(seeds, self._indptr, self._assign, self._local, self.held, self._slot, self._tick,
+                           nodes, degrees, npart, nstart)
+        hop_nodes[0] = count
+        self._dtype = self._indices[0].dtype if len(self._indices) else self._dtype
+        halo = self._resolve(0, count, nodes, degrees, nstart, np.empty(0, self._dtype), H > 0, epoch)
+        ecount = remote = 0
+        for h in range(H):
+            before = count
+            nodes, degrees, npart, nstart, esrc, edst, chosen, count, ecount, r = sample_hop(
+                fanouts[h], count, ecount, nodes, degrees, npart, nstart, esrc, edst, chosen, self._indptr,
+                self._indices, halo, self._assign, self._local, self.held, served, self._slot, self._tick, state)
+            remote += r
+            hop_nodes[h + 1], hop_edges[h + 1] = count, ecount
+            halo = self._resolve(before, count, nodes, degrees, nstart, halo, h + 1 < H, epoch)
+        return SampledBatch(nodes=nodes[:count].copy(), hop_nodes=hop_nodes, degrees=degrees[:count].copy(),
+                            edge_src=esrc[:ecount].copy(), edge_dst=edst[:ecount].copy(), hop_edges=hop_edges,
+                            remote_neighbors=int(remote), sample_seconds=time.perf_counter() - t0)
 
     def sample_item(self, item: WorkItem, fanouts) -> SampledBatch:
         """Sample the batch a work item describes, deterministically."""
         batch = self.sample(self.seeds_for(item), fanouts, rng_seed=mix_seed(self.seed, item.epoch, item.batch_id),
-                            home_part=item.part)
+                            home_part=item.part, epoch=item.epoch)
         batch.epoch, batch.phase, batch.batch_id = item.epoch, item.phase, item.batch_id
         batch.part, batch.trainer_rank = item.part, item.trainer_rank
         return batch

@@ -1,7 +1,13 @@
-"""Numba kernel for uniform multi-hop neighbour sampling over a partitioned CSR.
+"""Numba kernels for uniform multi-hop neighbour sampling over the parts a sampler holds.
 
-The graph arrives as one CSR per partition (``typed.List`` of memory-mapped arrays) plus the
-global ``assignment`` / ``local_index`` maps, so a sampler never stitches a global CSR in memory.
+The graph arrives as one CSR per partition (``typed.List``; parts this process does not hold are
+empty placeholders) plus the global ``assignment`` / ``local_index`` maps, so a sampler never
+stitches a global CSR in memory.  A batch is sampled one hop at a time: a vertex of a part held
+elsewhere is added with degree ``-1``; between hops the caller fetches those rows from their
+owners in one request per owner (the halo) into a flat ``halo`` buffer and fills in degree and
+offset, then the next hop reads them from there.  The random draws depend only on the degrees, so
+a batch is identical whether its rows were local or fetched.
+
 De-duplication of sampled vertices uses an O(n) slot array instead of a hash map:
 ``slot[v] >> 32 == tick`` means ``v`` is already in this batch at local position
 ``slot[v] & 0xFFFFFFFF``.  Randomness is an inline xorshift64* generator (seeded per batch), which
@@ -12,9 +18,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["sample_blocks"]
+__all__ = ["seed_nodes", "sample_hop", "init_state"]
 
 _MASK32 = np.int64(0xFFFFFFFF)
+
+
+def init_state(rng_seed: int) -> np.ndarray:
+    """The generator state of one batch (uint64[1])."""
+    return np.array([((rng_seed & 0x7FFFFFFFFFFFFFFF) * 0x9E3779B97F4A7C15 + 1) & 0xFFFFFFFFFFFFFFFF], np.uint64)
 
 
 @njit(cache=True, inline="always")
@@ -37,111 +48,94 @@ def _grow(a, need):
 
 
 @njit(cache=True)
-def sample_blocks(seeds, fanouts, part_indptr, part_indices, assignment, local_index, served,
-                  slot, tick, rng_seed):
-    """Sample ``len(fanouts)`` hops around ``seeds``.
-
-    Args:
-        seeds: int64[B] distinct global ids.
-        fanouts: int64[H]; ``-1`` takes every neighbour.
-        part_indptr, part_indices: typed lists, one CSR per partition (neighbours are global ids).
-        assignment: int32[n] part of every vertex; local_index: int[n] its row in that part.
-        served: bool[k] partitions this sampler serves (neighbours elsewhere count as remote).
-        slot: int64[n] scratch owned by the caller, reused across batches (never shrunk).
-        tick: a positive value not used before as a stamp (< 2**31).  rng_seed: makes the sample deterministic.
-    Returns:
-        nodes int64[N], hop_nodes int64[H+1], degrees int32[N], edge_src int32[E],
-        edge_dst int32[E], hop_edges int64[H+1], remote neighbour count.
-    """
-    state = np.empty(1, np.uint64)
-    state[0] = np.uint64(rng_seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)
-    H = fanouts.shape[0]
-    B = seeds.shape[0]
-    cap = max(B * 4, 16)
-    nodes = np.empty(cap, np.int64)
-    degrees = np.empty(cap, np.int32)
-    npart = np.empty(cap, np.int32)      # part of each node, and its row start in that part's CSR
-    nstart = np.empty(cap, np.int64)
-    esrc = np.empty(max(B * 8, 16), np.int32)
-    edst = np.empty(esrc.shape[0], np.int32)
-    hop_nodes = np.zeros(H + 1, np.int64)
-    hop_edges = np.zeros(H + 1, np.int64)
+def seed_nodes(seeds, part_indptr, assignment, local_index, held, slot, tick, nodes, degrees, npart, nstart):
+    """Put the distinct ``seeds`` first; a seed of a part not held gets degree -1 (to fetch)."""
     tag = np.int64(tick) << 32
-    remote = 0
-    count = 0
-    for i in range(B):
+    for i in range(seeds.shape[0]):
         v = seeds[i]
-        slot[v] = tag | count
+        slot[v] = tag | i
         p = assignment[v]
-        ip = part_indptr[p]
-        r = local_index[v]
-        nodes[count] = v
-        npart[count] = p
-        nstart[count] = ip[r]
-        degrees[count] = ip[r + 1] - ip[r]
-        count += 1
-    hop_nodes[0] = count
-    ecount = 0
-    chosen = np.empty(64, np.int64)
-    for h in range(H):
-        f = fanouts[h]
-        ndst = count
-        need = 0                                   # exact number of edges this hop samples
-        for j in range(ndst):
-            d = degrees[j]
-            need += d if (f < 0 or d <= f) else f
-        if ecount + need > esrc.shape[0]:
-            esrc = _grow(esrc, ecount + need)
-            edst = _grow(edst, ecount + need)
-        if count + need > nodes.shape[0]:
-            nodes = _grow(nodes, count + need)
-            degrees = _grow(degrees, count + need)
-            npart = _grow(npart, count + need)
-            nstart = _grow(nstart, count + need)
-        if f > chosen.shape[0]:
-            chosen = np.empty(f, np.int64)
-        for j in range(ndst):
-            nbr = part_indices[npart[j]]
-            start = nstart[j]
-            d = degrees[j]
-            take_all = f < 0 or d <= f
-            k = d if take_all else f
-            if not take_all:
-                # Floyd's algorithm: f distinct offsets out of d
-                for t in range(f):
-                    m = d - f + t + 1
-                    cand = np.int64((_next(state) * np.uint64(m)) >> np.uint64(32))
-                    dup = False
-                    for q in range(t):
-                        if chosen[q] == cand:
-                            dup = True
-                            break
-                    chosen[t] = (m - 1) if dup else cand
-            for t in range(k):
-                off = t if take_all else chosen[t]
-                u = nbr[start + off]
-                s = slot[u]
-                if (s >> 32) == tick:
-                    lu = s & _MASK32
-                    if not served[npart[lu]]:
-                        remote += 1
-                else:
-                    pu = assignment[u]
-                    if not served[pu]:
-                        remote += 1
-                    lu = count
-                    slot[u] = tag | count
+        nodes[i] = v
+        npart[i] = p
+        if held[p]:
+            ip = part_indptr[p]
+            r = local_index[v]
+            nstart[i] = ip[r]
+            degrees[i] = ip[r + 1] - ip[r]
+        else:
+            nstart[i] = -1
+            degrees[i] = -1
+    return seeds.shape[0]
+
+
+@njit(cache=True)
+def sample_hop(f, count, ecount, nodes, degrees, npart, nstart, esrc, edst, chosen, part_indptr, part_indices,
+               halo, assignment, local_index, held, served, slot, tick, state):
+    """Sample up to ``f`` neighbours (``-1``: all) of every node so far, appending new nodes.
+
+    Rows of nodes of held parts are read from ``part_indices``, the others from ``halo`` at
+    ``nstart``.  Returns the (possibly grown) arrays, the new counts and the remote neighbour count.
+    """
+    tag = np.int64(tick) << 32
+    ndst = count
+    need = 0                                   # exact number of edges this hop samples
+    for j in range(ndst):
+        d = degrees[j]
+        need += d if (f < 0 or d <= f) else f
+    if ecount + need > esrc.shape[0]:
+        esrc = _grow(esrc, ecount + need)
+        edst = _grow(edst, ecount + need)
+    if count + need > nodes.shape[0]:
+        nodes = _grow(nodes, count + need)
+        degrees = _grow(degrees, count + need)
+        npart = _grow(npart, count + need)
+        nstart = _grow(nstart, count + need)
+    if f > chosen.shape[0]:
+        chosen = np.empty(f, np.int64)
+    remote = 0
+    for j in range(ndst):
+        nbr = part_indices[npart[j]] if held[npart[j]] else halo
+        start = nstart[j]
+        d = degrees[j]
+        take_all = f < 0 or d <= f
+        k = d if take_all else f
+        if not take_all:
+            # Floyd's algorithm: f distinct offsets out of d
+            for t in range(f):
+                m = d - f + t + 1
+                cand = np.int64((_next(state) * np.uint64(m)) >> np.uint64(32))
+                dup = False
+                for q in range(t):
+                    if chosen[q] == cand:
+                        dup = True
+                        break
+                chosen[t] = (m - 1) if dup else cand
+        for t in range(k):
+            off = t if take_all else chosen[t]
+            u = nbr[start + off]
+            s = slot[u]
+            if (s >> 32) == tick:
+                lu = s & _MASK32
+                if not served[npart[lu]]:
+                    remote += 1
+            else:
+                pu = assignment[u]
+                if not served[pu]:
+                    remote += 1
+                lu = count
+                slot[u] = tag | count
+                nodes[count] = u
+                npart[count] = pu
+                if held[pu]:
                     ip = part_indptr[pu]
                     ru = local_index[u]
-                    nodes[count] = u
-                    npart[count] = pu
                     nstart[count] = ip[ru]
                     degrees[count] = ip[ru + 1] - ip[ru]
-                    count += 1
-                esrc[ecount] = lu
-                edst[ecount] = j
-                ecount += 1
-        hop_nodes[h + 1] = count
-        hop_edges[h + 1] = ecount
-    return (nodes[:count].copy(), hop_nodes, degrees[:count].copy(), esrc[:ecount].copy(),
-            edst[:ecount].copy(), hop_edges, remote)
+                else:
+                    nstart[count] = -1
+                    degrees[count] = -1
+                count += 1
+            esrc[ecount] = lu
+            edst[ecount] = j
+            ecount += 1
+    return nodes, degrees, npart, nstart, esrc, edst, chosen, count, ecount, remote

@@ -41,10 +41,24 @@ class PartData:
 class PartitionStore:
     """Read access to a store directory written by :func:`shared.store.write_store`."""
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, parts: list[int] | None = None):
         self.root = Path(root)
         self.manifest = Manifest.load(self.root)
         self._parts: dict[int, PartData] = {}
+        self.allowed: frozenset[int] | None = None
+        if parts is not None:
+            self.restrict(parts)
+
+    def restrict(self, parts) -> None:
+        """Allow opening only ``parts`` from now on (a process that owns some parts); forget the others."""
+        self.allowed = frozenset(int(p) for p in parts)
+        for p in [p for p in self._parts if p not in self.allowed]:
+            del self._parts[p]
+
+    def read_part(self, p: int, names: tuple[str, ...]) -> dict[str, np.ndarray | None]:
+        """Arrays ``names`` of part ``p`` read fully into memory (no mapping of the file is kept)."""
+        pd = self.part(p)
+        return {n: None if getattr(pd, n) is None else np.array(getattr(pd, n)) for n in names}
 
     def __repr__(self) -> str:
         m = self.manifest
@@ -79,6 +93,9 @@ class PartitionStore:
         """The arrays of part ``p`` (memory-mapped, cached)."""
         if not 0 <= p < self.num_parts:
             raise StoreFormatError(f"part {p} is out of range [0, {self.num_parts})")
+        if self.allowed is not None and p not in self.allowed:
+            raise StoreFormatError(f"{self.root}: part {p} is not held by this process (it may open only "
+                                   f"parts {sorted(self.allowed)})")
         if p not in self._parts:
             d = self.manifest.parts[p].path
             self._parts[p] = PartData(
@@ -132,8 +149,9 @@ class PartitionStore:
             total_entries += pd.indices.shape[0]
         if total_nodes != n:
             raise StoreFormatError(f"{self.root}: parts own {total_nodes} vertices, manifest says {n}")
-        if total_entries != 2 * m.num_edges:
-            raise StoreFormatError(f"{self.root}: {total_entries} adjacency entries for {m.num_edges} undirected edges")
+        if total_entries != (1 if m.directed else 2) * m.num_edges:
+            raise StoreFormatError(f"{self.root}: {total_entries} adjacency entries for {m.num_edges} "
+                                   f"{'arcs' if m.directed else 'undirected edges'}")
 
     def global_csr(self) -> tuple[np.ndarray, np.ndarray]:
         """Stitch the parts into one global CSR (for small graphs, tests and full-graph baselines)."""

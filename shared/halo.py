@@ -1,0 +1,544 @@
+"""Part ownership and the halo exchange between samplers (adjacency) and between loaders (features).
+
+Every sampler and loader *holds* a set of parts in memory (read once from the store, or from a
+host-local copy staged from it) and answers :class:`~shared.protocol.HaloRequest` s for them from a
+ROUTER socket served by a thread.  Rows of vertices held elsewhere are fetched with one request
+per owner and per hop (:class:`HaloClient`), through the one wire module, with the same limits
+and CURVE as every other socket.  Hot remote rows stay in a byte-budgeted cache.
+
+Ownership (:func:`assign_parts`) is a pure function of the live members of a tier, so every
+process computes the same answer from the registry: parts go to *hosts* first (balanced
+rendezvous hashing: a host joining or leaving moves few parts), then round-robin to the replicas
+on each host.  A process publishes what it actually holds (``held``) and its halo endpoint in its
+registry entry; requests go to a holder, so a part is served from its old holder until the new one
+has loaded it (see docs/distributed.md).
+
+Traffic accounting (:class:`WireCounter`): every process counts the bytes it sends and receives
+to other processes (``ipc_*``) and to processes on *other hosts* (``wire_*``), per epoch.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import threading
+import time
+import zlib
+from collections import defaultdict
+from typing import Callable
+
+import numpy as np
+import zmq
+from numba import njit
+
+from argosy.shared import envs
+from argosy.shared.errors import ProtocolError, RequestFailedError
+from argosy.shared.protocol import (HALO_WHAT, AdjacencyRows, ErrorReply, FeatureRows, HaloRequest, Message)
+from argosy.shared.transport import bind_random, make_socket
+from argosy.shared.wire import Limits, decode, encode
+
+__all__ = ["host_label", "assign_parts", "Membership", "HaloServer", "HaloClient", "WireCounter",
+           "AdjacencyCache", "FeatureCache", "hot_halo", "gather_csr_rows", "scatter_csr", "frames_bytes",
+           "wire_summary", "MAX_REQUEST_IDS"]
+
+logger = logging.getLogger(__name__)
+
+MAX_REQUEST_IDS = 1 << 22
+"""Vertex ids one halo request may carry (a larger request is answered with ``too_large``)."""
+HALO_LIMITS = Limits(max_header_bytes=64 * 1024, max_frame_bytes=1 << 30, max_message_bytes=1 << 31, max_frames=4)
+
+
+def host_label() -> str:
+    """The host this process runs on, as ownership and accounting see it (``ARGOSY_HOST`` or the host name)."""
+    return os.environ.get(envs.HOST_LABEL) or socket.gethostname()
+
+
+def _score(host: str, part: int) -> int:
+    return zlib.crc32(f"{host}/{part}".encode())
+
+
+def assign_parts(num_parts: int, members: list[tuple[str, str]]) -> dict[str, list[int]]:
+    """Deal ``num_parts`` parts to the ``(host, service_id)`` members of one tier.
+
+    Parts go to hosts by balanced rendezvous hashing (each part to its highest-scoring host that
+    has fewer than ``ceil(parts / hosts)``), then the parts of a host round-robin to its replicas
+    sorted by id.  Deterministic: every process derives the same answer from the same members.
+
+    Example:
+        >>> assign_parts(4, [("h0", "sampler-0"), ("h0", "sampler-1")])
+        {'sampler-0': [0, 2], 'sampler-1': [1, 3]}
+    """
+    out: dict[str, list[int]] = {sid: [] for _, sid in members}
+    if not members:
+        return out
+    hosts = sorted({h for h, _ in members})
+    cap = -(-num_parts // len(hosts))
+    load = dict.fromkeys(hosts, 0)
+    host_parts: dict[str, list[int]] = {h: [] for h in hosts}
+    for p in range(num_parts):
+        for h in sorted(hosts, key=lambda h: (-_score(h, p), h)):
+            if load[h] < cap:
+                load[h] += 1
+                host_parts[h].append(p)
+                break
+    for h in hosts:
+        reps = sorted(sid for hh, sid in members if hh == h)
+        for i, p in enumerate(host_parts[h]):
+            out[reps[i % len(reps)]].append(p)
+    return out
+
+
+class Membership:
+    """One tier's live members, their assigned parts and the parts they publish as held."""
+
+    def __init__(self, coord, role: str, num_parts: int, self_id: str, self_host: str):
+        self.coord, self.role, self.num_parts = coord, role, num_parts
+        self.self_id, self.self_host = self_id, self_host
+        self.assigned: dict[str, list[int]] = {}
+        self.members: dict[str, dict] = {}
+
+    def refresh(self) -> None:
+        live = {s["id"]: s for s in self.coord.services(self.role)}
+        live.setdefault(self.self_id, {"id": self.self_id, "host_label": self.self_host})
+        self.members = live
+        self.assigned = assign_parts(self.num_parts, [(s.get("host_label", "?"), sid) for sid, s in live.items()])
+
+    def mine(self) -> list[int]:
+        return self.assigned.get(self.self_id, [])
+
+    def owner_of(self, part: int) -> str | None:
+        for sid, parts in self.assigned.items():
+            if part in parts:
+                return sid
+        return None
+
+    def holders(self, part: int) -> list[str]:
+        """Live members that publish ``part`` as loaded (the assigned owner first, then by id)."""
+        hs = sorted(sid for sid, s in self.members.items() if part in (s.get("held") or []))
+        own = self.owner_of(part)
+        return sorted(hs, key=lambda sid: sid != own)
+
+
+# ---------------------------------------------------------------------------------------------
+def frames_bytes(frames) -> int:
+    return sum(memoryview(f).nbytes if not hasattr(f, "buffer") else f.buffer.nbytes for f in frames)
+
+
+class WireCounter:
+    """Bytes this process sent to / received from other processes, and the part crossing hosts."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._c: dict[str, float] = defaultdict(float)
+
+    def add(self, nbytes: int, *, sent: bool, cross_host: bool, epoch: int | None, halo: bool) -> None:
+        d = "sent" if sent else "received"
+        with self._lock:
+            c = self._c
+            c[f"ipc_bytes_{d}"] += nbytes
+            if halo:
+                c[f"halo_bytes_{d}"] += nbytes
+            if cross_host:
+                c[f"wire_bytes_{d}"] += nbytes
+            if sent and epoch is not None:       # per epoch, counted once: at the sender
+                c[f"ipc_bytes_e{epoch}"] += nbytes
+                if cross_host:
+                    c[f"wire_bytes_e{epoch}"] += nbytes
+                if halo:
+                    c[f"halo_bytes_e{epoch}"] += nbytes
+
+    def count(self, name: str, value: float = 1.0) -> None:
+        with self._lock:
+            self._c[name] += value
+
+    def drain(self) -> dict[str, float]:
+        with self._lock:
+            out, self._c = dict(self._c), defaultdict(float)
+        return out
+
+
+def wire_summary(metrics: dict[str, float]) -> dict:
+    """``wire_bytes`` (cross-host), ``ipc_bytes``, ``halo_bytes``, per epoch and in total, with the
+    halo cache hit rate, from the job's Redis metrics hash."""
+    def per_epoch(prefix: str) -> list[float]:
+        eps = sorted(int(k[len(prefix):]) for k in metrics if k.startswith(prefix) and k[len(prefix):].isdigit())
+        return [metrics.get(f"{prefix}{e}", 0.0) for e in range(eps[-1] + 1)] if eps else []
+    hits = metrics.get("halo_cache_hits", 0.0)
+    misses = metrics.get("halo_cache_misses", 0.0)
+    return {"wire_bytes": metrics.get("wire_bytes_sent", 0.0), "wire_bytes_per_epoch": per_epoch("wire_bytes_e"),
+            "ipc_bytes": metrics.get("ipc_bytes_sent", 0.0), "ipc_bytes_per_epoch": per_epoch("ipc_bytes_e"),
+            "halo_bytes": metrics.get("halo_bytes_sent", 0.0), "halo_bytes_per_epoch": per_epoch("halo_bytes_e"),
+            "halo_rows": metrics.get("halo_rows", 0.0),
+            "halo_cache_hit_rate": hits / (hits + misses) if hits + misses else 0.0}
+
+
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def gather_csr_rows(part_indptr, part_indices, parts, locs, degree_only):
+    """Rows ``locs[i]`` of part ``parts[i]``'s CSR, in request order: (indptr int64[m+1], indices)."""
+    m = parts.shape[0]
+    indptr = np.zeros(m + 1, np.int64)
+    for i in range(m):
+        ip = part_indptr[parts[i]]
+        indptr[i + 1] = indptr[i] + ip[locs[i] + 1] - ip[locs[i]]
+    n = 0 if degree_only else indptr[m]
+    indices = np.empty(n, part_indices[0].dtype)
+    if not degree_only:
+        for i in range(m):
+            ip = part_indptr[parts[i]]
+            src = part_indices[parts[i]]
+            s = ip[locs[i]]
+            for t in range(indptr[i + 1] - indptr[i]):
+                indices[indptr[i] + t] = src[s + t]
+    return indptr, indices
+
+
+def scatter_csr(out_indptr: np.ndarray, out_indices: np.ndarray, sel: np.ndarray, indptr: np.ndarray,
+                indices: np.ndarray) -> None:
+    """Copy CSR rows (``indptr``/``indices``, one per ``sel``) to rows ``sel`` of a CSR laid out by ``out_indptr``."""
+    lens = np.diff(indptr)
+    if indices.shape[0]:
+        out_indices[np.repeat(out_indptr[sel] - indptr[:-1], lens) + np.arange(indices.shape[0])] = indices
+
+
+def _take_rows(indptr: np.ndarray, indices: np.ndarray, starts: np.ndarray, lens: np.ndarray):
+    """Rows given by (start, length) of a flat buffer, as a new CSR."""
+    out_ptr = np.zeros(lens.shape[0] + 1, np.int64)
+    np.cumsum(lens, out=out_ptr[1:])
+    idx = np.repeat(starts - out_ptr[:-1], lens) + np.arange(out_ptr[-1])
+    return out_ptr, indices[idx]
+
+
+def hot_halo(indices_list: list[np.ndarray], assignment: np.ndarray, held: np.ndarray, limit: int) -> np.ndarray:
+    """Up to ``limit`` remote vertices most often adjacent to the held parts (the likeliest to be
+    sampled from them), sorted by id."""
+    if limit <= 0 or not indices_list:
+        return np.empty(0, np.int64)
+    nbr = np.concatenate([np.asarray(x) for x in indices_list]) if indices_list else np.empty(0, np.int64)
+    rem = nbr[~held[assignment[nbr]]]
+    if rem.size == 0:
+        return np.empty(0, np.int64)
+    ids, counts = np.unique(rem, return_counts=True)
+    top = np.argsort(-counts, kind="stable")[:limit]
+    return np.sort(ids[top]).astype(np.int64)
+
+
+class _HotSet:
+    def __init__(self, hot: np.ndarray):
+        self.hot = np.asarray(hot, np.int64)
+
+    def slots(self, ids: np.ndarray) -> np.ndarray:
+        if self.hot.size == 0:
+            return np.full(ids.shape[0], -1, np.int64)
+        pos = np.searchsorted(self.hot, ids)
+        pos[pos >= self.hot.size] = 0
+        return np.where(self.hot[pos] == ids, pos, -1)
+
+
+class AdjacencyCache(_HotSet):
+    """Adjacency rows of hot remote vertices, at most ``budget`` bytes, filled as they are fetched."""
+
+    def __init__(self, hot: np.ndarray, budget: int, dtype):
+        super().__init__(hot)
+        self.start = np.full(self.hot.size, -1, np.int64)
+        self.length = np.zeros(self.hot.size, np.int64)
+        self.buf = np.empty(max(budget, 0) // np.dtype(dtype).itemsize, dtype)   # pages touched only as filled
+        self.used = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.used * self.buf.itemsize
+
+    def get(self, ids: np.ndarray):
+        """(hit mask, CSR of the hit rows in ``ids[hit]`` order)."""
+        s = self.slots(ids)
+        hit = s >= 0
+        hit[hit] = self.start[s[hit]] >= 0
+        sh = s[hit]
+        ptr, ind = _take_rows(None, self.buf, self.start[sh], self.length[sh])
+        return hit, ptr, ind
+
+    def put(self, ids: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> None:
+        s = self.slots(ids)
+        sel = np.flatnonzero(s >= 0)
+        sel = sel[self.start[s[sel]] < 0]
+        if sel.size == 0:
+            return
+        lens = indptr[sel + 1] - indptr[sel]
+        fit = np.cumsum(lens) <= self.buf.size - self.used
+        sel, lens = sel[fit], lens[fit]
+        if sel.size == 0:
+            return
+        slots = s[sel]
+        keep = np.unique(slots, return_index=True)[1]          # an id twice in one reply: store once
+        sel, lens, slots = sel[keep], lens[keep], slots[keep]
+        ptr, rows = _take_rows(None, indices, indptr[sel], lens)
+        self.buf[self.used:self.used + rows.shape[0]] = rows
+        self.start[slots] = self.used + ptr[:-1]
+        self.length[slots] = lens
+        self.used += rows.shape[0]
+
+
+class FeatureCache(_HotSet):
+    """Feature rows (and labels) of hot remote vertices: one reserved row per hot vertex."""
+
+    def __init__(self, hot: np.ndarray, dim: int, dtype):
+        super().__init__(hot)
+        self.present = np.zeros(self.hot.size, np.bool_)
+        self.buf = np.empty((self.hot.size, dim), dtype)       # pages touched only as filled
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.count_nonzero(self.present)) * self.buf.shape[1] * self.buf.itemsize
+
+    def get(self, ids: np.ndarray):
+        s = self.slots(ids)
+        hit = s >= 0
+        hit[hit] = self.present[s[hit]]
+        return hit, self.buf[s[hit]]
+
+    def put(self, ids: np.ndarray, rows: np.ndarray) -> None:
+        s = self.slots(ids)
+        ok = s >= 0
+        self.buf[s[ok]] = rows[ok]
+        self.present[s[ok]] = True
+
+
+# ---------------------------------------------------------------------------------------------
+class HaloServer:
+    """Answers halo requests for the parts this process holds, from its own thread.
+
+    Args:
+        handler: ``handler(request) -> reply message``; raise :class:`RequestFailedError` with
+            ``args = (code, sentence)`` to answer with an :class:`ErrorReply`.
+        peer_host: ``peer_host(request) -> bool`` whether the requester is on another host.
+    """
+
+    def __init__(self, zctx: zmq.Context, handler: Callable[[HaloRequest], Message], counter: WireCounter,
+                 port: int = 0):
+        self.zctx, self.handler, self.counter = zctx, handler, counter
+        self.host = host_label()
+        self.stop = threading.Event()
+        self._ready = threading.Event()
+        self.endpoint: str | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(port,), name="halo-server", daemon=True)
+        self._thread.start()
+        self._ready.wait(30)
+        if self._error is not None:
+            raise self._error
+
+    def _run(self, port: int) -> None:
+        try:
+            sock = make_socket(self.zctx, zmq.ROUTER, sndhwm=64, rcvhwm=64, curve="server",
+                               max_msg_bytes=HALO_LIMITS.max_message_bytes)
+            self.endpoint = bind_random(sock, port)
+        except BaseException as e:          # reported to the constructor
+            self._error = e
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            while not self.stop.is_set():
+                if not sock.poll(100, zmq.POLLIN):
+                    continue
+                frames = sock.recv_multipart(copy=False)
+                ident, body = frames[0], frames[1:]
+                nin = frames_bytes(body)
+                req: HaloRequest | None = None
+                try:
+                    msg = decode(body, HALO_LIMITS)
+                    if type(msg) is not HaloRequest:
+                        raise RequestFailedError("bad_request", f"expected a HaloRequest, got {type(msg).__name__}")
+                    req = msg
+                    if req.what not in HALO_WHAT:
+                        raise RequestFailedError("bad_request", f"unknown halo request {req.what!r} (known: {sorted(HALO_WHAT)})")
+                    if req.ids.ndim != 1 or req.ids.dtype != np.int64:
+                        raise RequestFailedError("bad_request", f"ids must be int64[m] (got {req.ids.dtype}{list(req.ids.shape)})")
+                    if req.ids.shape[0] > MAX_REQUEST_IDS:
+                        raise RequestFailedError("too_large", f"{req.ids.shape[0]} ids in one request (limit {MAX_REQUEST_IDS})")
+                    reply = self.handler(req)
+                    reply.request_id = req.request_id
+                except (ProtocolError, RequestFailedError) as e:
+                    code, text = (e.args + ("",))[:2] if isinstance(e, RequestFailedError) else ("bad_request", str(e))
+                    reply = ErrorReply(request_id=str(req.request_id if req else ""), code=code, message=text)
+                except Exception as e:  # noqa: BLE001 - one bad request must not kill the server
+                    logger.exception("halo request failed")
+                    reply = ErrorReply(request_id=str(req.request_id if req else ""), code="internal",
+                                       message=f"{type(e).__name__}: {e}")
+                out = encode(reply)
+                cross = req is not None and req.host != self.host
+                epoch = req.epoch if req is not None else None
+                self.counter.add(nin, sent=False, cross_host=cross, epoch=None, halo=True)
+                self.counter.add(frames_bytes(out), sent=True, cross_host=cross, epoch=epoch, halo=True)
+                try:
+                    sock.send_multipart([ident, *out], copy=False, flags=zmq.NOBLOCK)
+                except zmq.Again:
+                    logger.warning("halo requester's queue is full; reply dropped (it will retry)")
+        finally:
+            sock.close(0)
+
+    def close(self) -> None:
+        self.stop.set()
+        self._thread.join(5)
+
+
+class HaloClient:
+    """Fetches rows of vertices held by other members of the same tier, one request per holder.
+
+    Args:
+        membership: the tier's :class:`Membership` (refreshed here when a holder is missing or wrong).
+        assignment: int32[n] part of every vertex.
+    """
+
+    _ids = itertools.count(1)
+
+    def __init__(self, zctx: zmq.Context, membership: Membership, assignment: np.ndarray, counter: WireCounter,
+                 timeout: float = 10.0, stop: threading.Event | None = None):
+        self.zctx, self.members, self.assign, self.counter = zctx, membership, assignment, counter
+        self.timeout, self.stop = timeout, stop
+        self.host = host_label()
+        self.socks: dict[str, tuple[str, zmq.Socket]] = {}
+
+    def _sock(self, sid: str) -> zmq.Socket:
+        ep = self.members.members[sid]["halo"]
+        cur = self.socks.get(sid)
+        if cur is None or cur[0] != ep:
+            if cur is not None:
+                cur[1].close(0)
+            s = make_socket(self.zctx, zmq.DEALER, sndhwm=64, rcvhwm=64, curve="client",
+                            max_msg_bytes=HALO_LIMITS.max_message_bytes)
+            s.connect(ep)
+            self.socks[sid] = (ep, s)
+        return self.socks[sid][1]
+
+    def close(self) -> None:
+        for _, s in self.socks.values():
+            s.close(0)
+        self.socks.clear()
+
+    def _route(self, parts: np.ndarray) -> dict[int, str]:
+        out = {}
+        for p in np.unique(parts).tolist():
+            hs = [h for h in self.members.holders(p) if h != self.members.self_id and "halo" in self.members.members[h]]
+            if hs:
+                out[p] = hs[0]
+        return out
+
+    def fetch(self, what: str, ids: np.ndarray, epoch: int) -> Message:
+        """Rows of ``ids`` (any order, held elsewhere), as one reply in ``ids`` order.
+
+        Returns :class:`AdjacencyRows` (``adjacency``/``degree``) or :class:`FeatureRows`.
+        Raises:
+            RequestFailedError: no holder answered within ``timeout`` (holders are re-read from
+                the registry and the request re-sent meanwhile).
+        """
+        ids = np.ascontiguousarray(ids, np.int64)
+        parts = np.asarray(self.assign[ids])
+        deadline = time.monotonic() + self.timeout
+        todo = np.arange(ids.shape[0])
+        results: list[tuple[np.ndarray, Message]] = []
+        last_err = "no holder published these parts"
+        while todo.size:
+            route = self._route(parts[todo])
+            if len(route) < np.unique(parts[todo]).size:
+                if time.monotonic() > deadline or (self.stop is not None and self.stop.is_set()):
+                    missing = sorted(set(np.unique(parts[todo]).tolist()) - set(route))
+                    raise RequestFailedError(f"halo {what}: no live holder of parts {missing} within "
+                                             f"{self.timeout:.0f} s ({last_err})")
+                time.sleep(0.2)
+                self.members.refresh()
+                continue
+            holder_of = np.array([route[p] for p in parts[todo].tolist()], dtype=object) if todo.size else None
+            pending: dict[int, tuple[np.ndarray, zmq.Socket, bool]] = {}
+            failed: list[np.ndarray] = []
+            for sid in sorted(set(route.values())):
+                sel = todo[holder_of == sid]
+                rid = next(self._ids)
+                req = HaloRequest(request_id=rid, what=what, epoch=epoch, host=self.host, ids=ids[sel])
+                sock = self._sock(sid)
+                frames = encode(req)
+                cross = self.members.members[sid].get("host_label") != self.host
+                if not sock.poll(int(max(deadline - time.monotonic(), 0.05) * 1000), zmq.POLLOUT):
+                    failed.append(sel)
+                    last_err = "holder not accepting requests"
+                    continue
+                sock.send_multipart(frames, copy=False)
+                self.counter.add(frames_bytes(frames), sent=True, cross_host=cross, epoch=epoch, halo=True)
+                self.counter.count("halo_requests")
+                pending[rid] = (sel, sock, cross)
+            poller = zmq.Poller()
+            for _, sock, _ in pending.values():
+                poller.register(sock, zmq.POLLIN)
+            while pending and time.monotonic() < deadline:
+                ready = dict(poller.poll(200))
+                for sock in list(ready):
+                    while sock.poll(0, zmq.POLLIN):
+                        frames = sock.recv_multipart(copy=False)
+                        try:
+                            msg = decode(frames, HALO_LIMITS)
+                        except ProtocolError as e:
+                            logger.warning("malformed halo reply dropped: %s", e)
+                            continue
+                        rid = int(msg.request_id) if str(msg.request_id).lstrip("-").isdigit() else -1
+                        if rid not in pending:
+                            continue                     # a late reply to a request already retried
+                        sel, _, cross = pending.pop(rid)
+                        self.counter.add(frames_bytes(frames), sent=False, cross_host=cross, epoch=None, halo=True)
+                        if isinstance(msg, ErrorReply):
+                            last_err = f"{msg.code}: {msg.message}"
+                            if msg.code in ("bad_request", "too_large"):
+                                raise RequestFailedError(f"halo {what} refused by its holder: {last_err}")
+                            failed.append(sel)
+                        else:
+                            results.append((sel, msg))
+            for sel, _, _ in pending.values():
+                failed.append(sel)
+                last_err = "timed out"
+            todo = np.concatenate(failed) if failed else np.empty(0, np.int64)
+            if todo.size:
+                if time.monotonic() > deadline:
+                    raise RequestFailedError(f"halo {what}: {todo.size} rows not served within {self.timeout:.0f} s "
+                                             f"({last_err})")
+                self.members.refresh()
+        self.counter.count("halo_rows", ids.shape[0])
+        return self._assemble(what, ids.shape[0], results)
+
+    @staticmethod
+    def _assemble(what: str, m: int, results: list[tuple[np.ndarray, Message]]) -> Message:
+        if what in ("adjacency", "degree"):
+            lens = np.zeros(m, np.int64)
+            dtype = np.int64
+            for sel, r in results:
+                if not isinstance(r, AdjacencyRows) or r.indptr.shape != (sel.size + 1,):
+                    raise RequestFailedError(f"halo {what}: reply does not match the request ({type(r).__name__})")
+                lens[sel] = np.diff(r.indptr)
+                dtype = r.indices.dtype
+            indptr = np.zeros(m + 1, np.int64)
+            np.cumsum(lens, out=indptr[1:])
+            indices = np.empty(indptr[-1] if what == "adjacency" else 0, dtype)
+            if what == "adjacency":
+                for sel, r in results:
+                    if r.indices.shape[0] != r.indptr[-1]:
+                        raise RequestFailedError("halo adjacency: reply indices do not match its indptr")
+                    scatter_csr(indptr, indices, sel, r.indptr, r.indices)
+            return AdjacencyRows(indptr=indptr, indices=indices)
+        feats = labels = None
+        for sel, r in results:
+            if not isinstance(r, FeatureRows):
+                raise RequestFailedError(f"halo {what}: reply is a {type(r).__name__}")
+            if what == "features":
+                if r.features.ndim != 2 or r.features.shape[0] != sel.size:
+                    raise RequestFailedError("halo features: reply rows do not match the request")
+                if feats is None:
+                    feats = np.empty((m, r.features.shape[1]), r.features.dtype)
+                feats[sel] = r.features
+            else:
+                if r.labels.shape != (sel.size,):
+                    raise RequestFailedError("halo labels: reply rows do not match the request")
+                if labels is None:
+                    labels = np.empty(m, np.int64)
+                labels[sel] = r.labels
+        return FeatureRows(features=feats if feats is not None else np.empty((0, 0), np.float32),
+                           labels=labels if labels is not None else np.empty(0, np.int64))

@@ -1,0 +1,81 @@
+"""Stage some parts of a store into a host-local directory (what a sampler/loader pod's init step does).
+
+A staged directory is a valid store whose manifest lists every part but which holds only the
+staged part directories, plus the O(n) metadata (``assignment.npy``, ``local_index.npy``) every
+process may read.  Each part is copied into a temporary directory and renamed into place, so a
+half-copied part is never read; an existing complete part is left alone.
+
+Example:
+    >>> stage_parts("/data/store", "/local/store", [0, 2])      # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from argosy.shared.errors import StoreFormatError
+from argosy.shared.store.manifest import MANIFEST_NAME, Manifest
+from argosy.shared.store.reader import PartitionStore
+
+__all__ = ["stage_parts", "PartSource"]
+
+_META = (MANIFEST_NAME, "assignment.npy", "local_index.npy")
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    tmp = dst.with_name(f".{dst.name}.staging-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
+    try:
+        if src.is_dir():
+            shutil.copytree(src, tmp)
+        else:
+            shutil.copy2(src, tmp)
+        os.replace(tmp, dst) if not dst.exists() else (shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink())
+    except BaseException:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink()
+        raise
+
+
+def stage_parts(src: str | Path, dest: str | Path, parts) -> list[int]:
+    """Copy the metadata and the given parts of store ``src`` into ``dest``; returns the parts copied now."""
+    src, dest = Path(src), Path(dest)
+    m = Manifest.load(src)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in _META:
+        if not (dest / name).exists():
+            if not (src / name).exists():
+                raise StoreFormatError(f"{src}: missing {name}; cannot stage from it")
+            _copy_atomic(src / name, dest / name)
+    copied = []
+    for p in parts:
+        if not 0 <= p < m.num_parts:
+            raise StoreFormatError(f"{src}: part {p} is out of range [0, {m.num_parts})")
+        rel = m.parts[p].path
+        if not (dest / rel).exists():
+            _copy_atomic(src / rel, dest / rel)
+            copied.append(int(p))
+    return copied
+
+
+class PartSource:
+    """Where a sampler/loader reads its own parts: the job's store, or a host-local directory
+    (``ARGOSY_LOCAL_STORE``) into which missing parts are staged from the job's store first.
+
+    The returned :class:`PartitionStore` refuses to open any part not passed to :meth:`open`.
+    """
+
+    def __init__(self, store: str | Path, local: str | Path | None = None):
+        self.src, self.local = Path(store), Path(local) if local else None
+        if self.local is not None:
+            stage_parts(self.src, self.local, [])
+        self.store = PartitionStore(self.local or self.src, parts=[])
+
+    def open(self, parts) -> PartitionStore:
+        parts = sorted(int(p) for p in parts)
+        if self.local is not None:
+            stage_parts(self.src, self.local, parts)
+        self.store.restrict(parts)
+        return self.store
