@@ -104,6 +104,16 @@ class Membership:
         self.members = live
         self.assigned = assign_parts(self.num_parts, [(s.get("host_label", "?"), sid) for sid, s in live.items()])
 
+    def wait_for(self, expected: int, stop: threading.Event | None = None, settle: float = 10.0) -> None:
+        """A newcomer's first step: wait (at most ``settle`` s) until ``expected`` members are live,
+        so it loads its final share of the parts once instead of everything and then shrinking."""
+        deadline = time.monotonic() + settle
+        while True:
+            self.refresh()
+            if len(self.members) >= expected or time.monotonic() > deadline or (stop is not None and stop.is_set()):
+                return
+            time.sleep(0.2)
+
     def mine(self) -> list[int]:
         return self.assigned.get(self.self_id, [])
 

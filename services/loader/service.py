@@ -1,21 +1,28 @@
 """The loader process: receive SampledBatches, gather features, push FeatureBatches to trainers.
 
-A loader binds one PULL socket (samplers connect to it, found through the registry) and holds
-one PUSH socket per trainer rank, because each batch is addressed to a rank (DDP needs every
-rank to get its own share).  A malformed message is logged and counted, never fatal.
+A loader holds the feature rows and labels of the parts :func:`~shared.halo.assign_parts` gives
+it (by host, then by replica), answers other loaders' halo requests for them, and fetches the rows
+of other parts from their holders (one request per holder per batch).  Samplers send each batch
+to the loader holding its part.  It binds one PULL socket (samplers find it through the registry)
+and holds one PUSH socket per trainer rank, because each batch is addressed to a rank (DDP needs
+every rank to get its own share).  A malformed message is logged and counted, never fatal.
 """
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import zmq
 
-from argosy.shared.errors import ProtocolError
+from argosy.shared import envs
+from argosy.shared.errors import ProtocolError, RequestFailedError
+from argosy.shared.halo import HaloClient, HaloServer, Membership, WireCounter, frames_bytes, host_label
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.protocol import SampledBatch
-from argosy.shared.store import PartitionStore
-from argosy.shared.transport import bind_random, make_socket, recv_msg, send_msg
+from argosy.shared.store.stage import PartSource
+from argosy.shared.transport import bind_random, make_socket
+from argosy.shared.wire import decode, encode
 from argosy.services.loader.core import LoaderCore
 
 __all__ = ["LoaderProc"]
@@ -27,17 +34,41 @@ class LoaderProc:
     def __init__(self, ctx: ServiceContext):
         self.ctx = ctx
         self.cfg = ctx.cfg
-        self.store = PartitionStore(self.cfg.store)
-        self.core = LoaderCore(self.store)
+        self.host = host_label()
+        self.source = PartSource(self.cfg.store, os.environ.get(envs.LOCAL_STORE))
+        self.store = self.source.open([])
         self.zctx = zmq.Context()
+        self.wire = WireCounter()
+        self.members = Membership(ctx.coord, "loader", self.store.num_parts, ctx.service_id, self.host)
+        self.client = HaloClient(self.zctx, self.members, self.store.assignment, self.wire,
+                                 timeout=self.cfg.sampler.halo_timeout, stop=ctx.stop)
+        self.core = LoaderCore(self.store, held_parts=[], fetch=self.client.fetch,
+                               cache_bytes=self.cfg.loader.halo_cache_bytes)
+        self.server = HaloServer(self.zctx, self.core.serve, self.wire)
         self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.loader.recv_hwm, curve="server")
         self.endpoint = bind_random(self.pull, ctx.port)
-        self.trainers: dict[int, tuple[str, zmq.Socket]] = {}
+        self.trainers: dict[int, tuple[str, zmq.Socket, str]] = {}
         self._counters = {"loader_batches": 0.0, "feature_bytes": 0.0, "remote_feature_rows": 0.0,
                           "feature_rows": 0.0, "load_seconds": 0.0, "bad_messages": 0.0,
-                          "loader_send_stall_seconds": 0.0}
+                          "loader_send_stall_seconds": 0.0, "halo_fetch_failures": 0.0}
+
+    def refresh_parts(self) -> None:
+        self.members.refresh()
+        mine = self.members.mine()
+        held = self.core.held_parts
+        keep = [p for p in held if p not in mine and (self.members.owner_of(p) is None or p not in (
+            self.members.members.get(self.members.owner_of(p), {}).get("held") or []))]
+        want = sorted(set(mine) | set(keep))
+        if want != held:
+            t0 = time.perf_counter()
+            self.store = self.source.open(want)
+            self.core.set_held(want)
+            logger.info("holding parts %s (assigned %s; %d live loaders) after %.2f s", want, mine,
+                        len(self.members.members), time.perf_counter() - t0)
+            self.ctx.coord.update_info("loader", self.ctx.service_id, held=want)
 
     def refresh(self) -> None:
+        self.refresh_parts()
         for s in self.ctx.coord.services("trainer"):
             rank, ep = int(s.get("rank", -1)), s.get("endpoint")
             if ep is None or rank < 0:
@@ -48,14 +79,24 @@ class LoaderProc:
                     cur[1].close(0)
                 sock = make_socket(self.zctx, zmq.PUSH, sndhwm=self.cfg.loader.send_hwm, curve="client")
                 sock.connect(ep)
-                self.trainers[rank] = (ep, sock)
+                self.trainers[rank] = (ep, sock, s.get("host_label", s.get("host", "")))
                 logger.info("connected to trainer rank %d at %s", rank, ep)
+
+    def flush(self) -> None:
+        c = {**self._counters, **self.wire.drain(), **self.core.stats}
+        self.core.stats = dict.fromkeys(self.core.stats, 0.0)
+        self.ctx.metrics.inc_many(c)
+        self.ctx.metrics.publish(self.ctx.coord)
+        self.ctx.coord.incr(**c)
+        self._counters = dict.fromkeys(self._counters, 0.0)
 
     def run(self) -> None:
         ctx, coord, cfg = self.ctx, self.ctx.coord, self.cfg
-        coord.register("loader", ctx.service_id, {"endpoint": self.endpoint}, cfg.coord.heartbeat_seconds,
-                       cfg.coord.heartbeat_ttl)
+        coord.register("loader", ctx.service_id, {"endpoint": self.endpoint, "held": [], "halo": self.server.endpoint,
+                                                  "host_label": self.host},
+                       cfg.coord.heartbeat_seconds, cfg.coord.heartbeat_ttl)
         logger.info("listening on %s", self.endpoint)
+        self.members.wait_for(cfg.num_loaders, ctx.stop)
         last_refresh = last_flush = 0.0
         try:
             while not ctx.stop.is_set():
@@ -66,35 +107,47 @@ class LoaderProc:
                     self.refresh()
                     last_refresh = now
                 if now - last_flush > 1.0:
-                    ctx.metrics.inc_many(self._counters)
-                    ctx.metrics.publish(coord)
-                    coord.incr(**self._counters)
-                    self._counters = dict.fromkeys(self._counters, 0.0)
+                    self.flush()
                     last_flush = now
+                if not self.pull.poll(200, zmq.POLLIN):
+                    continue
+                frames = self.pull.recv_multipart(copy=False)
                 try:
-                    msg = recv_msg(self.pull, 200)
+                    msg = decode(frames)
                 except ProtocolError as e:
                     logger.warning("dropped a malformed message: %s", e)
                     self._counters["bad_messages"] += 1
                     continue
-                if msg is None:
-                    continue
-                if not isinstance(msg, SampledBatch) or type(msg) is not SampledBatch:
+                if type(msg) is not SampledBatch:
                     logger.warning("ignored an unexpected %s message", type(msg).__name__)
                     self._counters["bad_messages"] += 1
                     continue
+                self.wire.add(frames_bytes(frames), sent=False, cross_host=self._from_other_host(msg), epoch=None,
+                              halo=False)
                 self.handle(msg)
         finally:
-            coord.incr(**self._counters)
+            self.flush()
             coord.deregister("loader", ctx.service_id)
+            self.server.close()
+            self.client.close()
             self.pull.close(0)
-            for _, sock in self.trainers.values():
+            for _, sock, _ in self.trainers.values():
                 sock.close(0)
             self.zctx.term()
 
+    def _from_other_host(self, batch: SampledBatch) -> bool:
+        return not self.core.held[batch.part]     # samplers send a batch to the loader holding its part: same host
+
     def handle(self, batch: SampledBatch) -> None:
-        fb = self.core.load(batch)
+        try:
+            fb = self.core.load(batch)
+        except RequestFailedError as e:
+            logger.warning("batch %d: halo fetch failed (%s); dropped (its work item will be re-claimed)",
+                           batch.batch_id, e)
+            self._counters["halo_fetch_failures"] += 1
+            return
         fb.loader_id = self.ctx.service_id
+        frames = encode(fb)
         t_send = time.perf_counter()
         give_up = t_send + self.cfg.coord.claim_timeout
         while True:
@@ -102,14 +155,19 @@ class LoaderProc:
             # short send attempts instead of blocking forever on the dead peer's full pipe.
             if self.ctx.stop.is_set():
                 return
-            sock = self.trainers.get(batch.trainer_rank, (None, None))[1]
-            if sock is not None and send_msg(sock, fb, stop=self.ctx.stop, timeout=1.0):
-                break
+            ent = self.trainers.get(batch.trainer_rank)
+            if ent is not None and ent[1].poll(1000, zmq.POLLOUT):
+                try:
+                    ent[1].send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
+                    break
+                except zmq.Again:
+                    pass
             if time.perf_counter() > give_up:
                 logger.warning("trainer rank %d unreachable for %.0f s: dropping batch %d (its work item will be "
                                "re-claimed and re-sent)", batch.trainer_rank, self.cfg.coord.claim_timeout, batch.batch_id)
                 return
             self.refresh()
+        self.wire.add(frames_bytes(frames), sent=True, cross_host=ent[2] != self.host, epoch=batch.epoch, halo=False)
         c = self._counters
         c["loader_send_stall_seconds"] += time.perf_counter() - t_send
         c["loader_batches"] += 1

@@ -1,20 +1,29 @@
 """The sampler process: claim work items from Redis, sample, push SampledBatches to loaders.
 
-Which partitions a sampler serves follows the registry: live samplers sorted by id share the
-parts round-robin, recomputed every second, so a new replica takes work within a second and a
-dead one's parts (and, after ``claim_timeout``, its claimed items) move to the survivors.
+Ownership (see :mod:`shared.halo` and docs/distributed.md): live samplers share the parts by
+:func:`~shared.halo.assign_parts` (by host, then by replica), recomputed every second from the
+registry.  A sampler loads the topology of its assigned parts into memory, publishes them as
+``held`` with its halo endpoint, and only then claims their work; it keeps a part it lost until the
+new owner publishes it as held, so no part is ever without a holder while both are alive.
+Neighbours in parts held elsewhere are fetched from their holder, one request per holder and hop.
+A batch goes to the loader holding its part (its features are local there).
 """
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import zmq
 
+from argosy.shared import envs
+from argosy.shared.errors import RequestFailedError
+from argosy.shared.halo import HaloClient, HaloServer, Membership, WireCounter, frames_bytes, host_label
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.plan import WorkItem
-from argosy.shared.store import PartitionStore
-from argosy.shared.transport import make_socket, send_msg
+from argosy.shared.store.stage import PartSource
+from argosy.shared.transport import make_socket
+from argosy.shared.wire import encode
 from argosy.services.sampler.core import SamplerCore
 
 __all__ = ["SamplerProc"]
@@ -26,50 +35,86 @@ class SamplerProc:
     def __init__(self, ctx: ServiceContext):
         self.ctx = ctx
         self.cfg = ctx.cfg
-        self.store = PartitionStore(self.cfg.store)
-        self.core = SamplerCore(self.store, served_parts=[], seed=self.cfg.seed)
+        self.host = host_label()
+        self.source = PartSource(self.cfg.store, os.environ.get(envs.LOCAL_STORE))
+        self.store = self.source.open([])
         self.zctx = zmq.Context()
-        self.push = make_socket(self.zctx, zmq.PUSH, sndhwm=self.cfg.sampler.send_hwm, curve="client")
-        self.loaders: set[str] = set()
+        self.wire = WireCounter()
+        self.members = Membership(ctx.coord, "sampler", self.store.num_parts, ctx.service_id, self.host)
+        self.loaders = Membership(ctx.coord, "loader", self.store.num_parts, ctx.service_id, self.host)
+        self.client = HaloClient(self.zctx, self.members, self.store.assignment, self.wire,
+                                 timeout=self.cfg.sampler.halo_timeout, stop=ctx.stop)
+        self.core = SamplerCore(self.store, served_parts=[], seed=self.cfg.seed, held_parts=[],
+                                fetch=self.client.fetch, cache_bytes=self.cfg.sampler.halo_cache_bytes)
+        self.server = HaloServer(self.zctx, self.core.serve, self.wire)
+        self.push: dict[str, tuple[str, zmq.Socket]] = {}
         self.parts: list[int] = []
         self._counters = {"sampler_batches": 0.0, "sampled_edges": 0.0, "remote_neighbors": 0.0,
-                          "sample_seconds": 0.0, "sampled_seeds": 0.0, "sampler_send_stall_seconds": 0.0}
+                          "sample_seconds": 0.0, "sampled_seeds": 0.0, "sampler_send_stall_seconds": 0.0,
+                          "halo_fetch_failures": 0.0}
 
     def refresh(self) -> None:
-        """Re-derive served parts and loader connections from the registry."""
-        coord, k = self.ctx.coord, self.store.num_parts
-        ids = sorted(s["id"] for s in coord.services("sampler"))
-        if self.ctx.service_id not in ids:
-            ids = sorted(ids + [self.ctx.service_id])
-        i = ids.index(self.ctx.service_id)
-        parts = [p for p in range(k) if p % len(ids) == i]
-        if parts != self.parts:
-            logger.info("serving parts %s (%d live samplers)", parts, len(ids))
-            self.parts = parts
-            self.core.set_served(parts)
-            coord.update_info("sampler", self.ctx.service_id, parts=parts)
-        live = {s["endpoint"] for s in coord.services("loader") if "endpoint" in s}
-        for ep in live - self.loaders:
-            self.push.connect(ep)
-            logger.info("connected to loader %s", ep)
-        for ep in self.loaders - live:
-            try:
-                self.push.disconnect(ep)
-            except zmq.ZMQError:
-                pass
-        self.loaders = live
+        """Re-derive assigned/held/claimed parts and loader connections from the registry."""
+        coord = self.ctx.coord
+        self.members.refresh()
+        mine = self.members.mine()
+        held = self.core.held_parts
+        keep = []
+        for p in held:                    # a lost part is kept until its new owner holds it
+            if p in mine:
+                continue
+            new = self.members.owner_of(p)
+            if new is None or p not in (self.members.members.get(new, {}).get("held") or []):
+                keep.append(p)
+        want = sorted(set(mine) | set(keep))
+        if want != held:
+            t0 = time.perf_counter()
+            self.store = self.source.open(want)
+            self.core.set_held(want)
+            logger.info("holding parts %s (assigned %s; %d live samplers) after %.2f s", want, mine,
+                        len(self.members.members), time.perf_counter() - t0)
+            coord.update_info("sampler", self.ctx.service_id, held=want)
+        if want != self.parts:
+            self.parts = want
+            self.core.set_served(want)
+            coord.update_info("sampler", self.ctx.service_id, parts=want)
+        self.loaders.refresh()
+        live = {sid: s["endpoint"] for sid, s in self.loaders.members.items() if "endpoint" in s}
+        for sid, ep in live.items():
+            cur = self.push.get(sid)
+            if cur is None or cur[0] != ep:
+                if cur is not None:
+                    cur[1].close(0)
+                sock = make_socket(self.zctx, zmq.PUSH, sndhwm=self.cfg.sampler.send_hwm, curve="client")
+                sock.connect(ep)
+                self.push[sid] = (ep, sock)
+                logger.info("connected to loader %s at %s", sid, ep)
+        for sid in set(self.push) - set(live):
+            self.push.pop(sid)[1].close(0)
+
+    def _loader_for(self, part: int) -> str | None:
+        """The loader holding ``part`` (its features are local there); else any live loader."""
+        hs = [h for h in self.loaders.holders(part) if h in self.push]
+        if hs:
+            return hs[0]
+        return min(self.push) if self.push else None
 
     def flush_metrics(self) -> None:
-        self.ctx.metrics.inc_many(self._counters)
+        c = {**self._counters, **self.wire.drain(), **self.core.stats}
+        self.core.stats = dict.fromkeys(self.core.stats, 0.0)
+        self.ctx.metrics.inc_many(c)
         self.ctx.metrics.publish(self.ctx.coord)
-        self.ctx.coord.incr(**self._counters)
+        self.ctx.coord.incr(**c)
         for k in self._counters:
             self._counters[k] = 0.0
 
     def run(self) -> None:
         ctx, coord, cfg = self.ctx, self.ctx.coord, self.cfg
-        coord.register("sampler", ctx.service_id, {"parts": []}, cfg.coord.heartbeat_seconds, cfg.coord.heartbeat_ttl)
+        coord.register("sampler", ctx.service_id, {"parts": [], "held": [], "halo": self.server.endpoint,
+                                                   "host_label": self.host}, cfg.coord.heartbeat_seconds,
+                       cfg.coord.heartbeat_ttl)
         coord.ensure_groups(self.store.num_parts)
+        self.members.wait_for(cfg.num_samplers, ctx.stop)
         last_refresh = last_reclaim = last_flush = 0.0
         try:
             while not ctx.stop.is_set():
@@ -97,19 +142,41 @@ class SamplerProc:
         finally:
             self.flush_metrics()
             coord.deregister("sampler", ctx.service_id)
-            self.push.close(0)
+            self.server.close()
+            self.client.close()
+            for _, sock in self.push.values():
+                sock.close(0)
             self.zctx.term()
 
     def handle(self, stream: str, entry_id: str, item: WorkItem) -> None:
         cfg = self.cfg.sampler
         fanouts = cfg.fanouts if item.phase == "train" else cfg.eval_fanouts
-        batch = self.core.sample_item(item, fanouts)
+        if not self.core.held[item.part]:
+            return                       # claimed just before the part moved: left pending, re-claimed by its holder
+        try:
+            batch = self.core.sample_item(item, fanouts)
+        except RequestFailedError as e:
+            logger.warning("batch %d: halo fetch failed (%s); the item stays pending and will be re-claimed",
+                           item.batch_id, e)
+            self._counters["halo_fetch_failures"] += 1
+            return
         batch.job, batch.work_stream, batch.work_id, batch.sampler_id = self.ctx.coord.job, stream, entry_id, self.ctx.service_id
+        frames = encode(batch)
         t_send = time.perf_counter()
-        while not send_msg(self.push, batch, stop=self.ctx.stop, timeout=1.0):
+        while True:
+            sid = self._loader_for(item.part)
+            sock = self.push[sid][1] if sid is not None else None
+            if sock is not None and sock.poll(1000, zmq.POLLOUT):
+                try:
+                    sock.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
+                    break
+                except zmq.Again:
+                    pass
             if self.ctx.stop.is_set():
                 return                  # stopping: the item stays pending and is re-claimed
             self.refresh()              # loaders may have died or moved: reconnect, then retry
+        cross = self.loaders.members.get(sid, {}).get("host_label") != self.host
+        self.wire.add(frames_bytes(frames), sent=True, cross_host=cross, epoch=item.epoch, halo=False)
         c = self._counters
         c["sampler_send_stall_seconds"] += time.perf_counter() - t_send
         self.ctx.metrics.observe_remote_fraction(batch.remote_neighbors / max(batch.num_sampled_edges, 1))
