@@ -1,25 +1,38 @@
 """``python -m argosy.services.partitioner INPUT --parts K --method grem --out STORE``: partition a graph
-file and write the store (this is what ``argosy partition`` runs, and the Kubernetes Job)."""
+file and write the store (this is what ``argosy partition`` runs, and the Kubernetes Job).
+
+Inputs: ``.npz`` (CSR or src/dst, with node data), ``.npy`` edge lists, text edge lists (``.gz``
+too), OGB node-property directories.  Node data for edge-list graphs comes from side files
+(``--features F.npy --labels L.npy --train-mask M.npy ...``), streamed into the store.  Every
+input fault ends with exit status 2 and one line naming the file and the fault; nothing is left
+at ``--out``.
+"""
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import sys
 import time
-import zipfile
+import warnings
 
 import numpy as np
 
 from argosy.shared.config import parse_size
-from argosy.shared.errors import ArgosyError, GraphFormatError
+from argosy.shared.errors import ArgosyError, DiskFullError, GraphFormatError
 
 logger = logging.getLogger("argosy.partitioner")
 
+SIDE_FILES = (("features", "--features"), ("labels", "--labels"), ("train_mask", "--train-mask"),
+              ("val_mask", "--val-mask"), ("test_mask", "--test-mask"))
+
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="argosy partition", description=__doc__)
-    p.add_argument("input", help="graph file: .npz CSR, .npy (m,2) edge list, or text edge list")
+    p = argparse.ArgumentParser(prog="argosy partition", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("input", help="graph: .npz (CSR or src/dst), .npy (m,2) edge list, text edge list "
+                                 "(.txt/.csv/.el/..., optionally .gz), or an OGB dataset directory")
     p.add_argument("--parts", "-k", type=int, required=True, help="number of partitions K")
     p.add_argument("--method", default="grem", help="grem | fennel | ldg | random | hash | metis (default grem)")
     p.add_argument("--order", default="file", choices=("file", "random", "degree"), help="stream order")
@@ -30,9 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="store directory to write")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store at --out")
     p.add_argument("--num-nodes", type=int, default=None, help="vertex count for edge lists (default max id + 1)")
+    p.add_argument("--directed", action="store_true",
+                   help="store the arcs as given (edge lists and asymmetric CSRs are otherwise made "
+                        "undirected: reverse entries added, with a warning for an asymmetric CSR)")
+    p.add_argument("--split", default=None, help="OGB directory with several splits: the split/NAME to use")
+    p.add_argument("--features", default=None, metavar="F.npy", help="node features [n, F] (float; .npy or CSV)")
+    p.add_argument("--labels", default=None, metavar="L.npy", help="node labels [n] (int, -1 = unlabelled)")
+    for flag in ("--train-mask", "--val-mask", "--test-mask"):
+        p.add_argument(flag, default=None, metavar="M.npy",
+                       help="split as bool[n] or an integer id list (.npy, or text one id per line)")
     p.add_argument("--feature-dtype", default="float32", choices=("float32", "float16"))
-    p.add_argument("--synthetic-features", type=int, default=0, metavar="DIM",
-                   help="give a graph without features DIM random features (for systems benchmarks)")
+    p.add_argument("--random-features", type=int, default=0, metavar="DIM",
+                   help="give a graph without features DIM random N(0,1) features (systems benchmarks only; "
+                        "a model cannot learn from them)")
+    p.add_argument("--synthetic-features", type=int, default=None, metavar="DIM", help=argparse.SUPPRESS)
     p.add_argument("--tmpdir", default=None,
                    help="scratch directory for regrouping edge lists (~8 bytes per directed entry; "
                         "default: the system temp dir)")
@@ -43,14 +67,36 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s partitioner %(levelname)s: %(message)s")
+    warnings.simplefilter("default")
     try:
         return run(args)
-    except (ArgosyError, ValueError, ImportError, OSError, MemoryError, EOFError, KeyError, zipfile.BadZipFile) as e:
-        msg = str(e) if isinstance(e, (ArgosyError, ValueError)) else f"{type(e).__name__}: {e}"
-        if args.input not in msg:
-            msg = f"{args.input}: {msg}"
-        print(f"argosy partition: error: {msg}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("argosy partition: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # every fault is reported in one line; the store writer cleaned up
+        print(f"argosy partition: error: {_describe(e, args)}", file=sys.stderr)
         return 2
+
+
+def _describe(e: BaseException, args) -> str:
+    """One line naming the file and the fault (the output path for a full disk, never the input)."""
+    if isinstance(e, DiskFullError):
+        return str(e)
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"disk full at {e.filename or args.tmpdir or args.out}"
+    if isinstance(e, FileNotFoundError):
+        return f"{e.filename or args.input}: no such file"
+    if isinstance(e, (ArgosyError, ValueError)):
+        msg = str(e)
+    elif isinstance(e, MemoryError):
+        msg = f"out of memory ({e}); try --memory-budget, a smaller --parts count or a bigger machine"
+    else:
+        msg = f"{type(e).__name__}: {e}"
+    named = [str(args.input)] + [str(getattr(args, f[2:].replace("-", "_"))) for _, f in SIDE_FILES
+                                 if getattr(args, f[2:].replace("-", "_"), None)]
+    if not any(x in msg for x in named):
+        msg = f"{args.input}: {msg}"
+    return msg
 
 
 def _both_directions(stream):
@@ -63,17 +109,53 @@ def _both_directions(stream):
             yield u, v
 
 
+def node_columns(args, stream) -> dict:
+    """The graph's node data (from the file itself and from side files), validated: labels and
+    masks now (cheap), features block by block while the store is written."""
+    from argosy.shared.graphio import check_node_columns, node_column_from_file
+
+    n = stream.num_nodes
+    cols = stream.source.node_columns(n, args.feature_dtype)
+    for name, flag in SIDE_FILES:
+        path = getattr(args, flag[2:].replace("-", "_"))
+        if path is None:
+            continue
+        if name in cols:
+            raise GraphFormatError(f"{args.input} already holds {name} ({cols[name].source}); drop {flag} {path}")
+        cols[name] = node_column_from_file(name, path, n, args.feature_dtype)
+    if args.synthetic_features is not None:
+        warnings.warn("--synthetic-features is deprecated; use --random-features DIM", DeprecationWarning,
+                      stacklevel=2)
+        args.random_features = args.random_features or args.synthetic_features
+    if args.random_features:
+        from argosy.shared.graphio import ArrayColumn
+
+        if args.random_features < 0:
+            raise ValueError(f"--random-features must be >= 1 (got {args.random_features})")
+        if "features" in cols:
+            raise GraphFormatError(f"{cols['features'].source}: the graph has features; --random-features "
+                                   "would replace them (drop it)")
+        logger.warning("giving the graph %d random features per vertex (--random-features): a model cannot "
+                       "learn from them", args.random_features)
+        rng = np.random.default_rng(args.seed)
+        cols["features"] = ArrayColumn("features", rng.standard_normal((n, args.random_features), dtype=np.float32),
+                                       "--random-features", args.feature_dtype)
+    check_node_columns(cols, n)
+    return cols
+
+
 def run(args) -> int:
     from argosy.services.partitioner.core import estimate_cost, partition_stream
     from argosy.services.partitioner.stream import open_edge_stream
-    from argosy.shared.graphio import load_graph
     from argosy.shared.store import write_store_from_edges
 
     if args.parts < 1:
         raise ValueError(f"--parts must be >= 1 (got {args.parts})")
     budget = parse_size(args.memory_budget)
-    stream = open_edge_stream(args.input, num_nodes=args.num_nodes)
+    stream = open_edge_stream(args.input, num_nodes=args.num_nodes, split=args.split)
     n, entries = stream.num_nodes, stream.stream_entries
+    if n == 0:
+        raise GraphFormatError(f"{args.input}: the graph is empty (no edges, 0 vertices)")
     peak, secs = estimate_cost(n, entries, args.parts, args.method)
     if args.dry_run:
         ok = budget is None or peak <= budget
@@ -86,31 +168,30 @@ def run(args) -> int:
         return 0 if ok else 3
     if not args.out:
         raise ValueError("--out STORE is required (or use --dry-run)")
+    columns = node_columns(args, stream)          # labels/masks checked before the long part
     t0 = time.perf_counter()
     res = partition_stream(stream, args.parts, method=args.method, order=args.order, seed=args.seed,
                            eps=args.eps, memory_budget=budget, tmpdir=args.tmpdir)
     logger.info("%s: cut %.4f balance %.3f in %.2f s", args.method, res.edge_cut_fraction, res.balance, res.seconds)
-    node_data, name = {}, str(args.input).rsplit("/", 1)[-1].split(".")[0]
-    if str(args.input).endswith(".npz"):
-        g = load_graph(args.input)
-        node_data = {k: getattr(g, k) for k in ("features", "labels", "train_mask", "val_mask", "test_mask")
-                     if getattr(g, k) is not None}
-    if "features" not in node_data and args.synthetic_features:
-        rng = np.random.default_rng(args.seed)
-        node_data["features"] = rng.standard_normal((n, args.synthetic_features), dtype=np.float32)
     info = {"method": res.method, "order": res.order, "seed": args.seed, "eps": args.eps,
-            "seconds": res.seconds, "input": str(args.input)}
-    manifest = write_store_from_edges(_both_directions(stream), n, res.assignment, args.out, num_parts=args.parts,
-                                      node_data=node_data, partition_info=info, feature_dtype=args.feature_dtype,
-                                      overwrite=args.overwrite, name=name)
+            "seconds": res.seconds, "input": str(args.input), "input_format": stream.source.format,
+            "symmetrised": not args.directed and stream.is_symmetric is not True,
+            "random_features": int(args.random_features or 0)}
+    t_store = time.perf_counter()
+    entries_in = stream.iter_raw() if args.directed else _both_directions(stream)
+    manifest = write_store_from_edges(entries_in, n, res.assignment, args.out, num_parts=args.parts,
+                                      node_data=columns, partition_info=info, feature_dtype=args.feature_dtype,
+                                      overwrite=args.overwrite, name=stream.source.name, directed=args.directed)
+    store_seconds = time.perf_counter() - t_store
     out = {"store": args.out, "n": manifest.num_nodes, "m": manifest.num_edges, "parts": args.parts,
            "method": res.method, "order": res.order, "edge_cut_fraction": manifest.partition["edge_cut_fraction"],
            "balance": manifest.partition["balance"], "partition_seconds": res.seconds,
-           "total_seconds": time.perf_counter() - t0}
+           "store_seconds": store_seconds, "total_seconds": time.perf_counter() - t0,
+           "directed": bool(args.directed)}
     print(json.dumps(out) if args.json else
           f"wrote {args.out}: n={out['n']:,} m={out['m']:,} K={args.parts} method={res.method} order={res.order} "
           f"edge cut {100 * out['edge_cut_fraction']:.2f}% balance {out['balance']:.3f} "
-          f"({res.seconds:.2f} s partitioning, {out['total_seconds']:.2f} s total)")
+          f"({res.seconds:.2f} s partitioning, {store_seconds:.2f} s store, {out['total_seconds']:.2f} s total)")
     return 0
 
 

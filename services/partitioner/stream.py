@@ -1,23 +1,18 @@
-"""Chunked edge readers for the streaming partitioners.
+"""Chunked edge streams for the streaming partitioners.
 
 Why this module exists: GREM and the streaming baselines must partition graphs that do not fit
 in memory as a CSR.  Everything they read goes through :func:`open_edge_stream`, which yields the
-graph as a sequence of ``(src, dst)`` edge chunks and never loads a big file whole.  Supported
-inputs:
+graph as a sequence of ``(src, dst)`` edge chunks and never loads a big file whole.  The files
+themselves are opened and validated by :mod:`argosy.shared.graphio` (the one input layer: format
+detection, dtype/byte-order/memory-order handling, overflow-checked text parsing); this module
+turns what it opens into chunk streams:
 
-* ``.npz`` CSR (``indptr`` int64 ``n+1``, ``indices`` int32/int64, symmetric).  ``indptr`` is read
-  (O(n)); ``indices`` is streamed.  If the member is stored uncompressed it is memory-mapped and
-  chunks can be read in any order; if it is deflate-compressed (``np.savez_compressed``) it is
-  decompressed *sequentially* from the zip member, chunk by chunk, so it is still never held
-  whole, but chunks can only be read in file order (``seekable`` is ``False``).  Chunks are
-  aligned to vertex boundaries, so every vertex arrives with its complete adjacency list
-  (``grouped`` is ``True``); a vertex whose degree exceeds ``chunk_edges`` forms one oversized
-  chunk.
-* ``.npy`` binary edge lists of shape ``(m, 2)`` int32/int64, memory-mapped.
-* SNAP-style text edge lists (``#``/``%`` comment lines, two whitespace-separated integer ids per
-  line), parsed block by block by a numba kernel.  Opening a text file runs one validation scan
-  (errors carry the line number) that also counts the edges and, if ``num_nodes`` is not given,
-  finds the largest id.
+* ``.npz`` CSR: ``indptr`` is read (O(n)); ``indices`` is read in vertex-aligned chunks, by
+  seeking when the member is stored, sequentially when it is deflated (``seekable`` is then
+  ``False``).  Every vertex arrives with its complete adjacency list (``grouped``) unless the CSR
+  is asymmetric and gets symmetrised.
+* edge lists (``.npy`` (m, 2), ``.npz`` ``src``/``dst``, text and gzip text, OGB directories):
+  read block by block.
 
 Edge lists are symmetrised by default (each stored edge is yielded in both directions).  Self
 loops are always dropped.  Within a chunk, edge-list entries are sorted by ``src`` and duplicates
@@ -37,11 +32,13 @@ import logging
 import math
 import os
 import time
-import zipfile
 from typing import Iterator, Optional, Tuple
 
 import numba
 import numpy as np
+
+from argosy.shared.errors import GraphFormatError
+from argosy.shared.graphio import TextEdgeReader, check_num_nodes, csr_is_symmetric, open_graph
 
 __all__ = [
     "sorted_unique",
@@ -50,6 +47,7 @@ __all__ = [
     "CSRNpzStream",
     "GroupedEdgeStream",
     "NpyEdgeStream",
+    "PairEdgeStream",
     "TextEdgeStream",
     "open_edge_stream",
     "write_edge_list_npy",
@@ -193,24 +191,18 @@ class EdgeStream:
                 f"chunk_edges={self.chunk_edges}, chunks={self.num_chunks})")
 
 
-def _read_npy_header(f, version):
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(f)
-    return np.lib.format.read_array_header_2_0(f)
-
-
 def _check_ids(arr: np.ndarray, n: Optional[int], what: str, base_index: int = 0) -> None:
     if arr.size == 0:
         return
     lo = int(arr.min())
     if lo < 0:
         pos = int(np.argmin(arr))
-        raise ValueError(f"negative vertex id {lo} in {what} at entry {base_index + pos}")
+        raise GraphFormatError(f"negative vertex id {lo} in {what} at entry {base_index + pos}")
     if n is not None:
         hi = int(arr.max())
         if hi >= n:
             pos = int(np.argmax(arr))
-            raise ValueError(f"vertex id {hi} in {what} at entry {base_index + pos} is out of "
+            raise GraphFormatError(f"vertex id {hi} in {what} at entry {base_index + pos} is out of "
                              f"range: num_nodes={n}")
 
 
@@ -351,140 +343,132 @@ class CSRArrayStream(EdgeStream):
         return self._make_chunk(v0, v1, self._indices[a:b])
 
 
-class CSRNpzStream(CSRArrayStream):
-    """CSR stored in an ``.npz`` with members ``indptr`` and ``indices``.
+class _IndicesView:
+    """``indices[a:b]`` over an :class:`~argosy.shared.graphio.NpyArray` (reads, no memory map)."""
 
-    Uncompressed members are memory-mapped (seekable); compressed members are decompressed
-    sequentially during iteration (not seekable, still never loaded whole).
+    def __init__(self, arr):
+        self._arr = arr
+
+    def __getitem__(self, sl: slice) -> np.ndarray:
+        return self._arr.read(sl.start or 0, sl.stop)
+
+
+class CSRNpzStream(CSRArrayStream):
+    """CSR stored in an ``.npz`` with members ``indptr`` and ``indices``, read member by member.
+
+    ``indptr`` is read (O(n)); ``indices`` is read in vertex-aligned blocks: stored members by
+    seeking (``seekable``), deflated members sequentially.  Opening makes one validation pass over
+    ``indices`` (ids in range, symmetry by degrees and an order-free hash, O(n) memory).  An
+    asymmetric CSR is symmetrised (a warning says so) unless ``symmetrize=False``: its chunks are
+    then no longer vertex-aligned, and :func:`~.core.partition_stream` regroups them.
     """
 
-    def __init__(self, path: str, chunk_edges: int = DEFAULT_CHUNK_EDGES,
-                 num_nodes: Optional[int] = None):
-        self.path = str(path)
-        with zipfile.ZipFile(self.path) as zf:
-            names = set(zf.namelist())
-            for member in ("indptr.npy", "indices.npy"):
-                if member not in names:
-                    raise ValueError(f"{self.path}: not a CSR .npz (missing member {member!r}; "
-                                     f"has {sorted(names)})")
-            with zf.open("indptr.npy") as f:
-                indptr = np.lib.format.read_array(f).astype(np.int64, copy=False)
-            info = zf.getinfo("indices.npy")
-            self._compressed = info.compress_type != zipfile.ZIP_STORED
-            with zf.open("indices.npy") as f:
-                version = np.lib.format.read_magic(f)
-                shape, fortran, dtype = _read_npy_header(f, version)
-                header_len = f.tell()
-        if indptr.ndim != 1 or indptr.size < 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
-            raise ValueError(f"{self.path}: indptr must be a non-decreasing 1-D array starting at 0")
-        if len(shape) != 1 or shape[0] != indptr[-1]:
-            raise ValueError(f"{self.path}: indices has shape {shape}, expected ({int(indptr[-1])},)")
-        if num_nodes is not None and num_nodes != indptr.size - 1:
-            raise ValueError(f"{self.path}: num_nodes={num_nodes} but the CSR has "
-                             f"{indptr.size - 1} rows")
-        self._dtype = np.dtype(dtype)
-        if not self._compressed:
-            with open(self.path, "rb") as raw:
-                raw.seek(info.header_offset)
-                local = raw.read(30)
-                fn_len = int.from_bytes(local[26:28], "little")
-                ex_len = int.from_bytes(local[28:30], "little")
-            offset = info.header_offset + 30 + fn_len + ex_len + header_len
-            indices = np.memmap(self.path, dtype=self._dtype, mode="r", offset=offset,
-                                shape=(int(indptr[-1]),))
-        else:
-            indices = None
-        super().__init__(indptr, indices, chunk_edges)
+    def __init__(self, path, chunk_edges: int = DEFAULT_CHUNK_EDGES,
+                 num_nodes: Optional[int] = None, symmetrize: bool = True, source=None):
+        src = source if source is not None else open_graph(path)
+        self.path, self.source = str(src.path), src
+        if src.kind != "csr":
+            raise GraphFormatError(f"{self.path}: not a CSR .npz (missing member 'indptr.npy')")
+        indptr, arr = src.indptr, src.indices
+        n = indptr.size - 1
+        if num_nodes is not None and num_nodes != n:
+            raise GraphFormatError(f"{self.path}: num_nodes={num_nodes} but the CSR has {n} rows")
+        self._arr = arr
+        self._compressed = not arr.seekable
+        super().__init__(indptr, _IndicesView(arr), chunk_edges)
         self.seekable = not self._compressed
+        self.is_symmetric, _ = csr_is_symmetric(indptr, self._validated_blocks())
+        self.symmetrize = symmetrize and not self.is_symmetric
+        if not self.is_symmetric:
+            if symmetrize:
+                logger.warning("%s: the CSR is not symmetric; treating it as undirected (adding the missing "
+                               "reverse entries); pass --directed to keep it directed", self.path)
+            self.grouped = self.num_chunks <= 1 and not self.symmetrize
+            self.symmetric = bool(self.symmetrize)
+            self.raw_symmetrize = self.symmetrize
+
+    def _validated_blocks(self):
+        step = max(self.chunk_edges, 1 << 22)
+        for a, idx in self._arr.iter_blocks(step):
+            idx = idx.astype(np.int64, copy=False)
+            _check_ids(idx, self.num_nodes, "indices", a)
+            yield a, idx
+
+    @property
+    def stream_entries(self) -> int:
+        return self.num_edges * (2 if self.symmetrize else 1)
+
+    def _sym(self, chunk: Chunk) -> Chunk:
+        return _normalise_pairs(chunk[0], chunk[1], self.num_nodes, True) if self.symmetrize else chunk
 
     def read_chunk(self, i: int) -> Chunk:
         if self._compressed:
             raise RuntimeError("compressed .npz streams can only be read in order")
-        return super().read_chunk(i)
+        return self._sym(super().read_chunk(i))
+
+    def _raw(self) -> Iterator[Chunk]:
+        if not self._compressed:
+            for i in range(self.num_chunks):
+                yield CSRArrayStream.read_chunk(self, i)
+            return
+        blocks = self._arr.iter_blocks(1 << 22)
+        buf, buf_at = np.empty(0, self._arr.native), 0
+        for i in range(self.num_chunks):
+            v0, v1 = int(self._bounds[i]), int(self._bounds[i + 1])
+            a, b = int(self._indptr[v0]), int(self._indptr[v1])
+            parts = []
+            while a < b:
+                if a >= buf_at + buf.size:
+                    buf_at, buf = next(blocks)
+                take = buf[a - buf_at:min(b, buf_at + buf.size) - buf_at]
+                parts.append(take)
+                a += take.size
+            dst = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.empty(0, np.int64)
+            yield self._make_chunk(v0, v1, dst)
 
     def __iter__(self) -> Iterator[Chunk]:
-        if not self._compressed:
-            yield from super().__iter__()
-            return
-        item = self._dtype.itemsize
-        with zipfile.ZipFile(self.path) as zf, zf.open("indices.npy") as f:
-            version = np.lib.format.read_magic(f)
-            _read_npy_header(f, version)
-            for i in range(self.num_chunks):
-                v0, v1 = int(self._bounds[i]), int(self._bounds[i + 1])
-                cnt = int(self._indptr[v1] - self._indptr[v0])
-                buf = f.read(cnt * item)
-                if len(buf) != cnt * item:
-                    raise ValueError(f"{self.path}: indices member is truncated")
-                yield self._make_chunk(v0, v1, np.frombuffer(buf, dtype=self._dtype))
+        for chunk in self._raw():
+            yield self._sym(chunk)
+
+    def iter_raw(self) -> Iterator[Chunk]:
+        yield from self._raw()
 
 
 # --------------------------------------------------------------------------------------------
-# binary edge lists
+# edge lists: .npy (m, 2), .npz src/dst, text
 # --------------------------------------------------------------------------------------------
-class NpyEdgeStream(EdgeStream):
-    """``.npy`` edge list of shape (m, 2), read block by block with plain file reads.
+class PairEdgeStream(EdgeStream):
+    """An edge list held as integer arrays (``.npy`` (m, 2) or ``.npz`` ``src``/``dst``), read in
+    blocks with plain file reads.
 
     Plain reads rather than a memory map: a map leaves every page it touched resident (and
     counted in the process's RSS) for as long as it exists, which for a billion-edge file is
     gigabytes; reads keep the footprint at one block.
-
-    Args:
-        path (str): file path.
-        chunk_edges (int): stored rows per chunk.
-        num_nodes (int, optional): vertex count; if omitted one scan finds ``max id + 1``.
-        symmetrize (bool): yield both directions of each row (default ``True``).
     """
 
-    def __init__(self, path: str, chunk_edges: int = DEFAULT_CHUNK_EDGES,
+    def __init__(self, source, chunk_edges: int = DEFAULT_CHUNK_EDGES,
                  num_nodes: Optional[int] = None, symmetrize: bool = True):
-        self.path = str(path)
-        with open(self.path, "rb") as f:
-            try:
-                version = np.lib.format.read_magic(f)
-                shape, fortran, dtype = _read_npy_header(f, version)
-            except ValueError as exc:
-                raise ValueError(f"{self.path}: not a valid .npy file: {exc}") from None
-            self._offset = f.tell()
-        if len(shape) != 2 or shape[1] != 2:
-            raise ValueError(f"{self.path}: expected an edge list of shape (m, 2), got {shape}")
-        if dtype.kind not in "iu" or dtype.hasobject:
-            raise ValueError(f"{self.path}: edge list must be integer, got {dtype}")
-        if fortran and shape[0] > 1:
-            raise ValueError(f"{self.path}: Fortran-ordered edge lists are not supported; "
-                             "save it C-ordered (np.ascontiguousarray)")
-        need = self._offset + shape[0] * 2 * dtype.itemsize
-        if os.path.getsize(self.path) < need:
-            raise ValueError(f"{self.path}: truncated: header says {shape[0]} rows "
-                             f"({need} bytes) but the file has {os.path.getsize(self.path)}")
-        self._dtype = dtype
-        self.num_edges = int(shape[0])
+        self.source, self.path = source, str(source.path)
+        self._reader = source.edges
+        self.num_edges = int(self._reader.num_edges)
         self.chunk_edges = int(chunk_edges)
         self.symmetrize = symmetrize
         self.symmetric = symmetrize
         self.raw_symmetrize = symmetrize
-        self.seekable = True
+        self.seekable = self._reader.seekable
+        self.is_symmetric = None
+        if num_nodes is None:
+            num_nodes = source.num_nodes
         if num_nodes is None:
             hi = -1
-            for a in range(0, self.num_edges, self.chunk_edges):
-                blk = self._rows(a)
-                _check_ids(blk[:, 0], None, "column 0", a)
-                _check_ids(blk[:, 1], None, "column 1", a)
-                if blk.size:
-                    hi = max(hi, int(blk.max()))
-            num_nodes = hi + 1
+            for a, u, v in self._reader.iter_blocks(self.chunk_edges):
+                _check_ids(u, None, "column 0", a)
+                _check_ids(v, None, "column 1", a)
+                if u.size:
+                    hi = max(hi, int(u.max()), int(v.max()))
+            num_nodes = check_num_nodes(self.path, hi, self.num_edges) if hi >= 0 else 0
         self.num_nodes = int(num_nodes)
         self.grouped = self.num_chunks <= 1
-
-    def _rows(self, a: int) -> np.ndarray:
-        """Rows ``[a, a + chunk_edges)`` as an (r, 2) array (one read)."""
-        r = max(0, min(self.chunk_edges, self.num_edges - a))
-        with open(self.path, "rb") as f:
-            f.seek(self._offset + a * 2 * self._dtype.itemsize)
-            blk = np.fromfile(f, dtype=self._dtype, count=2 * r)
-        if blk.size != 2 * r:
-            raise ValueError(f"{self.path}: truncated at row {a + blk.size // 2}")
-        return blk.reshape(-1, 2)
 
     @property
     def num_chunks(self) -> int:
@@ -494,125 +478,80 @@ class NpyEdgeStream(EdgeStream):
     def stream_entries(self) -> int:
         return self.num_edges * (2 if self.symmetrize else 1)
 
+    def _checked(self, a, u, v) -> Chunk:
+        if u.size and _first_bad_id(u, v, self.num_nodes) >= 0:
+            _check_ids(u, self.num_nodes, "row (column 0)", a)
+            _check_ids(v, self.num_nodes, "row (column 1)", a)
+        return u, v
+
     def read_chunk(self, i: int) -> Chunk:
+        if not self.seekable:
+            raise RuntimeError("compressed .npz edge lists can only be read in order")
         a = i * self.chunk_edges
-        blk = self._rows(a).astype(np.int64, copy=False)
-        _check_ids(blk[:, 0], self.num_nodes, "row (column 0)", a)
-        _check_ids(blk[:, 1], self.num_nodes, "row (column 1)", a)
-        return _normalise_pairs(blk[:, 0], blk[:, 1], self.num_nodes, self.symmetrize)
+        u, v = self._checked(a, *self._reader.read(a, a + self.chunk_edges))
+        return _normalise_pairs(u, v, self.num_nodes, self.symmetrize)
+
+    def __iter__(self) -> Iterator[Chunk]:
+        for u, v in self.iter_raw():
+            yield _normalise_pairs(u, v, self.num_nodes, self.symmetrize)
 
     def iter_raw(self) -> Iterator[Chunk]:
-        for a in range(0, self.num_edges, self.chunk_edges):
-            blk = self._rows(a)
-            if _first_bad_id(blk[:, 0], blk[:, 1], self.num_nodes) >= 0:
-                _check_ids(blk[:, 0], self.num_nodes, "row (column 0)", a)
-                _check_ids(blk[:, 1], self.num_nodes, "row (column 1)", a)
-            yield blk[:, 0], blk[:, 1]
+        for a, u, v in self._reader.iter_blocks(self.chunk_edges):
+            yield self._checked(a, u, v)
 
 
-# --------------------------------------------------------------------------------------------
-# text edge lists
-# --------------------------------------------------------------------------------------------
-@numba.njit(cache=True)
-def _parse_edge_block(buf, out, line0):
-    """Parse 'u v' lines from a byte block (must end at a line boundary).
+class NpyEdgeStream(PairEdgeStream):
+    """``.npy`` edge list of shape (m, 2), any integer dtype, byte order or memory order.
 
-    Returns (count, lines, err_code, err_line, err_pos): err_code 0 ok, 1 malformed,
-    2 wrong field count, 3 negative id.
+    Args:
+        path (str): file path.
+        chunk_edges (int): stored rows per chunk.
+        num_nodes (int, optional): vertex count; if omitted one scan finds ``max id + 1``.
+        symmetrize (bool): yield both directions of each row (default ``True``).
     """
-    n = buf.size
-    i = 0
-    cnt = 0
-    line = line0
-    tok = np.zeros(2, np.int64)
-    while i < n:
-        j = i
-        while j < n and (buf[j] == 32 or buf[j] == 9 or buf[j] == 13):
-            j += 1
-        if j >= n:
-            break
-        c = buf[j]
-        if c == 10:
-            line += 1
-            i = j + 1
-            continue
-        if c == 35 or c == 37:  # '#' or '%'
-            while j < n and buf[j] != 10:
-                j += 1
-            line += 1
-            i = j + 1
-            continue
-        ntok = 0
-        while True:
-            while j < n and (buf[j] == 32 or buf[j] == 9 or buf[j] == 13 or buf[j] == 44):
-                j += 1
-            if j >= n or buf[j] == 10:
-                break
-            if ntok == 2:
-                return cnt, line, 2, line, i
-            neg = False
-            if buf[j] == 45:
-                neg = True
-                j += 1
-            if j >= n or buf[j] < 48 or buf[j] > 57:
-                return cnt, line, 1, line, i
-            v = 0
-            while j < n and buf[j] >= 48 and buf[j] <= 57:
-                v = v * 10 + (buf[j] - 48)
-                j += 1
-            if j < n and not (buf[j] == 32 or buf[j] == 9 or buf[j] == 13 or buf[j] == 10
-                              or buf[j] == 44):
-                return cnt, line, 1, line, i
-            if neg:
-                return cnt, line, 3, line, i
-            tok[ntok] = v
-            ntok += 1
-        if ntok != 2:
-            return cnt, line, 2, line, i
-        out[cnt, 0] = tok[0]
-        out[cnt, 1] = tok[1]
-        out[cnt, 2] = line
-        cnt += 1
-        line += 1
-        i = j + 1
-    return cnt, line, 0, line, i
+
+    def __init__(self, path, chunk_edges: int = DEFAULT_CHUNK_EDGES,
+                 num_nodes: Optional[int] = None, symmetrize: bool = True, source=None):
+        super().__init__(source if source is not None else open_graph(path), chunk_edges, num_nodes, symmetrize)
 
 
 class TextEdgeStream(EdgeStream):
-    """SNAP-style text edge list (``# comment`` lines, ``u v`` per line, 0-based ids).
+    """Text edge list (plain or gzip; see :class:`~argosy.shared.graphio.TextEdgeReader`).
+
+    Opening runs one validation scan (errors carry the line number) that also counts the
+    edges and, if ``num_nodes`` is not given, finds the largest id.
 
     Args:
         path (str): file path.
         chunk_edges (int): approximate stored lines per chunk.
         num_nodes (int, optional): vertex count; ids ``>= num_nodes`` raise ``ValueError``.
         symmetrize (bool): yield both directions of each line (default ``True``).
-
-    Raises:
-        ValueError: on a malformed line, a line without exactly two ids, or a negative /
-            out-of-range id; the message names the 1-based line number and the line text.
     """
 
     _BYTES_PER_LINE_GUESS = 16
 
-    def __init__(self, path: str, chunk_edges: int = DEFAULT_CHUNK_EDGES,
-                 num_nodes: Optional[int] = None, symmetrize: bool = True):
-        self.path = str(path)
+    def __init__(self, path, chunk_edges: int = DEFAULT_CHUNK_EDGES,
+                 num_nodes: Optional[int] = None, symmetrize: bool = True, source=None):
+        if source is None:
+            source = open_graph(path, block_bytes=max(1 << 10, int(chunk_edges) * self._BYTES_PER_LINE_GUESS))
+        self.source, self.path = source, str(source.path)
+        self._reader = source.edges
+        self._reader.block_bytes = max(1 << 10, int(chunk_edges) * self._BYTES_PER_LINE_GUESS)
         self.chunk_edges = int(chunk_edges)
         self.symmetrize = symmetrize
         self.symmetric = symmetrize
         self.raw_symmetrize = symmetrize
         self.seekable = False
         self.grouped = False
-        self._block_bytes = max(1 << 10, self.chunk_edges * self._BYTES_PER_LINE_GUESS)
-        count, hi, nchunks = 0, -1, 0
-        for u, v in self._blocks(num_nodes):
-            count += u.size
-            nchunks += 1
-            if u.size:
-                hi = max(hi, int(u.max()), int(v.max()))
+        self.is_symmetric = None
+        if num_nodes is None:
+            num_nodes = source.num_nodes
+        count, hi, nchunks = self._reader.scan(num_nodes)
         self.num_edges = count
         self._num_chunks = nchunks
-        self.num_nodes = int(num_nodes) if num_nodes is not None else hi + 1
+        if num_nodes is None:
+            num_nodes = check_num_nodes(self.path, hi, count) if hi >= 0 else 0
+        self.num_nodes = int(num_nodes)
 
     @property
     def num_chunks(self) -> int:
@@ -622,58 +561,13 @@ class TextEdgeStream(EdgeStream):
     def stream_entries(self) -> int:
         return self.num_edges * (2 if self.symmetrize else 1)
 
-    def _raise(self, code: int, line: int, block: bytes, pos: int) -> None:
-        end = block.find(b"\n", pos)
-        text = block[pos:end if end >= 0 else len(block)].decode("utf-8", "replace").strip()
-        why = {1: "malformed line (expected two integer vertex ids)",
-               2: "expected exactly 2 fields",
-               3: "negative vertex id"}[code]
-        raise ValueError(f"{self.path}: line {line + 1}: {why}: {text!r}")
-
-    def _blocks(self, num_nodes: Optional[int]) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
-        line0 = 0
-        rest = b""
-        with open(self.path, "rb") as f:
-            while True:
-                data = f.read(self._block_bytes)
-                eof = not data
-                block = rest + data
-                if not eof:
-                    cut = block.rfind(b"\n")
-                    if cut < 0:
-                        rest = block
-                        continue
-                    block, rest = block[:cut + 1], block[cut + 1:]
-                else:
-                    rest = b""
-                if not block:
-                    if eof:
-                        break
-                    continue
-                buf = np.frombuffer(block, dtype=np.uint8)
-                out = np.empty((buf.size // 4 + 1, 3), dtype=np.int64)
-                cnt, line1, err, err_line, err_pos = _parse_edge_block(buf, out, line0)
-                if err:
-                    self._raise(int(err), int(err_line), block, int(err_pos))
-                pairs = out[:cnt]
-                if num_nodes is not None and cnt:
-                    bad = np.nonzero((pairs[:, 0] >= num_nodes) | (pairs[:, 1] >= num_nodes))[0]
-                    if bad.size:
-                        r = int(bad[0])
-                        raise ValueError(
-                            f"{self.path}: line {int(pairs[r, 2]) + 1}: vertex id "
-                            f"{int(pairs[r, :2].max())} is out of range: num_nodes={num_nodes}")
-                line0 = int(line1)
-                yield pairs[:, 0], pairs[:, 1]
-                if eof:
-                    break
-
     def __iter__(self) -> Iterator[Chunk]:
-        for u, v in self._blocks(self.num_nodes):
+        for u, v, _ in self._reader.iter_blocks(self.num_nodes):
             yield _normalise_pairs(u, v, self.num_nodes, self.symmetrize)
 
     def iter_raw(self) -> Iterator[Chunk]:
-        yield from self._blocks(self.num_nodes)
+        for u, v, _ in self._reader.iter_blocks(self.num_nodes):
+            yield u, v
 
 
 # --------------------------------------------------------------------------------------------
@@ -916,36 +810,41 @@ class GroupedEdgeStream(EdgeStream):
 # entry point and writers
 # --------------------------------------------------------------------------------------------
 def open_edge_stream(path, chunk_edges: int = DEFAULT_CHUNK_EDGES,
-                     num_nodes: Optional[int] = None, symmetrize: bool = True) -> EdgeStream:
-    """Open a graph file as a chunked edge stream.
+                     num_nodes: Optional[int] = None, symmetrize: bool = True,
+                     split: Optional[str] = None) -> EdgeStream:
+    """Open a graph file as a chunked edge stream (any format :mod:`argosy.shared.graphio` reads).
 
     Args:
-        path (str | os.PathLike): ``.npz`` CSR, ``.npy`` (m, 2) edge list, or text edge list
-            (any other suffix, e.g. ``.txt``/``.el``/``.edges``).
+        path (str | os.PathLike): ``.npz`` CSR or ``src``/``dst``, ``.npy`` (m, 2) edge list, text
+            edge list (``.txt``/``.csv``/``.el``/..., optionally ``.gz``), or an OGB directory.
         chunk_edges (int): stored entries per chunk (default 2**20).
         num_nodes (int, optional): vertex count; ids must be ``< num_nodes``.
-        symmetrize (bool): for edge lists, also yield each edge reversed (default ``True``).
-            CSR input is assumed symmetric already.
+        symmetrize (bool): yield each edge in both directions (default ``True``): edge lists
+            get their reverse entries, an asymmetric CSR the missing ones (with a warning).
+        split (str, optional): the split directory of an OGB dataset with several.
 
     Returns:
-        EdgeStream: iterate it for ``(src, dst)`` int64 chunks.
+        EdgeStream: iterate it for ``(src, dst)`` int64 chunks; ``stream.source`` is the opened
+        :class:`~argosy.shared.graphio.GraphSource` (node data columns).
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        ValueError: on malformed content, negative or out-of-range ids.
+        GraphFormatError (a ``ValueError``): on malformed content, negative or out-of-range ids,
+            naming the file and the fault.
     """
     path = os.fspath(path)
     if chunk_edges < 1:
         raise ValueError(f"chunk_edges must be >= 1, got {chunk_edges}")
     if not os.path.exists(path):
         raise FileNotFoundError(path)
-    if path.endswith(".npz"):
-        return CSRNpzStream(path, chunk_edges=chunk_edges, num_nodes=num_nodes)
-    if path.endswith(".npy"):
-        return NpyEdgeStream(path, chunk_edges=chunk_edges, num_nodes=num_nodes,
-                             symmetrize=symmetrize)
-    return TextEdgeStream(path, chunk_edges=chunk_edges, num_nodes=num_nodes,
-                          symmetrize=symmetrize)
+    src = open_graph(path, split=split, block_bytes=max(1 << 10, int(chunk_edges) * 16))
+    if src.kind == "csr":
+        return CSRNpzStream(path, chunk_edges=chunk_edges, num_nodes=num_nodes, symmetrize=symmetrize,
+                            source=src)
+    if isinstance(src.edges, TextEdgeReader):
+        return TextEdgeStream(path, chunk_edges=chunk_edges, num_nodes=num_nodes, symmetrize=symmetrize,
+                              source=src)
+    return PairEdgeStream(src, chunk_edges=chunk_edges, num_nodes=num_nodes, symmetrize=symmetrize)
 
 
 def write_edge_list_npy(path, src, dst) -> None:

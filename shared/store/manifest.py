@@ -51,7 +51,7 @@ class Manifest:
 
     num_nodes: int
     num_edges: int
-    """Undirected edges."""
+    """Undirected edges (arcs when ``directed``)."""
     num_parts: int
     index_dtype: str
     feature_dim: int = 0
@@ -64,6 +64,8 @@ class Manifest:
     parts: list[PartEntry] = field(default_factory=list)
     name: str = "graph"
     format_version: int = FORMAT_VERSION
+    directed: bool = False
+    """The CSR holds arcs as given (``--directed``), not both directions of every edge."""
 
     def to_json(self) -> str:
         d = asdict(self)

@@ -2,12 +2,16 @@
 
 Edges are streamed once and bucketed by the part of their source vertex into per-part spill
 files on disk; then each part's CSR is built from its bucket alone, so peak memory is
-O(n + largest part's edges), not O(m).  Everything is written into ``<out>.tmp-<pid>``, verified
+O(n + largest part's edges), not O(m).  Node data (features, labels, masks) is streamed the same
+way, column by column in row blocks: each block's rows are appended to their parts' ``.npy``
+files (written header first), so a feature matrix larger than memory never has to be held.
+A full disk is reported as :class:`~argosy.shared.errors.DiskFullError` naming the store path.  Everything is written into ``<out>.tmp-<pid>``, verified
 (edge counts, monotone ``indptr``, ids in range) and only then renamed to ``<out>``: a crash never
 leaves a half-written store behind under the final name.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -16,8 +20,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from argosy.shared.errors import GraphFormatError, StoreFormatError
-from argosy.shared.graphio import Graph, index_dtype
+from argosy.shared.errors import DiskFullError, GraphFormatError, StoreFormatError
+from argosy.shared.graphio import ArrayColumn, Graph, NodeColumn, index_dtype
 from argosy.shared.store.manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, PartEntry
 
 __all__ = ["write_store", "write_store_from_edges", "graph_edge_chunks", "partition_stats"]
@@ -25,6 +29,7 @@ __all__ = ["write_store", "write_store_from_edges", "graph_edge_chunks", "partit
 logger = logging.getLogger(__name__)
 
 NODE_ARRAYS = ("features", "labels", "train_mask", "val_mask", "test_mask")
+_NODE_BLOCK_ROWS = 1 << 16
 
 
 def graph_edge_chunks(g: Graph, chunk_edges: int = 1 << 22) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -75,11 +80,16 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
                            assignment: np.ndarray, out: str | os.PathLike, num_parts: int | None = None,
                            node_data: dict | None = None, partition_info: dict | None = None,
                            feature_dtype: str = "float32", overwrite: bool = False,
-                           name: str = "graph") -> Manifest:
+                           name: str = "graph", directed: bool = False) -> Manifest:
     """Stream directed adjacency entries into a store (see module docstring).
 
     ``edge_chunks`` must contain both directions of every undirected edge (as a symmetric CSR
-    does); self loops and duplicates are dropped per part.
+    does) unless ``directed``, where each entry is an arc and ``num_edges`` counts arcs; self
+    loops and duplicates are dropped per part.  ``node_data`` maps names to arrays or
+    :class:`~argosy.shared.graphio.NodeColumn` objects (streamed in row blocks).
+
+    Raises:
+        DiskFullError: the disk holding ``out`` filled up (nothing is left at ``out``).
     """
     out = Path(out)
     assignment = np.asarray(assignment)
@@ -94,17 +104,27 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
         raise GraphFormatError(f"feature_dtype must be float32 or float16 (got {feature_dtype!r})")
     if out.exists() and not overwrite:
         raise StoreFormatError(f"{out} already exists (pass overwrite=True / --overwrite to replace it)")
-    node_data = dict(node_data or {})
-    for key, arr in node_data.items():
-        if arr.shape[0] != num_nodes:
-            raise GraphFormatError(f"node array {key!r} has {arr.shape[0]} rows for {num_nodes} nodes")
+    columns = {}
+    for key, arr in (node_data or {}).items():
+        if key not in NODE_ARRAYS:
+            raise GraphFormatError(f"unknown node array {key!r} (expected one of {NODE_ARRAYS})")
+        col = arr if isinstance(arr, NodeColumn) else ArrayColumn(key, arr, feature_dtype=feature_dtype)
+        if col.rows != num_nodes:
+            raise GraphFormatError(f"node array {key!r} has {col.rows} rows for {num_nodes} nodes")
+        columns[key] = col
 
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    made = [d for d in [out.parent, *out.parent.parents] if not d.exists()]
     try:
-        manifest = _write(tmp, edge_chunks, num_nodes, assignment.astype(np.int32), k, node_data,
-                          partition_info or {}, feature_dtype, name)
+        tmp.mkdir(parents=True)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(f"disk full at {out}") from None
+        raise
+    try:
+        manifest = _write(tmp, edge_chunks, num_nodes, assignment.astype(np.int32), k, columns,
+                          partition_info or {}, feature_dtype, name, directed)
         _verify(tmp, manifest)
         if out.exists():
             old = out.parent / f".{out.name}.old-{os.getpid()}"
@@ -113,15 +133,22 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, out)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        for d in made:  # parent directories created for this store
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(f"disk full at {out} (while writing the store; nothing was left there)") from None
         raise
     logger.info("wrote store %s: %d nodes, %d edges, %d parts", out, manifest.num_nodes, manifest.num_edges, k)
     return manifest
 
 
-def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, node_data: dict,
-           partition_info: dict, feature_dtype: str, name: str) -> Manifest:
+def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns: dict,
+           partition_info: dict, feature_dtype: str, name: str, directed: bool = False) -> Manifest:
     idt = index_dtype(n)
     sizes = np.bincount(assign, minlength=k)
     order = np.argsort(assign, kind="stable")            # owned ids per part, ascending
@@ -158,8 +185,6 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, node_dat
 
     # pass 2: build each part's CSR from its bucket
     parts, total_entries, total_cut = [], 0, 0
-    feats = node_data.get("features")
-    num_train = 0
     for p in range(k):
         pdir = root / f"part-{p:05d}"
         pdir.mkdir()
@@ -179,32 +204,65 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, node_dat
         np.save(pdir / "nodes.npy", nodes)
         np.save(pdir / "indptr.npy", indptr)
         np.save(pdir / "indices.npy", nbrs)
-        if feats is not None:
-            np.save(pdir / "features.npy", np.asarray(feats[nodes], dtype=feature_dtype))
-        for key_name in ("labels", "train_mask", "val_mask", "test_mask"):
-            if key_name in node_data:
-                np.save(pdir / f"{key_name}.npy", np.asarray(node_data[key_name])[nodes])
-        p_train = int(np.asarray(node_data["train_mask"])[nodes].sum()) if "train_mask" in node_data else 0
-        num_train += p_train
         parts.append(PartEntry(part=p, num_nodes=len(nodes), num_edges=int(nbrs.shape[0]),
-                               num_train=p_train, cut_edges=cut, path=pdir.name))
+                               num_train=0, cut_edges=cut, path=pdir.name))
         total_entries += int(nbrs.shape[0])
         total_cut += cut
     spill.rmdir()
 
-    labels = node_data.get("labels")
-    splits = {s.replace("_mask", ""): int(np.asarray(node_data[s]).sum())
-              for s in ("train_mask", "val_mask", "test_mask") if s in node_data}
+    # pass 3: node data, column by column in row blocks, appended to each part's .npy
+    stats = {key: _scatter_column(root, col, assign, sizes, k) for key, col in columns.items()}
+    if "train_mask" in stats:
+        for p, entry in enumerate(parts):
+            entry.num_train = int(stats["train_mask"]["per_part"][p])
+    feats = columns.get("features")
+    splits = {s.replace("_mask", ""): int(stats[s]["count"]) for s in ("train_mask", "val_mask", "test_mask")
+              if s in stats}
+    num_edges = total_entries if directed else total_entries // 2
     info = dict(partition_info)
-    info.update(partition_stats(assign, k, total_cut, total_entries // 2))
+    info.update(partition_stats(assign, k, total_cut * (2 if directed else 1), num_edges))
     manifest = Manifest(
-        num_nodes=n, num_edges=total_entries // 2, num_parts=k, index_dtype=str(idt),
-        feature_dim=int(feats.shape[1]) if feats is not None else 0,
-        feature_dtype=feature_dtype if feats is not None else "",
-        num_classes=int(labels.max()) + 1 if labels is not None and len(labels) else 0,
-        splits=splits, partition=info, parts=parts, name=name, format_version=FORMAT_VERSION)
+        num_nodes=n, num_edges=num_edges, num_parts=k, index_dtype=str(idt),
+        feature_dim=int(feats.row_shape[0]) if feats is not None else 0,
+        feature_dtype=str(feats.dtype) if feats is not None else "",
+        num_classes=int(stats["labels"]["max"]) + 1 if "labels" in stats else 0,
+        splits=splits, partition=info, parts=parts, name=name, format_version=FORMAT_VERSION,
+        directed=bool(directed))
     (root / MANIFEST_NAME).write_text(manifest.to_json())
     return manifest
+
+
+def _scatter_column(root: Path, col: NodeColumn, assign: np.ndarray, sizes: np.ndarray, k: int) -> dict:
+    """Stream one node column into ``part-*/NAME.npy``: every part's file gets its header first,
+    then each row block's rows are appended to their parts' files in global id order (the order of
+    the part's ``nodes``).  Memory: one block.  Returns the column's summary statistics."""
+    files = []
+    dt = np.dtype(col.dtype)
+    count, hi = 0, -1
+    per_part = np.zeros(k, np.int64)
+    try:
+        for p in range(k):
+            f = open(root / f"part-{p:05d}" / f"{col.name}.npy", "wb")
+            files.append(f)
+            np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(dt),
+                                                     "fortran_order": False,
+                                                     "shape": (int(sizes[p]),) + tuple(col.row_shape)})
+        for a, blk in col.iter_blocks(_NODE_BLOCK_ROWS):
+            blk = np.ascontiguousarray(blk, dtype=dt)
+            p_of = assign[a:a + blk.shape[0]]
+            o = np.argsort(p_of, kind="stable")
+            bounds = np.searchsorted(p_of[o], np.arange(k + 1))
+            for p in np.flatnonzero(np.diff(bounds)):
+                files[p].write(blk[o[bounds[p]:bounds[p + 1]]].tobytes())
+            if col.name == "labels" and blk.size:
+                hi = max(hi, int(blk.max()))
+            elif col.name.endswith("_mask"):
+                count += int(blk.sum())
+                per_part += np.bincount(p_of[blk], minlength=k)
+    finally:
+        for f in files:
+            f.close()
+    return {"count": count, "max": hi, "per_part": per_part}
 
 
 def _verify(root: Path, manifest: Manifest) -> None:

@@ -91,8 +91,9 @@ def test_text_stream_symmetrize_dedup_selfloops(tmp_path):
 
 @pytest.mark.parametrize("text,match", [
     ("0 1\n1 x\n", r"line 2: malformed"),
-    ("0 1\n\n1\n", r"line 3: expected exactly 2 fields"),
-    ("0 1 2\n", r"line 1: expected exactly 2 fields"),
+    ("0 1\n\n1\n", r"line 3: expected at least 2 fields"),
+    ("0 1\n18446744073709551618 2\n", r"line 2: vertex id beyond int64"),
+    ("0 1\n5 1.5\n", r"line 2: malformed"),
     ("# c\n0 -1\n", r"line 2: negative vertex id"),
 ])
 def test_text_stream_errors(tmp_path, text, match):

@@ -36,7 +36,7 @@ def test_text_edge_list_malformed_line(tmp_path):
 def test_negative_and_out_of_range_ids(tmp_path):
     p = tmp_path / "neg.txt"
     p.write_text("0 1\n-1 2\n")
-    with pytest.raises(GraphFormatError, match="non-negative"):
+    with pytest.raises(GraphFormatError, match="negative vertex id"):
         load_graph(p)
     np.save(tmp_path / "e.npy", np.array([[0, 1], [1, 9]]))
     with pytest.raises(GraphFormatError, match="out of range"):
@@ -55,7 +55,7 @@ def test_bad_npz_files(tmp_path):
     with pytest.raises(GraphFormatError, match="NaN"):
         load_graph(p)
     np.savez(p, indptr=np.array([0, 1, 2]), indices=np.array([1, 0]), labels=np.array([0, 1, 2]))
-    with pytest.raises(GraphFormatError, match="labels must be"):
+    with pytest.raises(GraphFormatError, match="labels must have shape"):
         load_graph(p)
     np.savez(p, indptr=np.array([0, 1, 2]), indices=np.array([1.0, 0.0]))
     with pytest.raises(GraphFormatError, match="integer"):
