@@ -13,7 +13,7 @@ from typing import Literal
 
 from argosy.shared.errors import ConfigError
 
-__all__ = ["SamplerConfig", "LoaderConfig", "TrainerConfig", "CoordConfig", "JobConfig", "FullGraphConfig",
+__all__ = ["MODEL_DEFAULTS", "SamplerConfig", "LoaderConfig", "TrainerConfig", "CoordConfig", "JobConfig", "FullGraphConfig",
            "parse_size"]
 
 
@@ -69,22 +69,44 @@ class LoaderConfig:
     """Bytes of remote feature rows a loader keeps (hottest halo vertices first; 0 = no cache)."""
 
 
+MODEL_DEFAULTS: dict[str, dict] = {
+    "gcn": {"hidden": 16, "dropout": 0.5, "lr": 0.01},
+    "sage": {"hidden": 64, "dropout": 0.5, "lr": 0.01},
+    "gat": {"hidden": 8, "dropout": 0.6, "lr": 0.005},
+    "custom": {"hidden": 64, "dropout": 0.5, "lr": 0.01},
+}
+"""Per-model defaults of the fields left at None in :class:`TrainerConfig`: the published settings
+(Kipf & Welling for GCN, Velickovic et al. for GAT with 8 heads of 8, PyG's GraphSAGE example);
+``custom`` is a ``MODULE:FACTORY`` model."""
+
+
 @dataclass
 class TrainerConfig:
-    model: Literal["sage", "gcn"] = "sage"
-    hidden: int = 64
-    dropout: float = 0.5
-    lr: float = 0.01
+    model: str = "sage"
+    """``sage``, ``gcn``, ``gat``, or ``MODULE:FACTORY`` (a PyG-style model, see :mod:`shared.models`)."""
+    hidden: int | None = None
+    """Hidden width (per attention head for GAT); None = the model's default in :data:`MODEL_DEFAULTS`."""
+    heads: int = 8
+    """GAT attention heads of the hidden layers (the output layer has one)."""
+    dropout: float | None = None
+    """Dropout on every layer's input (and on GAT's attention); None = the model's default."""
+    lr: float | None = None
+    """Adam learning rate; None = the model's default."""
     weight_decay: float = 5e-4
-    epochs: int = 10
+    epochs: int = 200
+    """Most epochs to run; training usually stops earlier, see ``patience``. Bounds large graphs."""
+    patience: int = 50
+    """Stop after this many epochs without a better validation accuracy (0 = always run ``epochs``).
+    The best-validation weights are kept (``best.pt``) and the reported accuracy is theirs."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     recv_hwm: int = 8
     checkpoint_every: int = 1
     """Epochs between checkpoints (0 = only at the end); a restarted trainer resumes from the last one."""
     reorder_window: int = 32
     """Batches that may wait for an earlier one so updates follow the plan order (reproducible runs)."""
-    normalize_features: bool = False
-    """Row-normalise input features to sum 1 (Kipf & Welling's preprocessing for bag-of-words features)."""
+    normalize_features: bool | None = None
+    """Row-normalise input features to sum 1 (Kipf & Welling's preprocessing for bag-of-words
+    features). None = decided before training: on when every stored feature is non-negative."""
     work_factor: int = 1
     """Repeat each batch's forward/backward this many times (benchmarks: make the trainer heavier)."""
     simulate_gpu_step: float = 0.0
@@ -93,12 +115,19 @@ class TrainerConfig:
     Accuracies of a simulated run are meaningless.  0 = real training (the default)."""
 
     def __post_init__(self):
-        if self.model not in ("sage", "gcn"):
-            raise ConfigError(f"model must be 'sage' or 'gcn' (got {self.model!r})")
+        if self.model not in ("sage", "gcn", "gat") and ":" not in str(self.model):
+            raise ConfigError(f"model must be sage, gcn, gat or MODULE:FACTORY (got {self.model!r})")
+        for name, value in MODEL_DEFAULTS["custom" if ":" in self.model else self.model].items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
         if self.epochs < 1:
             raise ConfigError(f"epochs must be >= 1 (got {self.epochs})")
+        if self.patience < 0:
+            raise ConfigError(f"patience must be >= 0 (got {self.patience})")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"dropout must be in [0, 1) (got {self.dropout})")
+        if self.hidden < 1 or self.heads < 1:
+            raise ConfigError(f"hidden and heads must be >= 1 (got {self.hidden}, {self.heads})")
 
 
 @dataclass

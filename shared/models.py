@@ -7,13 +7,16 @@ to ``nodes[:hop_nodes[H-i-1]]``; the last layer outputs the seeds' logits.
 """
 from __future__ import annotations
 
+import importlib
+import inspect
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 import torch.nn.functional as F
 
-__all__ = ["Blocks", "SAGEConv", "GCNConv", "GNN", "full_graph_aggr", "full_graph_conv"]
+__all__ = ["Blocks", "SAGEConv", "GCNConv", "GATConv", "GNN", "EdgeIndexModel", "load_factory", "build_model",
+           "full_graph_aggr", "full_graph_conv"]
 
 
 @dataclass
@@ -39,6 +42,23 @@ class Blocks:
         """``(edge_src, edge_dst, num_src, num_dst)`` of hop ``h`` (1-based, innermost = 1)."""
         e0, e1 = self.hop_edges[h - 1], self.hop_edges[h]
         return self.edge_src[e0:e1], self.edge_dst[e0:e1], self.hop_nodes[h], self.hop_nodes[h - 1]
+
+    def edge_index(self) -> Tensor:
+        """The sampled subgraph as one PyG ``edge_index`` (row 0 source, row 1 target, local ids).
+
+        Hop ``h`` keeps only the edges into the vertices it discovered (``nodes[hop_nodes[h-2]:hop_nodes[h-1]]``),
+        as PyG's ``NeighborLoader`` does: each vertex's in-edges come from the hop that sampled it, once.
+        Shapes: -> int64[2, E'].
+        """
+        src, dst = [], []
+        for h in range(1, self.num_hops + 1):
+            s, d, _, _ = self.hop(h)
+            if h > 1:
+                keep = d >= self.hop_nodes[h - 2]
+                s, d = s[keep], d[keep]
+            src.append(s)
+            dst.append(d)
+        return torch.stack([torch.cat(src), torch.cat(dst)])
 
 
 class SAGEConv(nn.Module):
@@ -93,19 +113,86 @@ class GCNConv(nn.Module):
         return f"GCNConv({self.lin.in_features}, {self.lin.out_features})"
 
 
-class GNN(nn.Module):
-    """A stack of ``num_layers`` GCN or SAGE layers with ReLU and dropout between them.
+class GATConv(nn.Module):
+    """Graph attention layer (Velickovic et al.) with a self loop on every destination vertex.
 
-    Args:
-        model: ``"sage"`` or ``"gcn"``.
+    ``h_v' = || _k sum_{u in N(v) + v} a^k_vu W^k h_u``, ``a^k_vu = softmax_u(LeakyReLU(s^k.W^k h_u + t^k.W^k h_v))``;
+    heads are concatenated (``concat=True``) or averaged (the output layer).  The softmax runs
+    over the sampled neighbours; with every neighbour sampled it is the full-graph layer.
+
+    Shapes: x (num_src, F_in) -> (num_dst, heads * F_out) if concat else (num_dst, F_out).
     """
 
-    def __init__(self, model: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5):
+    def __init__(self, in_dim: int, out_dim: int, heads: int = 1, concat: bool = True, attn_dropout: float = 0.0):
         super().__init__()
-        conv = {"sage": SAGEConv, "gcn": GCNConv}[model]
-        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        self.layers = nn.ModuleList(conv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.heads, self.out_dim, self.concat, self.attn_dropout = heads, out_dim, concat, attn_dropout
+        self.lin = nn.Linear(in_dim, heads * out_dim, bias=False)
+        self.att_src = nn.Parameter(torch.empty(1, heads, out_dim))
+        self.att_dst = nn.Parameter(torch.empty(1, heads, out_dim))
+        self.bias = nn.Parameter(torch.zeros(heads * out_dim if concat else out_dim))
+        nn.init.xavier_uniform_(self.lin.weight)
+        nn.init.xavier_uniform_(self.att_src)
+        nn.init.xavier_uniform_(self.att_dst)
+
+    def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor) -> Tensor:
+        H, C = self.heads, self.out_dim
+        h = self.lin(x).view(-1, H, C)
+        loops = torch.arange(num_dst, device=x.device)          # destinations are a prefix of the sources
+        src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
+        a_src = (h * self.att_src).sum(-1)
+        a_dst = (h[:num_dst] * self.att_dst).sum(-1)
+        e = F.leaky_relu(a_src[src] + a_dst[dst], 0.2)                                  # (E, H)
+        idx = dst[:, None].expand(-1, H)
+        e_max = torch.full((num_dst, H), float("-inf"), dtype=e.dtype, device=e.device)
+        e_max = e_max.scatter_reduce(0, idx, e, "amax", include_self=True)
+        w = torch.exp(e - e_max[dst])
+        denom = torch.zeros(num_dst, H, dtype=e.dtype, device=e.device).index_add_(0, dst, w)
+        alpha = F.dropout(w / denom[dst], self.attn_dropout, self.training)
+        out = torch.zeros(num_dst, H, C, dtype=h.dtype, device=h.device).index_add_(0, dst, h[src] * alpha[..., None])
+        out = out.reshape(num_dst, H * C) if self.concat else out.mean(1)
+        return out + self.bias
+
+    def __repr__(self) -> str:
+        return f"GATConv({self.lin.in_features}, {self.out_dim}, heads={self.heads}, concat={self.concat})"
+
+
+class GNN(nn.Module):
+    """A stack of ``num_layers`` GCN, SAGE or GAT layers with an activation and dropout between them.
+
+    Args:
+        model: ``"sage"``, ``"gcn"`` or ``"gat"``.
+        hidden: hidden width (per head for GAT).  heads: GAT attention heads of the hidden layers
+            (the output layer has one head).  dropout: on every layer's input (and GAT's attention).
+    """
+
+    def __init__(self, model: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
+                 heads: int = 8):
+        super().__init__()
+        if model not in ("sage", "gcn", "gat"):
+            raise ValueError(f"built-in models are sage, gcn and gat (got {model!r})")
+        self.kind = model
+        if model == "gat":
+            dims = [in_dim] + [hidden * heads] * (num_layers - 1)
+            self.layers = nn.ModuleList(
+                [GATConv(a, hidden, heads, concat=True, attn_dropout=dropout) for a in dims[:-1]]
+                + [GATConv(dims[-1], out_dim, 1, concat=False, attn_dropout=dropout)])
+        else:
+            conv = {"sage": SAGEConv, "gcn": GCNConv}[model]
+            dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+            self.layers = nn.ModuleList(conv(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
+
+    def layer_forward(self, i: int, h: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor) -> Tensor:
+        """Layer ``i`` with its input dropout and (but for the last layer) its activation.
+
+        Mini-batch training, full-graph modes and layer-wise inference (``argosy predict``) all go
+        through here, so they compute the same function.
+        """
+        h = F.dropout(h, self.dropout, self.training)
+        h = self.layers[i](h, src, dst, num_dst, degrees)
+        if i < len(self.layers) - 1:
+            h = F.elu(h) if self.kind == "gat" else F.relu(h)
+        return h
 
     def forward(self, x: Tensor, blocks: Blocks) -> Tensor:
         """Logits of the seeds.  Shapes: x (N, F_in) aligned with ``nodes`` -> (B, out_dim)."""
@@ -113,13 +200,67 @@ class GNN(nn.Module):
         if H != len(self.layers):
             raise ValueError(f"batch has {H} hops but the model has {len(self.layers)} layers")
         h = x[:blocks.hop_nodes[H]]
-        for i, layer in enumerate(self.layers):
+        for i in range(len(self.layers)):
             src, dst, num_src, num_dst = blocks.hop(H - i)
-            h = F.dropout(h, self.dropout, self.training)
-            h = layer(h, src, dst, num_dst, blocks.degrees)
-            if i < len(self.layers) - 1:
-                h = F.relu(h)
+            h = self.layer_forward(i, h, src, dst, num_dst, blocks.degrees)
         return h
+
+
+class EdgeIndexModel(nn.Module):
+    """Runs a PyG-style model, ``forward(x, edge_index)``, on a batch's sampled subgraph.
+
+    The subgraph is :meth:`Blocks.edge_index` over ``nodes[:hop_nodes[H]]`` (seeds first), as
+    PyG's mini-batch convention has it; the first ``batch_size`` output rows are the seeds' logits.
+    So ``torch_geometric.nn.models.GraphSAGE`` or ``GAT`` run unmodified.
+    """
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: Tensor, blocks: Blocks) -> Tensor:
+        out = self.inner(x[:blocks.hop_nodes[blocks.num_hops]], blocks.edge_index())
+        return out[:blocks.hop_nodes[0]]
+
+
+def load_factory(spec: str):
+    """Resolve ``"package.module:FACTORY"`` to the callable (a clear error if it cannot be)."""
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise ValueError(f"--model must be sage, gcn, gat or MODULE:FACTORY (got {spec!r})")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ValueError(f"--model {spec}: cannot import {mod_name} ({e}); is it installed "
+                         f"(e.g. `pip install 'argosy[pyg]'` for torch_geometric)?") from None
+    fn = mod
+    for part in attr.split("."):
+        if not hasattr(fn, part):
+            raise ValueError(f"--model {spec}: {mod_name} has no attribute {attr!r}")
+        fn = getattr(fn, part)
+    if not callable(fn):
+        raise ValueError(f"--model {spec}: {attr} is not callable")
+    return fn
+
+
+def build_model(model: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
+                heads: int = 8) -> nn.Module:
+    """A built-in :class:`GNN`, or ``MODULE:FACTORY`` called as
+    ``FACTORY(in_channels=, hidden_channels=, num_layers=, out_channels=)`` (plus ``dropout=`` when
+    the factory's signature names it, as PyG's models do) and wrapped in :class:`EdgeIndexModel`."""
+    if ":" not in model:
+        return GNN(model, in_dim, hidden, out_dim, num_layers, dropout, heads=heads)
+    fn = load_factory(model)
+    kwargs = dict(in_channels=in_dim, hidden_channels=hidden, num_layers=num_layers, out_channels=out_dim)
+    try:
+        if "dropout" in inspect.signature(fn).parameters:
+            kwargs["dropout"] = dropout
+    except (TypeError, ValueError):
+        pass
+    inner = fn(**kwargs)
+    if not isinstance(inner, nn.Module):
+        raise ValueError(f"--model {model}: the factory returned {type(inner).__name__}, not a torch.nn.Module")
+    return EdgeIndexModel(inner)
 
 
 # ----------------------------------------------------------------------------- full-graph execution

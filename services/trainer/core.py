@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from argosy.shared.config import TrainerConfig
 from argosy.shared.envs import torch_threads
 from argosy.shared.protocol import FeatureBatch
-from argosy.shared.models import GNN, Blocks
+from argosy.shared.models import Blocks, build_model
 
 __all__ = ["TrainerCore", "pick_device"]
 
@@ -45,13 +45,16 @@ class TrainerCore:
         torch.set_num_threads(torch_threads())
         self.cfg = cfg
         self.device = device or pick_device(cfg.device)
-        self.model = GNN(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout).to(self.device)
+        self.model = build_model(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout,
+                                 heads=cfg.heads).to(self.device)
         self.module: torch.nn.Module = self.model          # replaced by a DDP wrapper when distributed
-        # Kipf & Welling regularise only the first GCN layer; SAGE decays every layer (PyG examples).
-        layers = list(self.model.layers)
-        groups = ([{"params": layers[0].parameters(), "weight_decay": cfg.weight_decay},
-                   {"params": [p for l in layers[1:] for p in l.parameters()], "weight_decay": 0.0}]
-                  if cfg.model == "gcn" else [{"params": self.model.parameters(), "weight_decay": cfg.weight_decay}])
+        # Kipf & Welling regularise only the first GCN layer; SAGE and GAT decay every layer (PyG examples).
+        if cfg.model == "gcn":
+            layers = list(self.model.layers)
+            groups = [{"params": layers[0].parameters(), "weight_decay": cfg.weight_decay},
+                      {"params": [p for l in layers[1:] for p in l.parameters()], "weight_decay": 0.0}]
+        else:
+            groups = [{"params": self.model.parameters(), "weight_decay": cfg.weight_decay}]
         self.opt = torch.optim.Adam(groups, lr=cfg.lr)
 
     def to_device(self, fb: FeatureBatch) -> tuple[torch.Tensor, Blocks, torch.Tensor]:
@@ -88,7 +91,12 @@ class TrainerCore:
         self.module.eval()
         logits = self.model(x, blocks)
         mask = y >= 0
-        return {"correct": int((logits.argmax(1)[mask] == y[mask]).sum()), "count": int(mask.sum())}
+        loss = float(F.cross_entropy(logits[mask], y[mask], reduction="sum")) if bool(mask.any()) else 0.0
+        return {"correct": int((logits.argmax(1)[mask] == y[mask]).sum()), "count": int(mask.sum()), "loss_sum": loss}
+
+    def user_model(self) -> torch.nn.Module:
+        """The model as its author wrote it (a ``MODULE:FACTORY`` model without Argosy's adapter)."""
+        return getattr(self.model, "inner", self.model)
 
     def state(self) -> dict:
         return {"model": self.model.state_dict(), "opt": self.opt.state_dict(),

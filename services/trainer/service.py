@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,7 +90,7 @@ class TrainerProc:
         self.epochs: list[dict] = []
         self.start_epoch = 0
         self.resumed_from: int | None = None
-        self.best_val, self.result = -1.0, {}
+        self.best_val, self.best_val_loss, self.since_best, self.result = -1.0, float("inf"), 0, {}
 
     # ---- setup --------------------------------------------------------------------------------
     def init_distributed(self) -> None:
@@ -138,13 +139,19 @@ class TrainerProc:
                 coord.ack(fb.work_stream, fb.work_id)
                 done.add(fb.batch_id)
                 return
-            if phase == "train":
+            sim = self.cfg.trainer.simulate_gpu_step
+            if sim > 0:              # SIMULATION: the batch was received and decoded; wait instead of computing
+                time.sleep(sim)
+                r = {"loss": 0.0, "loss_sum": 0.0, "correct": 0, "count": int(np.count_nonzero(np.asarray(fb.labels) >= 0))}
+                st.compute_seconds += sim
+            elif phase == "train":
                 r = self.core.train_step(fb)
                 st.loss_sum += r["loss"] * r["count"]
                 st.compute_seconds += r["compute_seconds"]
             else:
                 t1 = time.perf_counter()
                 r = self.core.eval_step(fb)
+                st.loss_sum += r["loss_sum"]
                 st.compute_seconds += time.perf_counter() - t1
             coord.ack(fb.work_stream, fb.work_id)
             done.add(fb.batch_id)
@@ -213,7 +220,8 @@ class TrainerProc:
     # ---- the epoch driver ---------------------------------------------------------------------
     def run(self) -> None:
         ctx, coord, cfg = self.ctx, self.ctx.coord, self.cfg
-        coord.register("trainer", ctx.service_id, {"rank": self.rank, "endpoint": self.endpoint},
+        coord.register("trainer", ctx.service_id, {"rank": self.rank, "endpoint": self.endpoint,
+                                                   "host_label": os.environ.get("ARGOSY_HOST") or socket.gethostname()},
                        cfg.coord.heartbeat_seconds, cfg.coord.heartbeat_ttl)
         try:
             self._maybe_resume()
@@ -225,7 +233,11 @@ class TrainerProc:
                     coord.append_epoch(rec)
                 coord.set_state("running")
             self.init_distributed()
+            last = self.start_epoch - 1
             for epoch in range(self.start_epoch, cfg.trainer.epochs):
+                if self._patience_spent():
+                    break
+                last = epoch
                 rec = {"epoch": epoch}
                 for phase in PHASES:
                     plan = plan_phase(self.store, phase, epoch,
@@ -240,20 +252,21 @@ class TrainerProc:
                     if self.world > 1:
                         dist.barrier()
                     self._record(rec, phase, st, secs)
-                if rec["val_accuracy"] >= self.best_val:
-                    self.best_val = rec["val_accuracy"]
-                    self.result.update(best_epoch=epoch, val_accuracy=rec["val_accuracy"], test_accuracy=rec["test_accuracy"])
+                improved = self._track_best(epoch, rec)
                 self.epochs.append(rec)
                 if self.rank == 0:
                     coord.append_epoch(rec)
                     logger.info("epoch %d: loss %.4f train %.3f val %.3f test %.3f (%.2f s, idle %.0f%%)", epoch,
                                 rec["train_loss"], rec["train_accuracy"], rec["val_accuracy"], rec["test_accuracy"],
                                 rec["epoch_seconds"], 100 * rec["trainer_idle_fraction"])
+                    if improved:
+                        self._save_best(epoch, rec)
                     every = cfg.trainer.checkpoint_every
                     if every and (epoch + 1) % every == 0:
                         self._save_checkpoint(epoch)
             if self.rank == 0:
-                self._save_checkpoint(cfg.trainer.epochs - 1)
+                if last >= 0:
+                    self._save_checkpoint(last)
                 self.result.update(self._summary())
                 coord.set_state("done", self.result)
         except BaseException as e:
@@ -268,6 +281,29 @@ class TrainerProc:
             if dist.is_initialized():
                 dist.destroy_process_group()
 
+    def _track_best(self, epoch: int, rec: dict) -> bool:
+        """Early-stopping bookkeeping: is this epoch the best so far on validation?
+
+        Better means a higher validation accuracy, or the same accuracy at a lower validation loss
+        (accuracy on a few hundred vertices ties often).  Every rank sees the same reduced
+        figures, so all ranks stop at the same epoch.
+        """
+        acc, loss = rec["val_accuracy"], rec["val_loss"]
+        if acc > self.best_val or (acc == self.best_val and loss < self.best_val_loss):
+            self.best_val, self.best_val_loss, self.since_best = acc, loss, 0
+            self.result.update(best_epoch=epoch, val_accuracy=acc, test_accuracy=rec["test_accuracy"],
+                               val_loss=loss, best_checkpoint=str(self._best_path()) if self.cfg.run_dir else None)
+            return True
+        self.since_best += 1
+        return False
+
+    def _patience_spent(self) -> bool:
+        p = self.cfg.trainer.patience
+        if p and self.since_best >= p:
+            self.result["stopped_early"] = True
+            return True
+        return False
+
     def _record(self, rec: dict, phase: str, st: PhaseStats, secs: float) -> None:
         if phase == "train":
             rec.update(train_loss=st.loss_sum / max(st.labelled, 1), train_accuracy=st.correct / max(st.labelled, 1),
@@ -281,6 +317,7 @@ class TrainerProc:
                        sampled_edges_per_second=st.sampled_edges / max(secs, 1e-9))
         else:
             rec[f"{phase}_accuracy"] = st.correct / max(st.labelled, 1)
+            rec[f"{phase}_loss"] = st.loss_sum / max(st.labelled, 1)
             rec[f"{phase}_seconds"] = secs
             rec["duplicate_arrivals"] = rec.get("duplicate_arrivals", 0) + st.duplicate_arrivals
 
@@ -289,7 +326,8 @@ class TrainerProc:
         tot = lambda k: sum(e[k] for e in ep)
         secs = tot("epoch_seconds")
         return {
-            "epochs": len(ep), "final_test_accuracy": ep[-1]["test_accuracy"], "final_val_accuracy": ep[-1]["val_accuracy"],
+            "epochs": len(ep), "max_epochs": self.cfg.trainer.epochs, "patience": self.cfg.trainer.patience,
+            "stopped_early": bool(self.result.get("stopped_early")), "final_test_accuracy": ep[-1]["test_accuracy"], "final_val_accuracy": ep[-1]["val_accuracy"],
             "epoch_seconds": secs / len(ep), "batches_per_second": tot("batches") / max(secs, 1e-9),
             "sampled_edges_per_second": tot("sampled_edges") / max(secs, 1e-9),
             "trainer_idle_fraction": sum(e["trainer_idle_fraction"] * e["epoch_seconds"] for e in ep) / max(secs, 1e-9),
@@ -299,7 +337,28 @@ class TrainerProc:
             "seeds_dropped": tot("seeds_dropped"),
             "seeds_redelivered": int(self.ctx.coord.metrics().get("reclaimed_seeds", 0)),
             "resumed_from_epoch": self.resumed_from, "config_fingerprint": self.cfg.fingerprint(),
+            "simulated_gpu_step_seconds": self.cfg.trainer.simulate_gpu_step or None,
+            "simulation": ("SIMULATED GPU: forward/backward replaced by a fixed wait per batch; accuracies are meaningless"
+                           if self.cfg.trainer.simulate_gpu_step > 0 else None),
         }
+
+    def _best_path(self) -> Path:
+        return Path(self.cfg.run_dir) / "best.pt"
+
+    def _save_best(self, epoch: int, rec: dict) -> None:
+        """Atomically write the best-validation weights with what is needed to rebuild the model
+        (:func:`argosy.load_model`, ``argosy predict``): the job spec and the model's shape."""
+        if not self.cfg.run_dir:
+            return
+        path = self._best_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        m = self.store.manifest
+        tmp = path.with_suffix(".tmp-best")
+        torch.save({"format": 1, "model": self.core.user_model().state_dict(), "epoch": epoch,
+                    "val_accuracy": rec["val_accuracy"], "test_accuracy": rec["test_accuracy"],
+                    "spec": self.cfg.to_json(), "in_dim": m.feature_dim, "num_classes": max(m.num_classes, 1),
+                    "num_layers": len(self.cfg.sampler.fanouts), "store": str(self.cfg.store)}, tmp)
+        os.replace(tmp, path)
 
     def _checkpoint_path(self) -> Path | None:
         return Path(self.cfg.run_dir) / "checkpoint.pt" if self.cfg.run_dir else None
@@ -312,6 +371,7 @@ class TrainerProc:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         torch.save({**self.core.state(), "epoch": epoch, "epochs": self.epochs, "best_val": self.best_val,
+                    "best_val_loss": self.best_val_loss, "since_best": self.since_best,
                     "result": self.result, "fingerprint": self.cfg.fingerprint()}, tmp)
         os.replace(tmp, path)
 
@@ -333,5 +393,7 @@ class TrainerProc:
         self.core.load_state(ck)
         self.start_epoch = int(ck["epoch"]) + 1
         self.epochs, self.best_val, self.result = list(ck["epochs"]), float(ck["best_val"]), dict(ck["result"])
+        self.best_val_loss = float(ck.get("best_val_loss", float("inf")))
+        self.since_best = int(ck.get("since_best", 0))
         self.resumed_from = self.start_epoch
         logger.info("resumed from %s: continuing at epoch %d", path, self.start_epoch)
