@@ -102,8 +102,8 @@ def start_job(a, work: Path) -> dict:
     if p.returncode:
         raise SystemExit(f"argosy up failed:\n{p.stderr[-3000:]}")
     info = json.loads(p.stdout.strip().splitlines()[-1])
-    stack = json.loads((Path(os.environ.get("ARGOSY_HOME", Path.home() / ".argosy")) / "stacks" / f"{job}.json").read_text())
-    return {**info, "redis_url": stack["redis"], "graph": str(graph)}
+    from argosy.services.stack import StackFile
+    return {**info, "redis_url": StackFile(job).read().redis, "graph": str(graph)}
 
 
 def run(a) -> dict:

@@ -7,10 +7,10 @@ the others after ``coord.claim_timeout``, so no seed is lost or trained twice. T
 torch.distributed world whose size is fixed when the job starts, so they are refused.
 
 Targets:
-    ``local``: a stack started by ``argosy up``, described by ``$ARGOSY_HOME/stacks/<job>.json``
-        (``job``, ``redis``, ``run_dir``, ``pids`` {service_id: pid}, ``redis_pid``). Scaling up
-        starts ``python -m argosy.services.<role> --job J --id <role>-<n>`` processes and records their
-        pids; scaling down sends SIGTERM to the newest ones and removes them from the file.
+    ``local``: a job running on this machine, described by its stack file
+        (:class:`argosy.services.stack.StackInfo`).  Scaling up starts ``python -m
+        argosy.services.<role> --job J --id <role>-<n>`` processes and records their pids; scaling
+        down sends SIGTERM to the newest ones and removes them from the file.
     ``compose``: ``docker compose -p PROJECT [-f FILE ...] up -d --no-recreate --scale S=N S``.
     ``k8s``: PATCH of the ``apps/v1`` scale subresource of Deployment ``<release>-<service>``
         (``pip install 'argosy[k8s]'``; in-cluster ServiceAccount or kubeconfig credentials).
@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -38,10 +36,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from argosy.shared import envs
+from argosy.services.stack import scale_local
 from argosy.shared.errors import ArgosyError
 
-__all__ = ["scale", "main", "ScaleResult", "SCALABLE", "TARGETS", "stack_dir", "compose_command"]
+__all__ = ["scale", "main", "ScaleResult", "SCALABLE", "TARGETS", "compose_command"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +47,6 @@ Target = Literal["local", "compose", "k8s"]
 TARGETS: tuple[str, ...] = ("local", "compose", "k8s")
 SCALABLE: tuple[str, ...] = ("sampler", "loader", "offload")
 """Services that may be scaled while a job runs (``offload`` only under compose and k8s)."""
-LOCAL_SCALABLE: tuple[str, ...] = ("sampler", "loader")
 MAX_REPLICAS = 1024
 
 _TRAINER_REFUSAL = (
@@ -139,112 +136,14 @@ def scale(service: str, replicas: int, target: Target = "local", **opts) -> Scal
     return _scale_k8s(service, replicas, **opts)
 
 
-# ---- local -----------------------------------------------------------------------------------
-def stack_dir() -> Path:
-    """Where ``argosy up`` writes stack files (``$ARGOSY_HOME/stacks``, default ``~/.argosy/stacks``)."""
-    return Path(os.environ.get("ARGOSY_HOME", Path.home() / ".argosy")) / "stacks"
-
-
-def _alive(pid: int, role: str) -> bool:
-    """True if ``pid`` is a running (not zombie) ``services.<role>`` process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        try:                                   # no /proc (macOS): fall back to signal 0
-            os.kill(pid, 0)
-            return True
-        except (ProcessLookupError, PermissionError):
-            return False
-    state = stat.rsplit(")", 1)[-1].split()[0]
-    # services set their title to "argosy-<id>" when setproctitle is installed
-    return state not in ("Z", "X") and (f"argosy.services.{role}" in cmdline or f"argosy-{role}" in cmdline)
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    lock = open(path.with_suffix(".lock"), "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        lock.close()
-
-
-def _stack_file(job: str | None) -> Path:
-    d = stack_dir()
-    if job is None:
-        cur = d / "current"
-        if not cur.exists():
-            raise ArgosyError(f"no running stack in {d}: start one with `argosy up`, or pass --job")
-        job = cur.read_text().strip()
-    path = d / f"{job}.json"
-    if not path.exists():
-        raise ArgosyError(f"no stack file {path}: was job {job!r} started with `argosy up` on this machine?")
-    return path
-
-
-def _index(sid: str, role: str) -> int:
-    tail = sid[len(role) + 1:]
-    return int(tail) if tail.isdigit() else -1
-
-
+# ---- local ----------------------------------------------------------------------------------
 def _scale_local(service: str, replicas: int, job: str | None = None, wait: float = 0.0,
                  stop_timeout: float = 0.0, **unused) -> ScaleResult:
-    if service not in LOCAL_SCALABLE:
-        raise ArgosyError(f"{service} is not part of a local `argosy up` stack; scale it with --target compose or k8s")
     _ignore(unused)
-    path = _stack_file(job)
-    with _locked(path):
-        info = json.loads(path.read_text())
-        pids: dict[str, int] = info.get("pids") or {}
-        mine = [(sid, pid) for sid, pid in pids.items() if sid.startswith(service + "-")]
-        alive = [(sid, pid) for sid, pid in mine if _alive(pid, service)]
-        for sid, pid in mine:                 # forget replicas that already exited
-            if (sid, pid) not in alive:
-                pids.pop(sid, None)
-                _reap(pid)
-        res = ScaleResult(service, "local", len(alive), replicas)
-        if replicas > len(alive):
-            run_dir = Path(info.get("run_dir") or ".")
-            (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-            next_idx = 1 + max([_index(s, service) for s in info.get("ever", [])] +
-                               [_index(s, service) for s, _ in mine] + [-1])
-            env = {**os.environ, envs.REDIS_URL: info["redis"], "PYTHONUNBUFFERED": "1"}
-            for _ in range(replicas - len(alive)):
-                sid = f"{service}-{next_idx}"
-                next_idx += 1
-                with open(run_dir / "logs" / f"{sid}.log", "ab") as log:
-                    p = subprocess.Popen([sys.executable, "-m", f"argosy.services.{service}", "--job", info["job"], "--id", sid],
-                                         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-                pids[sid] = p.pid
-                res.started.append(sid)
-        elif replicas < len(alive):
-            for sid, pid in alive[replicas:][::-1]:          # newest first
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGTERM)
-                pids.pop(sid, None)
-                res.stopped.append(sid)
-        info["pids"] = pids
-        info["ever"] = sorted(set(info.get("ever", [])) | set(pids) | {s for s, _ in mine})
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(info))
-        os.replace(tmp, path)
-    stopped_pids = [pid for sid, pid in alive if sid in res.stopped]
-    deadline = time.monotonic() + stop_timeout
-    while stopped_pids and time.monotonic() < deadline:
-        for pid in stopped_pids:
-            _reap(pid)
-        stopped_pids = [pid for pid in stopped_pids if _alive(pid, service)]
-        time.sleep(0.1)
+    done = scale_local(service, replicas, job=job, stop_timeout=stop_timeout)
+    res = ScaleResult(service, "local", done["previous"], replicas, started=done["started"], stopped=done["stopped"])
     if wait > 0:
-        res.registered = _wait_registered(info["redis"], info["job"], service, replicas, wait)
+        res.registered = _wait_registered(done["redis"], done["job"], service, replicas, wait)
     return res
 
 

@@ -18,9 +18,13 @@ from argosy.shared import envs
 from argosy.shared.config import JobConfig
 from argosy.shared.coord import Coordinator
 
-__all__ = ["ServiceContext", "common_args", "start_service", "setup_logging"]
+__all__ = ["ServiceContext", "common_args", "start_service", "setup_logging", "EXIT_CANNOT_START"]
 
 logger = logging.getLogger(__name__)
+
+EXIT_CANNOT_START = 78
+"""Exit code of a service that cannot run with this spec or store (sysexits ``EX_CONFIG``): the
+launcher fails the job with the logged reason instead of restarting the service."""
 
 
 def setup_logging(role: str, sid: str) -> None:

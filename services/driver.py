@@ -1,0 +1,393 @@
+"""The job driver: one job from partitioning to its report, as an explicit state machine.
+
+Phases (:class:`Phase`)::
+
+    partitioning -> starting -> running -> done
+                       ^  \\        |  \\
+                       |   +--> restarting --> failed
+                       +--------/
+
+Each step observes the job (the state in Redis, the children that exited) and asks the pure
+:func:`decide` what follows; the driver then carries it out (restart replicas, restart the
+trainers from their checkpoint, or end).  ``train`` and ``demo`` drive their own
+:class:`~argosy.services.stack.LocalStack`; ``up`` runs ``train`` in the background; ``submit
+--wait`` drives a job whose processes were started elsewhere (compose, Kubernetes), with no stack.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Sequence
+
+from argosy.shared import envs
+from argosy.shared.errors import ArgosyError
+from argosy.shared.lifecycle import EXIT_CANNOT_START
+from argosy.shared.records import JobState
+
+__all__ = ["Phase", "Exit", "Observation", "Decision", "RestartPolicy", "decide", "JobDriver", "run_local",
+           "run_submitted", "partition_to_store"]
+
+logger = logging.getLogger("argosy")
+
+
+class Phase(str, Enum):
+    PARTITIONING = "partitioning"
+    STARTING = "starting"
+    RUNNING = "running"
+    RESTARTING = "restarting"
+    DONE = "done"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Exit:
+    """A child process that exited: ``sid`` like ``loader-0``; ``wanted`` False if it was scaled away."""
+    sid: str
+    code: int
+    t: float
+    last_line: str = ""
+    wanted: bool = True
+
+    @property
+    def role(self) -> str:
+        return self.sid.split("-")[0]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one step of the driver sees."""
+    t: float
+    state: JobState | None
+    exits: tuple[Exit, ...] = ()
+    error: str | None = None          # the job's result error when ``state`` is failed
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """``max_trainer_restarts``: DDP world restarts from the checkpoint before the job fails.
+    ``crash_loop``: failed exits of one replica role within ``crash_window`` seconds that end the job
+    (a role that cannot start fails fast instead of being restarted forever)."""
+    max_trainer_restarts: int = 3
+    crash_loop: int = 5
+    crash_window: float = 60.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    phase: Phase
+    restart_trainers: bool = False
+    restart: tuple[str, ...] = ()       # replica ids to replace
+    reason: str = ""
+
+
+def decide(obs: Observation, history: Sequence[Exit], trainer_restarts: int,
+           policy: RestartPolicy = RestartPolicy()) -> Decision:
+    """The next phase and the restarts to do, from this observation and the exits seen before.
+
+    Pure: the same inputs give the same decision, so recorded histories are replayed in tests.
+    """
+    if obs.state == JobState.DONE:
+        return Decision(Phase.DONE)
+    for e in obs.exits:
+        if e.code == EXIT_CANNOT_START:
+            return Decision(Phase.FAILED, reason=f"{e.sid} cannot start: {e.last_line or 'see its log'}")
+    trainer = next((e for e in obs.exits if e.role == "trainer"), None)
+    if obs.state == JobState.FAILED or trainer is not None:
+        why = (obs.error or "trainer reported failure") if obs.state == JobState.FAILED else \
+            f"{trainer.sid} exited with code {trainer.code}" + (f": {trainer.last_line}" if trainer.last_line else "")
+        if trainer_restarts >= policy.max_trainer_restarts:
+            return Decision(Phase.FAILED, reason=f"{why} (after {trainer_restarts} restarts from the checkpoint)")
+        return Decision(Phase.RESTARTING, restart_trainers=True, reason=why)
+    restart = []
+    for e in obs.exits:
+        if e.code == 0 or not e.wanted:
+            continue
+        recent = [h for h in (*history, *obs.exits) if h.role == e.role and h.code != 0 and h.wanted
+                  and obs.t - h.t <= policy.crash_window]
+        if len(recent) >= policy.crash_loop:
+            return Decision(Phase.FAILED, reason=f"{e.role} keeps exiting ({len(recent)} times in "
+                                                 f"{policy.crash_window:.0f} s); last: {e.sid} code {e.code}"
+                                                 + (f": {e.last_line}" if e.last_line else ""))
+        restart.append(e.sid)
+    if restart:
+        return Decision(Phase.RESTARTING, restart=tuple(restart), reason=f"replacing {', '.join(restart)}")
+    return Decision(Phase.RUNNING if obs.state == JobState.RUNNING else Phase.STARTING)
+
+
+def _state(raw: str | None) -> JobState | None:
+    try:
+        return JobState(raw) if raw else None
+    except ValueError:
+        return None
+
+
+class _Stop(ArgosyError):
+    """SIGTERM or SIGINT reached the launcher."""
+
+    def __init__(self):
+        super().__init__("interrupted")
+
+
+class JobDriver:
+    """Watches one job until it is done or failed, applying :func:`decide`.
+
+    Args:
+        coord: the job's :class:`~argosy.shared.coord.Coordinator`.
+        num_trainers: DDP world size (trainers restart as a whole).
+        stack: the local processes (None under ``submit --wait``: processes run elsewhere).
+        embedded: the embedded Redis server, restarted from its append-only file if it dies.
+        epochs: epochs of the job (progress bar).
+        quiet: no progress bar.
+    """
+
+    def __init__(self, coord, num_trainers: int, stack=None, embedded=None, epochs: int = 0, quiet: bool = True,
+                 policy: RestartPolicy = RestartPolicy(), poll: float = 0.5):
+        self.coord, self.num_trainers, self.stack, self.embedded = coord, num_trainers, stack, embedded
+        self.epochs, self.quiet, self.policy, self.poll = epochs, quiet, policy, poll
+        self.phase = Phase.STARTING
+        self.history: list[Exit] = []
+        self.transitions: list[tuple[float, str, str]] = []
+        self.trainer_restarts = 0
+        self.restarts = 0
+        self.timeline: list[dict] = []
+        self.reason = ""
+
+    def _enter(self, phase: Phase, reason: str = "") -> None:
+        if phase != self.phase or reason:
+            self.transitions.append((time.time(), str(phase), reason))
+        self.phase = phase
+
+    def observe(self) -> Observation:
+        now = time.time()
+        exits = ()
+        if self.stack is not None:
+            exits = tuple(Exit(sid, code, now, self._last_line(sid), wanted)
+                          for sid, code, wanted in self.stack.exits())
+        state = _state(self.coord.get_state())
+        error = (self.coord.get_result() or {}).get("error") if state == JobState.FAILED else None
+        return Observation(now, state, exits, error)
+
+    def _last_line(self, sid: str) -> str:
+        from argosy.services.stack import log_tail
+        return log_tail(self.stack.log_path(sid))[-500:]
+
+    def step(self) -> Decision:
+        if self.embedded is not None and self.embedded.proc is not None and self.embedded.proc.poll() is not None:
+            logger.warning("the embedded Redis server exited (code %s); restarting it from its append-only file",
+                           self.embedded.proc.returncode)
+            self.embedded.start()
+        obs = self.observe()
+        d = decide(obs, self.history, self.trainer_restarts, self.policy)
+        self.history += obs.exits
+        self._enter(d.phase, d.reason)
+        if d.restart_trainers and self.stack is None:     # pods: the orchestrator restarts trainers
+            self._enter(Phase.FAILED, d.reason)
+            return d
+        if d.restart_trainers:
+            logger.warning("trainer failure (%s); restarting the trainers from the last checkpoint (attempt %d of %d)",
+                           d.reason, self.trainer_restarts + 1, self.policy.max_trainer_restarts)
+            self._restart_trainers()
+            self._enter(Phase.STARTING)
+        for sid in d.restart:
+            self.restarts += 1
+            role = sid.split("-")[0]
+            logger.warning("%s exited; starting a replacement", sid)
+            self.stack.start(role, f"{role}-r{self.restarts}")
+        if d.restart:
+            self._enter(Phase.RUNNING if obs.state == JobState.RUNNING else Phase.STARTING)
+        return d
+
+    def _restart_trainers(self) -> None:
+        """Kill what is left of the DDP world and start it again; trainers resume from the checkpoint."""
+        self.trainer_restarts += 1
+        self.stack.kill_role("trainer")
+        self.coord.clear_dist_url()
+        cfg = self.coord.get_spec()
+        cfg.resume = True
+        self.coord.put_spec(cfg)
+        self.coord.set_state(JobState.STARTING.value)
+        for r in range(self.num_trainers):
+            self.stack.start("trainer", f"trainer-{r}-r{self.trainer_restarts}", ["--rank", str(r)])
+
+    def run(self) -> dict:
+        """Drive to the end; returns the job's result (``error`` set when it failed or was stopped)."""
+        from tqdm import tqdm
+        bar = tqdm(total=self.epochs, unit="epoch", disable=self.quiet, file=sys.stderr, dynamic_ncols=True)
+        seen = 0
+        try:
+            while self.phase not in (Phase.DONE, Phase.FAILED):
+                d = self.step()
+                if self.phase in (Phase.DONE, Phase.FAILED):
+                    break
+                epochs = self.coord.epochs()
+                if len(epochs) > seen:
+                    e = epochs[-1]
+                    bar.update(len(epochs) - seen)
+                    seen = len(epochs)
+                    bar.set_postfix(loss=f"{e['train_loss']:.3f}", val=f"{e['val_accuracy']:.3f}",
+                                    bps=f"{e['batches_per_second']:.1f}", idle=f"{e['trainer_idle_fraction']:.0%}")
+                self.timeline.append({"t": time.time(), **self.coord.metrics()})
+                if not d.restart and not d.restart_trainers:
+                    time.sleep(self.poll)
+            bar.update(len(self.coord.epochs()) - seen)
+        finally:
+            bar.close()
+        self.timeline.append({"t": time.time(), **self.coord.metrics()})
+        result = self.coord.get_result() or {}
+        if self.phase == Phase.FAILED:
+            self.reason = self.reason or (self.transitions[-1][2] if self.transitions else "failed")
+            result = {**result, "error": result.get("error") or self.reason}
+            if self.coord.get_state() != JobState.FAILED.value:
+                self.coord.set_state(JobState.FAILED.value, result)
+        return result
+
+
+def _has_features(path: str) -> bool:
+    if not path.endswith(".npz"):
+        return False
+    import numpy as np
+    with np.load(path) as z:
+        return "features" in z.files
+
+
+def partition_to_store(data: str, out: Path, parts: int, method: str, seed: int = 0, quiet: bool = False) -> dict:
+    cmd = [sys.executable, "-m", "argosy.services.partitioner", data, "--parts", str(parts), "--method", method,
+           "--out", str(out), "--overwrite", "--json", "--seed", str(seed)]
+    if not _has_features(data):
+        cmd += ["--synthetic-features", "64"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ArgosyError(f"partitioning {data} failed:\n{proc.stderr.strip()[-2000:]}")
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not quiet:
+        print(f"partitioned {data} with {method} into {parts} parts: edge cut {100 * res['edge_cut_fraction']:.2f}%, "
+              f"balance {res['balance']:.3f} ({res['partition_seconds']:.1f} s)", file=sys.stderr)
+    return res
+
+
+def new_job_id() -> str:
+    return f"job-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+
+
+def _raise_stop(signum, frame):
+    raise _Stop()
+
+
+def run_local(args) -> dict:
+    """``train``/``demo``: partition (if needed), start Redis (if needed) and every role, drive to the end, report.
+
+    SIGTERM and SIGINT stop the job the same way: state ``stopping``, every child drained (then
+    killed), the report written, Redis stopped last.
+    """
+    from argosy.services.stack import LocalStack
+    from argosy.services.train_args import job_config
+    from argosy.shared.coord import Coordinator, redact_url
+    from argosy.shared.metrics import read_autoscale_decisions
+    from argosy.shared.redis_server import EmbeddedRedis
+    from argosy.shared.store import PartitionStore
+
+    job = args.job or new_job_id()
+    run_dir = Path(args.run_dir or Path("runs") / job)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    embedded = stack = driver = None
+    result, epochs, autoscale, t_start = {}, [], [], time.time()
+    try:
+        part_res = None
+        transitions = [(time.time(), str(Phase.PARTITIONING), "")]
+        if getattr(args, "resume", False) and not args.store and (run_dir / "store" / "manifest.json").exists():
+            args.store = str(run_dir / "store")
+        if getattr(args, "resume", False) and not (run_dir / "checkpoint.pt").exists():
+            raise ArgosyError(f"--resume: no checkpoint in {run_dir} (pass the --run-dir of the interrupted run)")
+        if args.store:
+            store = Path(args.store)
+            PartitionStore(store)                     # fails early with a clear message
+        elif args.data:
+            if not Path(args.data).exists():
+                raise ArgosyError(f"{args.data}: no such file")
+            store = run_dir / "store"
+            part_res = partition_to_store(args.data, store, args.parts, args.partition_method, args.seed, args.json)
+        else:
+            raise ArgosyError("give --data FILE (a graph to partition) or --store DIR (an existing store)")
+        cfg = job_config(args, store, job, run_dir)
+        cfg.resume = bool(getattr(args, "resume", False))
+        url = args.redis or envs.get(envs.REDIS_URL)
+        if not url:
+            # append-only file in the run dir: if the server dies, the driver restarts it with the job's state
+            embedded = EmbeddedRedis(data_dir=str((run_dir / "redis").resolve())).start()
+            url = embedded.url
+        stack = LocalStack(job, url, run_dir, redis_pid=embedded.proc.pid if embedded else None)
+        coord = Coordinator(url, job)
+        coord.delete_job()
+        coord.put_spec(cfg)
+        coord.set_state(JobState.STARTING.value)
+        if not args.json:
+            print(f"job {job}: {cfg.num_samplers} sampler(s), {cfg.num_loaders} loader(s), {cfg.num_trainers} "
+                  f"trainer(s); Redis {redact_url(url)}{' (embedded)' if embedded else ''}; logs in {run_dir / 'logs'}",
+                  file=sys.stderr)
+        driver = JobDriver(coord, cfg.num_trainers, stack, embedded, cfg.trainer.epochs, quiet=args.json)
+        driver.transitions = transitions + [(time.time(), str(Phase.STARTING), "")]
+        try:
+            stack.start_all(cfg.num_trainers, cfg.num_loaders, cfg.num_samplers)
+            result = driver.run()
+        except _Stop:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            coord.set_state(JobState.STOPPING.value)
+            result = {"error": "interrupted"}
+            driver._enter(Phase.FAILED, "interrupted")
+        if driver.phase == Phase.FAILED and result.get("error") != "interrupted":
+            print(f"argosy: job {job} failed: {result.get('error')}", file=sys.stderr)
+        stack.stop()
+        try:
+            epochs = coord.epochs()
+            autoscale = read_autoscale_decisions(coord)
+        except ArgosyError:
+            pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if stack is not None:
+            stack.stop()
+        if embedded:
+            embedded.stop()
+        if stack is not None:
+            stack.close()
+        for s, h in previous.items():
+            signal.signal(s, h)
+    from argosy.shared.report import write_report
+    result = {**result, "wall_seconds": time.time() - t_start, "restarts": driver.restarts,
+              "trainer_restarts": driver.trainer_restarts}
+    extra = {"job": job, "store": str(store), "config": json.loads(cfg.to_json()), "partition": part_res,
+             "autoscale": autoscale,
+             "phases": [{"t": t, "phase": p, "reason": r} for t, p, r in driver.transitions]}
+    report = write_report(run_dir, result, epochs, driver.timeline, extra)
+    result["report"] = str(report)
+    return result
+
+
+def run_submitted(coord, cfg, run_dir: Path, store: str) -> dict:
+    """``submit --wait``: drive a job whose processes run elsewhere until it ends; write its report."""
+    from argosy.shared.metrics import read_autoscale_decisions
+    from argosy.shared.report import write_report
+    t0 = time.time()
+    driver = JobDriver(coord, cfg.num_trainers, stack=None, quiet=True, poll=1.0)
+    result = driver.run()
+    result = {**result, "wall_seconds": time.time() - t0}
+    report = write_report(run_dir, result, coord.epochs(), driver.timeline,
+                          {"job": cfg.job, "store": store, "config": json.loads(cfg.to_json()),
+                           "autoscale": read_autoscale_decisions(coord),
+                           "phases": [{"t": t, "phase": p, "reason": r} for t, p, r in driver.transitions]})
+    result["report"] = str(report)
+    return result
