@@ -1,0 +1,216 @@
+"""Load a trained model back, and predict every vertex with full neighbourhoods.
+
+``best.pt`` (written by the trainer at each new best validation accuracy) holds the weights, the
+job spec and the model's shape, so :func:`load_model` rebuilds the model without the user
+repeating any flag.  :func:`predict` runs built-in models (GCN, SAGE, GAT) **layer by layer**:
+layer ``i`` is computed for every vertex, part by part, in chunks of destination vertices whose
+full neighbour lists come from the store, and its output is written to a memory-mapped file that
+layer ``i + 1`` reads.  Memory is one chunk plus the page cache, whatever the graph size.  A
+``MODULE:FACTORY`` model has no layer structure Argosy can split, so it runs on chunks of seeds
+with their full ``L``-hop neighbourhoods (exact, but the neighbourhoods can be large).
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from argosy.shared.config import JobConfig
+from argosy.shared.errors import ArgosyError
+from argosy.shared.models import Blocks, EdgeIndexModel, GNN, build_model
+from argosy.shared.store import PartitionStore
+
+__all__ = ["load_checkpoint", "load_model", "predict_store"]
+
+_CHUNK_EDGES = 1 << 20
+_CHUNK_NODES = 1 << 15
+
+
+def _best_path(run_dir: str | Path) -> Path:
+    p = Path(run_dir)
+    path = p if p.suffix == ".pt" else p / "best.pt"
+    if not path.exists():
+        raise ArgosyError(f"{path}: no best checkpoint (a run writes best.pt into its run dir after its first "
+                          "validated epoch; is this the --run-dir of a finished run?)")
+    return path
+
+
+def load_checkpoint(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[torch.nn.Module, dict]:
+    """The best-validation model of a run (wrapped for Argosy's blocks) and the checkpoint's metadata.
+
+    ``weights_only=True``: a checkpoint is data, never code.
+    """
+    path = _best_path(run_dir)
+    ck = torch.load(path, map_location=device, weights_only=True)
+    if ck.get("format") != 1:
+        raise ArgosyError(f"{path}: unknown checkpoint format {ck.get('format')!r}")
+    cfg = JobConfig.from_json(ck["spec"])
+    t = cfg.trainer
+    model = build_model(t.model, int(ck["in_dim"]), t.hidden, int(ck["num_classes"]), int(ck["num_layers"]),
+                        t.dropout, heads=t.heads)
+    getattr(model, "inner", model).load_state_dict(ck["model"])
+    model.to(device).eval()
+    info = {k: ck[k] for k in ("epoch", "val_accuracy", "test_accuracy", "in_dim", "num_classes", "num_layers",
+                               "store")}
+    info.update(config=json.loads(ck["spec"]), checkpoint=str(path), normalize_features=bool(t.normalize_features))
+    return model, info
+
+
+def load_model(run_dir: str | Path, device: str | torch.device = "cpu") -> torch.nn.Module:
+    """The best-validation model of a run, as its author wrote it, in eval mode.
+
+    Built-in models are :class:`~argosy.shared.models.GNN` (``forward(x, blocks)``); a
+    ``MODULE:FACTORY`` model is the factory's own module (e.g. PyG's ``forward(x, edge_index)``).
+    """
+    model, _ = load_checkpoint(run_dir, device)
+    return getattr(model, "inner", model)
+
+
+class _Rows:
+    """Rows of a per-vertex matrix by global id: the store's features, or a layer's output memmap."""
+
+    def __init__(self, store: PartitionStore, matrix: np.ndarray | None = None, normalize: bool = False):
+        self.store, self.matrix, self.normalize = store, matrix, normalize
+        self.assign = np.asarray(store.assignment)
+        self.local = np.asarray(store.local_index)
+
+    def __call__(self, ids: np.ndarray) -> torch.Tensor:
+        if self.matrix is not None:
+            o = np.argsort(ids)
+            out = np.empty((ids.shape[0], self.matrix.shape[1]), np.float32)
+            out[o] = self.matrix[ids[o]]                 # ascending ids: sequential reads of the memmap
+            return torch.from_numpy(out)
+        parts, rows = self.assign[ids], self.local[ids]
+        out = np.empty((ids.shape[0], self.store.manifest.feature_dim), np.float32)
+        for p in np.unique(parts):
+            sel = np.flatnonzero(parts == p)
+            r = rows[sel]
+            o = np.argsort(r)
+            out[sel[o]] = np.take(self.store.part(int(p)).features, r[o], axis=0)
+        x = torch.from_numpy(out)
+        if self.normalize:
+            x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
+        return x
+
+
+def _degrees(store: PartitionStore) -> np.ndarray:
+    deg = np.zeros(store.manifest.num_nodes, np.float32)
+    for p in range(store.num_parts):
+        pd = store.part(p)
+        deg[np.asarray(pd.nodes)] = np.diff(np.asarray(pd.indptr))
+    return deg
+
+
+def _chunks(store: PartitionStore):
+    """``(dst global ids, src local ids, dst local ids, nodes)`` per chunk of destination vertices:
+    full neighbour lists, destinations first in ``nodes``."""
+    for p in range(store.num_parts):
+        pd = store.part(p)
+        indptr, owned = np.asarray(pd.indptr), np.asarray(pd.nodes)
+        a = 0
+        while a < owned.shape[0]:
+            b = min(owned.shape[0], a + _CHUNK_NODES,
+                    max(a + 1, int(np.searchsorted(indptr, indptr[a] + _CHUNK_EDGES, "right")) - 1))
+            dst = owned[a:b].astype(np.int64)
+            nbrs = np.asarray(pd.indices[indptr[a]:indptr[b]]).astype(np.int64)
+            dst_local = np.repeat(np.arange(b - a), np.diff(indptr[a:b + 1]))
+            extra = np.setdiff1d(np.unique(nbrs), dst, assume_unique=True)
+            nodes = np.concatenate([dst, extra])
+            order = np.argsort(nodes, kind="stable")
+            src_local = order[np.searchsorted(nodes[order], nbrs)]
+            yield dst, src_local, dst_local, nodes
+            a = b
+
+
+@torch.no_grad()
+def _layerwise(model: GNN, store: PartitionStore, normalize: bool, tmp: Path, embeddings: bool):
+    n = store.manifest.num_nodes
+    deg = torch.from_numpy(_degrees(store))
+    rows = _Rows(store, normalize=normalize)
+    L = len(model.layers)
+    emb = None
+    for i in range(L):
+        width = None
+        out = None
+        for dst, src_local, dst_local, nodes in _chunks(store):
+            h = model.layer_forward(i, rows(nodes), torch.from_numpy(src_local), torch.from_numpy(dst_local),
+                                    dst.shape[0], deg[torch.from_numpy(nodes)])
+            if out is None:
+                width = h.shape[1]
+                out = np.lib.format.open_memmap(tmp / f"h{i + 1}.npy", "w+", np.float32, (n, width))
+            out[dst] = h.numpy()
+        if out is None:                                  # a graph with no vertex
+            out = np.zeros((0, 0), np.float32)
+        if i == L - 2 and embeddings:
+            emb = out
+        rows = _Rows(store, matrix=out)
+    return out, emb
+
+
+@torch.no_grad()
+def _khop(model: EdgeIndexModel, store: PartitionStore, normalize: bool, num_layers: int, batch: int = 4096):
+    """Exact predictions of a PyG-style model: each chunk of seeds with its full ``L``-hop neighbourhood."""
+    from argosy.services.sampler.core import SamplerCore
+    sampler = SamplerCore(store)
+    rows = _Rows(store, normalize=normalize)
+    n = store.manifest.num_nodes
+    out = None
+    for a in range(0, n, batch):
+        seeds = np.arange(a, min(n, a + batch), dtype=np.int64)
+        sb = sampler.sample(seeds, tuple([-1] * num_layers))
+        blocks = Blocks(hop_nodes=sb.hop_nodes.tolist(), hop_edges=sb.hop_edges.tolist(),
+                        edge_src=torch.from_numpy(sb.edge_src.astype(np.int64)),
+                        edge_dst=torch.from_numpy(sb.edge_dst.astype(np.int64)),
+                        degrees=torch.from_numpy(sb.degrees.astype(np.float32)))
+        logits = model(rows(np.asarray(sb.nodes, np.int64)), blocks)
+        if out is None:
+            out = np.empty((n, logits.shape[1]), np.float32)
+        out[seeds] = logits.numpy()
+    return out
+
+
+def predict_store(run_dir: str | Path, out: str | Path, store: str | Path | None = None, embeddings: bool = False,
+                  device: str = "cpu") -> dict:
+    """Write ``pred`` (int64[n]) and ``logits`` (float32[n, C]) for every vertex to ``out`` (.npz),
+    and ``embeddings`` (float32[n, hidden], the last hidden layer) when asked; built-in models only
+    for ``embeddings``.  Returns a summary with the test accuracy of the predictions."""
+    model, info = load_checkpoint(run_dir, device)
+    st = PartitionStore(store or info["store"])
+    if st.manifest.feature_dim != info["in_dim"]:
+        raise ArgosyError(f"{st.root}: features have width {st.manifest.feature_dim}, the model expects {info['in_dim']}")
+    out = Path(out)
+    if out.suffix != ".npz":
+        raise ArgosyError(f"--out {out}: predictions are written as .npz")
+    emb = None
+    with tempfile.TemporaryDirectory(prefix="argosy-predict-", dir=out.parent if out.parent.exists() else None) as tmp:
+        if isinstance(model, GNN):
+            logits, emb = _layerwise(model, st, info["normalize_features"], Path(tmp), embeddings)
+        else:
+            if embeddings:
+                raise ArgosyError("--embeddings needs a built-in model (sage, gcn, gat): Argosy cannot tell "
+                                  "which layer of a MODULE:FACTORY model is the last hidden one")
+            logits = _khop(model, st, info["normalize_features"], info["num_layers"])
+        logits = np.asarray(logits, np.float32)
+        pred = logits.argmax(1).astype(np.int64)
+        arrays = {"pred": pred, "logits": logits}
+        if emb is not None:
+            arrays["embeddings"] = np.asarray(emb, np.float32)
+        part = out.with_name(out.name + ".part.npz")
+        np.savez(part, **arrays)
+        part.replace(out)
+    summary = {"out": str(out), "n": int(pred.shape[0]), "classes": int(logits.shape[1]),
+               "checkpoint": info["checkpoint"], "best_epoch": int(info["epoch"]),
+               "run_test_accuracy": float(info["test_accuracy"])}
+    test = st.split_nodes("test")
+    if test.size:
+        y = np.full(test.shape[0], -1, np.int64)
+        assign, local = np.asarray(st.assignment), np.asarray(st.local_index)
+        for p in np.unique(assign[test]):
+            sel = assign[test] == p
+            y[sel] = np.asarray(st.part(int(p)).labels)[local[test[sel]]]
+        ok = y >= 0
+        summary["test_accuracy"] = float((pred[test][ok] == y[ok]).mean()) if ok.any() else None
+    return summary
