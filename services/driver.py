@@ -253,19 +253,13 @@ class JobDriver:
         return result
 
 
-def _has_features(path: str) -> bool:
-    if not path.endswith(".npz"):
-        return False
-    import numpy as np
-    with np.load(path) as z:
-        return "features" in z.files
-
-
-def partition_to_store(data: str, out: Path, parts: int, method: str, seed: int = 0, quiet: bool = False) -> dict:
+def partition_to_store(data: str, out: Path, parts: int, method: str, seed: int = 0, quiet: bool = False,
+                       random_features: int | None = None) -> dict:
+    """Partition ``data`` into a store; a graph without features gets random ones only when asked."""
     cmd = [sys.executable, "-m", "argosy.services.partitioner", data, "--parts", str(parts), "--method", method,
            "--out", str(out), "--overwrite", "--json", "--seed", str(seed)]
-    if not _has_features(data):
-        cmd += ["--synthetic-features", "64"]
+    if random_features:
+        cmd += ["--random-features", str(random_features)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise ArgosyError(f"partitioning {data} failed:\n{proc.stderr.strip()[-2000:]}")
@@ -295,6 +289,7 @@ def run_local(args) -> dict:
     from argosy.shared.coord import Coordinator, redact_url
     from argosy.shared.metrics import read_autoscale_decisions
     from argosy.shared.redis_server import EmbeddedRedis
+    from argosy.shared.preflight import check_trainable
     from argosy.shared.store import PartitionStore
 
     job = args.job or new_job_id()
@@ -313,15 +308,20 @@ def run_local(args) -> dict:
         if args.store:
             store = Path(args.store)
             PartitionStore(store)                     # fails early with a clear message
+            if getattr(args, "random_features", None):
+                raise ArgosyError("--random-features applies when partitioning --data; the store "
+                                  f"{store} is already written (re-partition with --random-features)")
         elif args.data:
             if not Path(args.data).exists():
                 raise ArgosyError(f"{args.data}: no such file")
             store = run_dir / "store"
-            part_res = partition_to_store(args.data, store, args.parts, args.partition_method, args.seed, args.json)
+            part_res = partition_to_store(args.data, store, args.parts, args.partition_method, args.seed, args.json,
+                                          getattr(args, "random_features", None))
         else:
             raise ArgosyError("give --data FILE (a graph to partition) or --store DIR (an existing store)")
         cfg = job_config(args, store, job, run_dir)
         cfg.resume = bool(getattr(args, "resume", False))
+        check_trainable(store, cfg)               # before any service starts: no silent fallbacks
         url = args.redis or envs.get(envs.REDIS_URL)
         if not url:
             # append-only file in the run dir: if the server dies, the driver restarts it with the job's state

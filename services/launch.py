@@ -20,7 +20,8 @@ from pathlib import Path
 from argosy.shared import envs
 from argosy.shared.errors import ArgosyError
 from argosy.shared.records import JobState, Role
-from argosy.services.train_args import add_mode_args, add_train_args, finish_args, fullgraph_argv
+from argosy.services.train_args import (TRAIN_EPILOG, add_mode_args, add_train_args, expand_job_file, finish_args,
+                                        fullgraph_argv)
 
 __all__ = ["main", "build_parser"]
 
@@ -248,7 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--nodes", type=int, default=30_000)
     d.add_argument("--avg-degree", type=float, default=12.0)
     d.set_defaults(samplers=2, func=cmd_demo)
-    t = sub.add_parser("train", help="partition (optional) and train with separate sampler/loader/trainer processes")
+    t = sub.add_parser("train", help="partition (optional) and train with separate sampler/loader/trainer processes",
+                       epilog=TRAIN_EPILOG)
     add_train_args(t)
     add_mode_args(t)
     t.set_defaults(func=cmd_train)
@@ -292,7 +294,25 @@ def build_parser() -> argparse.ArgumentParser:
         s.set_defaults(func=fn)
     sub.add_parser("autoscale", help="scale samplers/loaders to keep trainers busy (see `argosy autoscale -h`)",
                    add_help=False)
+    pr = sub.add_parser("predict", help="predict every vertex with the best checkpoint of a run (full neighbourhoods)")
+    pr.add_argument("run_dir", help="a run's directory (holds best.pt)")
+    pr.add_argument("--out", required=True, help="FILE.npz: pred int64[n], logits float32[n, C]")
+    pr.add_argument("--embeddings", action="store_true", help="also write the last hidden layer (built-in models)")
+    pr.add_argument("--store", default=None, help="the store to predict on (default: the run's own)")
+    pr.add_argument("--json", action="store_true")
+    pr.set_defaults(func=cmd_predict)
     return p
+
+
+def cmd_predict(args) -> int:
+    from argosy.inference import predict_store
+    res = predict_store(args.run_dir, args.out, store=args.store, embeddings=args.embeddings)
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(f"wrote {res['out']}: {res['n']:,} vertices, {res['classes']} classes (best epoch {res['best_epoch']}); "
+              f"test accuracy {res.get('test_accuracy')}")
+    return 0
 
 
 def cmd_keys(args) -> int:
@@ -312,6 +332,11 @@ def main(argv: list[str] | None = None) -> int:
         return scale_main(argv[1:])
     if argv and argv[0] == "autoscale":
         return subprocess.call([sys.executable, "-m", "argosy.services.autoscaler", *argv[1:]])
+    try:
+        argv = expand_job_file(argv)
+    except ArgosyError as e:
+        print(f"argosy: error: {e}", file=sys.stderr)
+        return 2
     args = finish_args(build_parser().parse_args(argv))
     args.argv = list(argv)
     try:

@@ -9,39 +9,83 @@ import argparse
 import sys
 from pathlib import Path
 
-from argosy.shared.config import CoordConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig
+from argosy.shared.config import MODEL_DEFAULTS, CoordConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig
+from argosy.shared.errors import ConfigError
 
-__all__ = ["add_train_args", "add_mode_args", "job_config", "fullgraph_argv", "finish_args"]
+__all__ = ["add_train_args", "add_mode_args", "job_config", "fullgraph_argv", "finish_args", "expand_job_file",
+           "TRAIN_EPILOG"]
 
 
-def add_train_args(p: argparse.ArgumentParser, epochs: int = 10) -> None:
+def _default(cls, name: str):
+    """A config field's default: flags and the Python API read defaults from the dataclasses only."""
+    f = cls.__dataclass_fields__[name]
+    return f.default_factory() if callable(f.default_factory) else f.default
+
+
+def _per_model(name: str) -> str:
+    return ", ".join(f"{m} {d[name]}" for m, d in MODEL_DEFAULTS.items())
+
+
+TRAIN_EPILOG = (
+    "Defaults converge without flags: training runs up to --epochs epochs and stops once validation accuracy "
+    "has not improved for --patience epochs; the weights of the best validation epoch are kept (best.pt in the "
+    "run dir) and the reported test accuracy is theirs. Model defaults follow the published settings "
+    "(GCN: Kipf & Welling; GAT: 8 heads of 8, Velickovic et al.; SAGE: PyG's example), so Cora, Citeseer and "
+    "Pubmed reach published accuracy as they are; large graphs stay bounded by --epochs. Features are "
+    "row-normalised when they are all non-negative (bag-of-words), and a warning says so. "
+    "--config JOB.yaml reads the same flags from a YAML mapping (keys are flag names); flags given on the "
+    "command line override it.")
+
+
+def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> None:
+    S, T = SamplerConfig, TrainerConfig
+    p.add_argument("--config", metavar="JOB.yaml", help="read these flags from a YAML job file; flags given here override it")
     p.add_argument("--data", help="graph file to partition and train on (.npz, .npy edge list, text edge list)")
     p.add_argument("--store", help="an existing partitioned store (skips partitioning)")
     p.add_argument("--parts", type=int, default=4, help="partitions when --data is given (default 4)")
     p.add_argument("--partition-method", default="grem", help="partitioner when --data is given (default grem)")
-    p.add_argument("--model", default="sage", choices=("sage", "gcn"))
-    p.add_argument("--epochs", type=int, default=epochs)
-    p.add_argument("--hidden", type=int, default=None, help="hidden width (default 64 for sage, 16 for gcn)")
-    p.add_argument("--dropout", type=float, default=0.5)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--weight-decay", type=float, default=5e-4)
-    p.add_argument("--fanouts", default="10,10", help="neighbours per hop, seeds' hop first (-1 = all)")
+    p.add_argument("--model", default=_default(T, "model"), metavar="sage|gcn|gat|MODULE:FACTORY",
+                   help=f"GNN (default {_default(T, 'model')}); MODULE:FACTORY is called as FACTORY(in_channels=, "
+                        "hidden_channels=, num_layers=, out_channels=) and run as forward(x, edge_index) on each "
+                        "batch's sampled subgraph, e.g. torch_geometric.nn.models:GraphSAGE")
+    p.add_argument("--epochs", type=int, default=_default(T, "epochs") if epochs is None else epochs,
+                   help=f"most epochs (default {_default(T, 'epochs')}); training stops earlier, see --patience")
+    p.add_argument("--patience", type=int, default=_default(T, "patience"),
+                   help=f"stop after this many epochs without a better validation accuracy (default "
+                        f"{_default(T, 'patience')}; 0 = run all --epochs)")
+    p.add_argument("--hidden", type=int, default=None, help=f"hidden width, per head for gat (default {_per_model('hidden')})")
+    p.add_argument("--heads", type=int, default=_default(T, "heads"), help=f"gat: attention heads (default {_default(T, 'heads')})")
+    p.add_argument("--dropout", type=float, default=None, help=f"dropout (default {_per_model('dropout')})")
+    p.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default {_per_model('lr')})")
+    p.add_argument("--weight-decay", type=float, default=_default(T, "weight_decay"),
+                   help=f"default {_default(T, 'weight_decay')} (first layer only for gcn, as Kipf & Welling)")
+    p.add_argument("--fanouts", default=",".join(map(str, _default(S, "fanouts"))),
+                   help=f"neighbours per hop, seeds' hop first (-1 = all); one hop per layer "
+                        f"(default {','.join(map(str, _default(S, 'fanouts')))})")
     p.add_argument("--eval-fanouts", default=None, help="fanouts for val/test (default all neighbours)")
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--eval-max-nodes", type=int, default=20_000, help="val/test vertices evaluated per epoch (a fixed subset)")
-    p.add_argument("--samplers", type=int, default=1)
-    p.add_argument("--loaders", type=int, default=1)
-    p.add_argument("--trainers", type=int, default=1)
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--normalize-features", action="store_true",
-                   help="row-normalise features (the standard preprocessing for Cora/Citeseer bag-of-words)")
-    p.add_argument("--work-factor", type=int, default=1, help=argparse.SUPPRESS)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=_default(S, "batch_size"),
+                   help=f"seeds per training batch (default {_default(S, 'batch_size')})")
+    p.add_argument("--eval-max-nodes", type=int, default=_default(S, "eval_max_nodes"),
+                   help=f"val/test vertices evaluated per epoch, a fixed subset (default {_default(S, 'eval_max_nodes')})")
+    p.add_argument("--samplers", type=int, default=_default(JobConfig, "num_samplers"))
+    p.add_argument("--loaders", type=int, default=_default(JobConfig, "num_loaders"))
+    p.add_argument("--trainers", type=int, default=_default(JobConfig, "num_trainers"))
+    p.add_argument("--device", default=_default(T, "device"), choices=("auto", "cpu", "cuda"))
+    p.add_argument("--normalize-features", action=argparse.BooleanOptionalAction, default=None,
+                   help="row-normalise features to sum 1 (default: on when every feature is non-negative, e.g. "
+                        "bag-of-words; a warning says which was chosen)")
+    p.add_argument("--random-features", type=int, default=None, metavar="DIM",
+                   help="give a graph WITHOUT features DIM random ones (systems benchmarks; without this flag a "
+                        "graph with no features is an error)")
+    p.add_argument("--work-factor", type=int, default=_default(T, "work_factor"), help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, default=_default(JobConfig, "seed"))
     p.add_argument("--redis", default=None, help="Redis URL (default $ARGOSY_REDIS_URL, else an embedded server)")
     p.add_argument("--job", default=None, help="job id (default: generated)")
     p.add_argument("--run-dir", default=None, help="where logs, checkpoint and report go (default runs/JOB)")
-    p.add_argument("--claim-timeout", type=float, default=20.0, help="seconds before unacknowledged work is re-claimed")
-    p.add_argument("--peer-timeout", type=float, default=120.0, help="seconds a trainer waits for input before failing")
+    p.add_argument("--claim-timeout", type=float, default=_default(CoordConfig, "claim_timeout"),
+                   help="seconds before unacknowledged work is re-claimed")
+    p.add_argument("--peer-timeout", type=float, default=_default(CoordConfig, "peer_timeout"),
+                   help="seconds a trainer waits for input before failing")
     p.add_argument("--json", action="store_true", help="print one JSON line with the results at the end")
 
 
@@ -57,10 +101,69 @@ def add_mode_args(p: argparse.ArgumentParser) -> None:
 
 
 def finish_args(args: argparse.Namespace) -> argparse.Namespace:
-    """Defaults that depend on other flags."""
-    if getattr(args, "hidden", 0) is None:
-        args.hidden = 16 if args.model == "gcn" else 64
+    """Defaults that depend on other flags (per-model ones come from :data:`MODEL_DEFAULTS`)."""
+    if getattr(args, "model", None) is not None and hasattr(args, "hidden"):
+        t = TrainerConfig(model=args.model, hidden=args.hidden, dropout=args.dropout, lr=args.lr)
+        args.hidden, args.dropout, args.lr = t.hidden, t.dropout, t.lr
     return args
+
+
+def _flag_table() -> dict[str, argparse.Action]:
+    p = argparse.ArgumentParser(add_help=False)
+    add_train_args(p)
+    add_mode_args(p)
+    return {a.dest: a for a in p._actions if a.option_strings}
+
+
+def expand_job_file(argv: list[str]) -> list[str]:
+    """Replace ``--config JOB.yaml`` by the flags the file sets, placed before the command line's own
+    flags so those override it.  Keys are flag names (``batch-size`` or ``batch_size``); lists
+    become comma lists (``fanouts: [25, 10]``); ``true``/``false`` switch boolean flags."""
+    if "--config" not in argv and not any(a.startswith("--config=") for a in argv):
+        return argv
+    argv = list(argv)
+    i = next(i for i, a in enumerate(argv) if a == "--config" or a.startswith("--config="))
+    if argv[i] == "--config":
+        if i + 1 >= len(argv):
+            raise ConfigError("--config needs a YAML file")
+        path = argv[i + 1]
+        del argv[i:i + 2]
+    else:
+        path = argv[i].split("=", 1)[1]
+        del argv[i]
+    import yaml
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+    except OSError as e:
+        raise ConfigError(f"--config {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--config {path}: not valid YAML ({e})") from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"--config {path}: expected a mapping of flag names to values (got {type(doc).__name__})")
+    table = _flag_table()
+    flags: list[str] = []
+    for key, value in doc.items():
+        dest = str(key).replace("-", "_")
+        act = table.get(dest)
+        if act is None or dest == "config":
+            raise ConfigError(f"--config {path}: unknown key {key!r} (known: {', '.join(sorted(table))})")
+        opt = act.option_strings[0]
+        if isinstance(act, argparse.BooleanOptionalAction):
+            flags.append(opt if value else f"--no-{opt[2:]}")
+        elif act.nargs == 0:                           # store_true
+            if not isinstance(value, bool):
+                raise ConfigError(f"--config {path}: {key} must be true or false (got {value!r})")
+            if value:
+                flags.append(opt)
+        elif value is not None:
+            text = ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+            flags.append(f"{opt}={text}")
+    # after the sub-command's name, before its own flags: the command line wins
+    cut = 1 if argv and not argv[0].startswith("-") else 0
+    return argv[:cut] + flags + argv[cut:]
 
 
 def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -> JobConfig:
@@ -74,7 +177,8 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
         loader=LoaderConfig(),
         trainer=TrainerConfig(model=args.model, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
                               weight_decay=args.weight_decay, epochs=args.epochs, device=args.device,
-                              work_factor=args.work_factor, normalize_features=args.normalize_features),
+                              work_factor=args.work_factor, normalize_features=args.normalize_features,
+                              patience=args.patience, heads=args.heads),
         coord=CoordConfig(claim_timeout=args.claim_timeout, peer_timeout=args.peer_timeout))
 
 

@@ -33,8 +33,10 @@ def parse_size(text: str | int | None) -> int | None:
 
 @dataclass
 class SamplerConfig:
-    fanouts: tuple[int, ...] = (10, 10)
-    """Neighbours sampled per hop, the seeds' own hop first (PyG ``num_neighbors`` order)."""
+    fanouts: tuple[int, ...] = (25, 10)
+    """Neighbours sampled per hop, the seeds' own hop first (PyG ``num_neighbors`` order); one hop
+    per model layer.  GraphSAGE's published setting: nearly every neighbour on citation graphs,
+    bounded batches on power-law graphs."""
     eval_fanouts: tuple[int, ...] = (-1, -1)
     """Fanouts for val/test batches; -1 = all neighbours (exact inference on small graphs)."""
     batch_size: int = 256
