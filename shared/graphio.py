@@ -463,6 +463,67 @@ class PairArrayReader:
                 yield a, _as_ids(u, self.path), _as_ids(v, self.path)
 
 
+class _GzipReader:
+    """Sequential gzip decompression that, unlike :mod:`gzip`, treats a stream cut before its
+    trailer (CRC and size) as truncated.  Concatenated members are read in turn."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self._f = open(self.path, "rb")
+        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._buf = b""
+
+    def _fill(self, n: int) -> None:
+        """Decompress until ``n`` bytes are buffered or the data ends."""
+        while len(self._buf) < n:
+            if self._d.eof:
+                rest = self._d.unused_data
+                if not rest.strip(b"\x00"):
+                    rest = self._f.read(1 << 20)
+                    if not rest.strip(b"\x00"):
+                        return
+                self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            else:
+                rest = self._d.unconsumed_tail or self._f.read(1 << 20)
+                if not rest:
+                    raise EOFError("compressed data ended before the end of the gzip stream")
+            self._buf += self._d.decompress(rest, max(n - len(self._buf), 1 << 16))
+
+    def read(self, n: int) -> bytes:
+        self._fill(n)
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def readline(self) -> bytes:
+        start = 0
+        while b"\n" not in self._buf[start:]:
+            start = len(self._buf)
+            self._fill(len(self._buf) + (1 << 16))
+            if len(self._buf) == start:
+                break
+        i = self._buf.find(b"\n")
+        i = len(self._buf) if i < 0 else i + 1
+        out, self._buf = self._buf[:i], self._buf[i:]
+        return out
+
+    def readlines(self, hint: int) -> list:
+        data = self.read(max(hint, 1))
+        if not data:
+            return []
+        if not data.endswith(b"\n"):
+            data += self.readline()
+        return data.splitlines(keepends=True)
+
+    def close(self):
+        self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 class TextEdgeReader:
     """A text edge list (plain or gzip), parsed block by block by a numba kernel.
 
@@ -478,7 +539,7 @@ class TextEdgeReader:
         self.seekable = False
 
     def _open(self):
-        return gzip.open(self.path, "rb") if self.gzipped else open(self.path, "rb")
+        return _GzipReader(self.path) if self.gzipped else open(self.path, "rb")
 
     def _raise(self, code: int, line: int, block: bytes, pos: int) -> None:
         end = block.find(b"\n", pos)
@@ -718,7 +779,7 @@ class CsvColumn(NodeColumn):
     def _open(self):
         with open(self.path, "rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
-        return gzip.open(self.path, "rb") if gz else open(self.path, "rb")
+        return _GzipReader(self.path) if gz else open(self.path, "rb")
 
     def _first_line(self) -> bytes:
         try:
