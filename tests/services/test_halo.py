@@ -1,0 +1,206 @@
+"""Part ownership and the halo exchange: assignment, restricted stores, identical batches on 1 or N
+holders (in-process and over real ZeroMQ + Redis), errors, caches and byte accounting."""
+import threading
+
+import numpy as np
+import pytest
+import zmq
+
+from argosy.shared.coord import Coordinator
+from argosy.shared.errors import RequestFailedError, StoreFormatError
+from argosy.shared.halo import (AdjacencyCache, FeatureCache, HaloClient, HaloServer, Membership, WireCounter,
+                                assign_parts, wire_summary)
+from argosy.shared.protocol import AdjacencyRows, ErrorReply, HaloRequest
+from argosy.shared.store import PartitionStore
+from argosy.shared.store.stage import PartSource, stage_parts
+from argosy.shared.wire import decode, encode
+from argosy.services.loader.core import LoaderCore
+from argosy.services.sampler.core import SamplerCore
+
+FIELDS = ("nodes", "degrees", "edge_src", "edge_dst", "hop_nodes", "hop_edges")
+
+
+def test_assign_parts_by_host_then_replica():
+    one = assign_parts(8, [("h0", "s-0"), ("h0", "s-1")])
+    assert one == {"s-0": [0, 2, 4, 6], "s-1": [1, 3, 5, 7]}
+    four = assign_parts(8, [(f"h{i}", f"s-{i}") for i in range(4)])
+    assert sorted(sum(four.values(), [])) == list(range(8)) and all(len(v) == 2 for v in four.values())
+    # same hosts, other tier: the same parts per host (a host's sampler and loader hold the same parts)
+    loaders = assign_parts(8, [(f"h{i}", f"l-{i}") for i in range(4)])
+    assert [four[f"s-{i}"] for i in range(4)] == [loaders[f"l-{i}"] for i in range(4)]
+    # a host leaving moves only its own parts (rendezvous hashing) when the balance cap allows it
+    three = assign_parts(9, [(f"h{i}", f"s-{i}") for i in range(3)])
+    two = assign_parts(9, [(f"h{i}", f"s-{i}") for i in range(3) if i != 1])
+    moved = sum(p not in two[s] for s in ("s-0", "s-2") for p in three[s])
+    assert moved <= 1 and sorted(sum(two.values(), [])) == list(range(9))
+
+
+def test_restricted_store_refuses_other_parts(small_store, tmp_path):
+    _, path = small_store
+    st = PartitionStore(path, parts=[1, 3])
+    st.part(1)
+    with pytest.raises(StoreFormatError, match="part 0 is not held by this process"):
+        st.part(0)
+    stage_parts(path, tmp_path / "local", [2])
+    assert sorted(p.name for p in (tmp_path / "local").iterdir() if p.is_dir()) == ["part-00002"]
+    src = PartSource(path, tmp_path / "local")
+    s = src.open([2, 3])
+    assert s.root == tmp_path / "local" and (tmp_path / "local" / "part-00003").is_dir()
+    np.testing.assert_array_equal(s.part(3).indices, PartitionStore(path).part(3).indices)
+    with pytest.raises(StoreFormatError):
+        s.part(0)
+
+
+def _local_fetch(owners):
+    """An in-process halo: route each id to the core holding its part (what HaloClient does over ZeroMQ)."""
+    def fetch(what, ids, epoch):
+        parts = owners[0].store.assignment[ids]
+        res = []
+        for c in owners:
+            sel = np.flatnonzero(c.held[parts])
+            sel = sel[~np.isin(sel, np.concatenate([r[0] for r in res]) if res else [])]
+            if sel.size:
+                res.append((sel, c.serve(HaloRequest(what=what, ids=ids[sel]))))
+        return HaloClient._assemble(what, ids.shape[0], res)
+    return fetch
+
+
+@pytest.mark.parametrize("cache_bytes", [0, 1 << 20])
+def test_batches_identical_on_one_or_four_holders(small_store, cache_bytes):
+    _, path = small_store
+    whole = SamplerCore(PartitionStore(path), seed=3)
+    owners = []
+    fetch = _local_fetch(owners)
+    for p in range(4):
+        owners.append(SamplerCore(PartitionStore(path, parts=[p]), seed=3, held_parts=[p], fetch=fetch,
+                                  cache_bytes=cache_bytes))
+    for t in range(6):
+        seeds = np.random.default_rng(t).choice(500, 40, replace=False)
+        a = whole.sample(seeds, (5, 4, 3), 100 + t, home_part=t % 4)
+        b = owners[t % 4].sample(seeds, (5, 4, 3), 100 + t, home_part=t % 4)
+        for f in FIELDS:
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+        assert a.remote_neighbors == b.remote_neighbors
+    stats = sum(o.stats["halo_cache_hits"] for o in owners)
+    assert (stats > 0) == bool(cache_bytes)
+
+
+def test_loader_rows_identical_with_halo(small_store):
+    g, path = small_store
+    whole = LoaderCore(PartitionStore(path))
+    owners = []
+    fetch = _local_fetch(owners)
+    for parts in ([0, 1], [2, 3]):
+        owners.append(LoaderCore(PartitionStore(path, parts=parts), held_parts=parts, fetch=fetch, cache_bytes=4096))
+    nodes = np.random.default_rng(0).permutation(500)[:200]
+    for _ in range(2):                             # second round: served partly from the cache
+        np.testing.assert_array_equal(owners[0].gather_rows(nodes), whole.gather_rows(nodes))
+        np.testing.assert_array_equal(owners[1].labels_of(nodes), whole.labels_of(nodes))
+    np.testing.assert_array_equal(owners[0].gather_rows(nodes), g.features[nodes].astype(whole.dtype))
+    assert owners[0].stats["halo_cache_hits"] > 0 and owners[0].cache.nbytes <= 4096
+
+
+def test_sampler_without_halo_client_names_the_part(small_store):
+    _, path = small_store
+    c = SamplerCore(PartitionStore(path, parts=[0]), held_parts=[0])
+    seeds = np.flatnonzero(np.asarray(c.store.assignment) == 1)[:3]
+    with pytest.raises(RequestFailedError, match="belongs to part 1"):
+        c.sample(seeds, (2,))
+
+
+def test_caches_respect_budget():
+    hot = np.array([3, 7, 9, 20])
+    ac = AdjacencyCache(hot, budget=5 * 8, dtype=np.int64)
+    ids = np.array([7, 1, 3, 20])
+    indptr = np.array([0, 2, 5, 8, 9])
+    indices = np.arange(9, dtype=np.int64)
+    ac.put(ids, indptr, indices)
+    hit, ptr, ind = ac.get(np.array([20, 7, 3, 1]))
+    # 7 (2 entries) fits, 1 is not hot, 3 (3 entries) fills the 5-entry budget, 20 no longer fits
+    assert hit.tolist() == [False, True, True, False] and ac.nbytes <= 40
+    np.testing.assert_array_equal(ind, [0, 1, 5, 6, 7])
+    fc = FeatureCache(hot, dim=2, dtype=np.float32)
+    fc.put(np.array([9, 5]), np.array([[1, 2], [3, 4]], np.float32))
+    hit, rows = fc.get(np.array([5, 9]))
+    assert hit.tolist() == [False, True] and rows.tolist() == [[1, 2]]
+
+
+# ---- over ZeroMQ with a real Redis registry ------------------------------------------------------
+class _Node:
+    def __init__(self, url, job, sid, host, path, parts, zctx, counter_timeout=5.0):
+        self.coord = Coordinator(url, job)
+        self.wire = WireCounter()
+        self.members = Membership(self.coord, "sampler", 4, sid, host)
+        store = PartitionStore(path, parts=parts)
+        self.client = HaloClient(zctx, self.members, store.assignment, self.wire, timeout=counter_timeout)
+        self.core = SamplerCore(store, seed=5, held_parts=parts, fetch=self.client.fetch)
+        self.server = HaloServer(zctx, self.core.serve, self.wire)
+        self.coord.register("sampler", sid, {"held": parts, "halo": self.server.endpoint, "host_label": host}, 0.5, 5)
+
+    def close(self):
+        self.server.close()
+        self.client.close()
+        self.coord.deregister("sampler", self.members.self_id)
+        self.coord.close()
+
+
+def test_halo_over_zeromq_same_batches_and_bytes_counted(small_store, redis_url, monkeypatch):
+    _, path = small_store
+    job = "halo-zmq"
+    Coordinator(redis_url, job).delete_job()
+    zctx = zmq.Context()
+    monkeypatch.setenv("ARGOSY_HOST", "h0")
+    a = _Node(redis_url, job, "sampler-a", "h0", path, [0, 1], zctx)
+    monkeypatch.setenv("ARGOSY_HOST", "h1")
+    b = _Node(redis_url, job, "sampler-b", "h1", path, [2, 3], zctx)
+    try:
+        a.members.refresh()
+        whole = SamplerCore(PartitionStore(path), seed=5)
+        seeds = np.flatnonzero(np.asarray(whole.store.assignment) == 0)[:30]
+        x = whole.sample(seeds, (4, 4), 9, home_part=0, epoch=2)
+        y = a.core.sample(seeds, (4, 4), 9, home_part=0, epoch=2)
+        for f in FIELDS:
+            np.testing.assert_array_equal(getattr(x, f), getattr(y, f), err_msg=f)
+        ca, cb = a.wire.drain(), b.wire.drain()
+        assert ca["halo_requests"] == 2            # one per hop (one owner), never one per vertex
+        assert ca["wire_bytes_sent"] > 0 and cb["wire_bytes_sent"] > 0      # h0 <-> h1 crosses hosts
+        assert ca["wire_bytes_e2"] == ca["wire_bytes_sent"] and cb["wire_bytes_e2"] == cb["wire_bytes_sent"]
+        assert ca["wire_bytes_received"] == cb["wire_bytes_sent"]
+        s = wire_summary({**{k: ca[k] + cb.get(k, 0) for k in ca}})
+        assert s["wire_bytes"] == ca["wire_bytes_sent"] + cb["wire_bytes_sent"] and s["wire_bytes_per_epoch"][2] == s["wire_bytes"]
+    finally:
+        a.close()
+        b.close()
+        zctx.term()
+
+
+def test_halo_errors(small_store, redis_url):
+    _, path = small_store
+    job = "halo-err"
+    Coordinator(redis_url, job).delete_job()
+    zctx = zmq.Context()
+    a = _Node(redis_url, job, "sampler-a", "h0", path, [0, 1], zctx, counter_timeout=1.5)
+    b = _Node(redis_url, job, "sampler-b", "h0", path, [2], zctx)
+    try:
+        # malformed request straight to the server: an ErrorReply, and the server keeps serving
+        d = zctx.socket(zmq.DEALER)
+        d.connect(b.server.endpoint)
+        d.send_multipart(encode(HaloRequest(request_id=1, what="adjacency", ids=np.array([1], np.int32))))
+        assert d.poll(5000)
+        r = decode(d.recv_multipart())
+        assert isinstance(r, ErrorReply) and r.code == "bad_request" and "int64" in r.message
+        d.send_multipart([b"garbage"])
+        assert d.poll(5000) and isinstance(decode(d.recv_multipart()), ErrorReply)
+        own2 = np.flatnonzero(np.asarray(a.core.store.assignment) == 2)[:3]
+        d.send_multipart(encode(HaloRequest(request_id=2, what="degree", ids=own2)))
+        assert d.poll(5000) and isinstance(decode(d.recv_multipart()), AdjacencyRows)
+        d.close(0)
+        # part 3 has no holder: the client says which part, after its timeout
+        a.members.refresh()
+        three = np.flatnonzero(np.asarray(a.core.store.assignment) == 3)[:2]
+        with pytest.raises(RequestFailedError, match=r"parts \[3\]"):
+            a.client.fetch("adjacency", three, 0)
+    finally:
+        a.close()
+        b.close()
+        zctx.term()
