@@ -1,42 +1,15 @@
-"""Offload service: full-graph GNN training with activations in a budgeted block store, and SAR.
+"""Full-graph GNN training over a partitioned store: offloaded activations, SAR, and the in-memory baseline.
 
-Why this package exists: issue 5's two full-graph modes share one layer
-implementation and one partition view of the graph:
+The two full-graph modes share one layer implementation (the mini-batch model of
+:mod:`argosy.shared.models`) and the store's partition:
 
-- ``fullgraph``: GriNNder-style single-process training; activations and
-  gradients live in :class:`OffloadStore` (host cache + spill files, Belady
-  or LRU eviction), forward/backward run layer by layer, part by part, with
-  regather instead of snapshot (:mod:`.fullgraph`);
-- ``sar``: N worker processes with sequential aggregation and case-A
-  rematerialisation over ``torch.distributed`` (:mod:`.sar`).
+- ``fullgraph``: GriNNder-style single-process training; activations and gradients live in
+  :class:`~.store.OffloadStore` (host cache + spill files, Belady or LRU eviction), forward/backward
+  run layer by layer, part by part, with regather instead of snapshot (:mod:`.fullgraph`);
+- ``sar``: N worker processes with sequential aggregation and case-A rematerialisation over
+  ``torch.distributed`` (:mod:`.sar`).
 
-The store also runs as a ZeroMQ service (:mod:`.service`, :mod:`.wire`).
-Entry point: ``python -m argosy.services.fullgraph train|serve`` (:mod:`.__main__`).
-Public names are imported lazily so ``--help`` stays fast.
+The offload store also runs as a ZeroMQ service (:mod:`.service`).  Entry point:
+``python -m argosy.services.fullgraph train|serve`` (:mod:`.__main__`); runs go through
+:func:`.train.run`.
 """
-
-from __future__ import annotations
-
-import importlib
-
-__all__ = ["OffloadStore", "StoreStats", "OffloadError", "CacheBudgetError", "DiskBudgetError",
-           "BlockNotFoundError", "Schedule", "OffloadTrainer", "InMemoryTrainer", "ModelSpec",
-           "init_params", "PartPlan", "build_plan", "partition_vertices", "load_graph", "SARConfig",
-           "launch_sar", "launch_sar_jobs", "StoreServer", "RemoteStore", "RemoteStoreError",
-           "TrainArgs", "run_train"]
-
-_WHERE = {
-    "OffloadStore": "store", "StoreStats": "store", "OffloadError": "store", "CacheBudgetError": "store",
-    "DiskBudgetError": "store", "BlockNotFoundError": "store", "Schedule": "policy",
-    "OffloadTrainer": "fullgraph", "InMemoryTrainer": "inmemory", "ModelSpec": "model",
-    "init_params": "model", "PartPlan": "graph", "build_plan": "graph", "partition_vertices": "graph",
-    "load_graph": "graph", "SARConfig": "sar", "launch_sar": "sar", "launch_sar_jobs": "sar",
-    "StoreServer": "service", "RemoteStore": "service", "RemoteStoreError": "service",
-    "TrainArgs": "train", "run_train": "train",
-}
-
-
-def __getattr__(name: str):
-    if name in _WHERE:
-        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

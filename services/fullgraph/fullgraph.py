@@ -1,7 +1,7 @@
 """Offloaded full-graph training: layer by layer, part by part, activations in the store.
 
 Why this module exists: it is GriNNder's schedule on top of our
-:class:`~services.fullgraph.store.OffloadStore`. Forward runs each layer over
+:class:`~argosy.services.fullgraph.store.OffloadStore`. Forward runs each layer over
 all parts, gathering a part's expanded input (own rows + boundary rows of
 other parts) from the store and writing back only the compact output block.
 Backward runs layers in reverse and, instead of keeping the expanded inputs
@@ -30,9 +30,11 @@ import logging
 import numpy as np
 import torch
 
+from argosy.shared.models import GNN
+
 from .graph import GraphData, PartPlan
-from .model import ModelSpec, dropout_mask, layer_forward, masked_loss_sum, post_activation
 from .kernels import SpMM
+from .model import ModelSpec, dropout_mask, layer_forward, masked_loss_sum, post_activation
 from .memory import trim_heap
 from .policy import Access, Schedule
 from .store import OffloadStore
@@ -51,7 +53,7 @@ class OffloadTrainer:
         graph: provides ``features``, ``labels`` and masks (features are copied
             into the store as ``feat`` blocks and not kept here).
         store: the block store (in-process, or a remote client with the same API).
-        params: model parameters (from :func:`~services.fullgraph.model.init_params`).
+        model: the shared :class:`~argosy.shared.models.GNN` whose parameters get the gradients.
         seed: dropout seed.
         device: where layers are computed; blocks stay on the host.
 
@@ -61,11 +63,10 @@ class OffloadTrainer:
     """
 
     def __init__(self, spec: ModelSpec, plan: PartPlan, graph: GraphData, store: OffloadStore,
-                 params: list[dict[str, torch.Tensor]], seed: int = 0,
-                 device: torch.device | str = "cpu") -> None:
+                 model: GNN, seed: int = 0, device: torch.device | str = "cpu") -> None:
         if graph.features is None or graph.labels is None:
             raise ValueError("offloaded training needs features and labels")
-        self.spec, self.plan, self.store, self.params = spec, plan, store, params
+        self.spec, self.plan, self.store, self.model = spec, plan, store, model
         self.seed = seed
         self.device = torch.device(device)
         self.P = plan.num_parts
@@ -76,9 +77,6 @@ class OffloadTrainer:
         self.labels = [torch.from_numpy(graph.labels[o]).to(self.device) for o in plan.own]
         self.masks = {k: [torch.from_numpy(m[o]).to(self.device) for o in plan.own] for k, m in masks.items()}
         self.n_train = int((masks["train_mask"] & (graph.labels >= 0)).sum())
-        for p in range(self.P):
-            store.put("feat", 0, p, torch.from_numpy(np.ascontiguousarray(graph.features[plan.own[p]],
-                                                                          dtype=np.float32)))
         # export set of each part and, per dependency, positions inside the owner's export set
         exp_lists: list[list[np.ndarray]] = [[] for _ in range(self.P)]
         for p in range(self.P):
@@ -154,8 +152,7 @@ class OffloadTrainer:
     # ------------------------------------------------------------------ compute
     def _layer(self, l: int, p: int, g: torch.Tensor) -> torch.Tensor:
         m, mt = self.plan.matrix[p], self.plan.matrix_t[p]
-        return layer_forward(self.spec, l, self.params[l], lambda x: SpMM.apply(x, m, mt),
-                             g, g[: self.sizes[p]])
+        return layer_forward(self.model, l, lambda x: SpMM.apply(x, m, mt), g, g[: self.sizes[p]])
 
     def _mask(self, epoch: int, l: int, p: int) -> torch.Tensor | None:
         return dropout_mask((self.sizes[p], self.spec.dims[l]), self.spec.dropout, self.seed,

@@ -1,14 +1,11 @@
-"""Graph loading, vertex partitioning and per-part aggregation matrices.
+"""Per-part aggregation matrices of a partitioned graph, and the graph as the full-graph modes load it.
 
-Why this module exists: both full-graph modes (offloaded single-process and
-SAR) need the same per-part view of the graph: which vertices a part owns,
-which rows of other parts it needs (its *boundary*), and the normalised
-aggregation matrix over its *expanded* input (own rows first, then boundary
-rows grouped by source part, as in GriNNder). Normalisation is computed on
-the whole graph before splitting, which is what makes the partitioned
-computation exact.
-
-The lead's partitioner will replace :func:`partition_vertices` later.
+Why this module exists: both full-graph modes (offloaded single-process and SAR) need the same
+per-part view of the graph: which vertices a part owns, which rows of other parts it needs (its
+*boundary*), and the normalised aggregation matrix over its *expanded* input (own rows first, then
+boundary rows grouped by source part, as in GriNNder).  Normalisation is computed from whole-graph
+degrees before splitting, which is what makes the partitioned computation exact.  The parts are the
+ones ``argosy partition`` wrote into the store.
 """
 
 from __future__ import annotations
@@ -19,54 +16,62 @@ from typing import Literal
 
 import numpy as np
 
-from argosy.shared.graphio import Graph, load_graph as load_shared_graph
+from argosy.shared.errors import StoreFormatError
+from argosy.shared.graphio import Graph
+from argosy.shared.store.reader import PartitionStore
 
 from .kernels import CSR, csr_from_coo, csr_rows
 
-__all__ = ["GraphData", "PartPlan", "load_graph", "partition_vertices", "build_plan",
+__all__ = ["GraphData", "PartPlan", "load_store_graph", "normalize_rows", "build_plan",
            "normalized_values", "full_matrix"]
 
 logger = logging.getLogger(__name__)
 
 Aggr = Literal["gcn", "mean"]
 
-
 GraphData = Graph
-"""The common library's graph type (symmetric CSR + node data); kept as an alias for callers here."""
+"""The common library's graph type (symmetric CSR + node data)."""
 
 
-def load_graph(path: str) -> Graph:
-    """Load a graph file with :func:`shared.graphio.load_graph` (``.npz``, ``.npy`` or text)."""
-    g = load_shared_graph(path)
-    g.indptr = np.asarray(g.indptr, dtype=np.int64)
-    return g
+def normalize_rows(x: np.ndarray) -> np.ndarray:
+    """Row-normalise features to sum 1 in place (Kipf & Welling's bag-of-words preprocessing).
+
+    Shapes: x float32[n, F] (writable); returns x.
+    """
+    rs = x.sum(1, keepdims=True, dtype=np.float64)
+    rs[rs == 0] = 1.0
+    x /= rs.astype(np.float32)
+    return x
 
 
-def partition_vertices(num_nodes: int, num_parts: int,
-                       method: Literal["contiguous", "random"] = "contiguous",
-                       seed: int = 0) -> np.ndarray:
-    """Assign every vertex to a part.
-
-    Args:
-        num_nodes: vertex count ``n``.
-        num_parts: part count ``P`` (1 <= P <= n).
-        method: ``contiguous`` id ranges of near-equal size, or ``random``.
-        seed: RNG seed for ``random``.
+def load_store_graph(store: PartitionStore, normalize: bool = False) -> tuple[Graph, np.ndarray]:
+    """The whole graph of a store (single-process modes) and its part assignment.
 
     Returns:
-        ``int32[n]`` part id of each vertex.
+        ``(graph, owner)``: the global CSR with features, labels and masks in global id order,
+        and ``int32[n]`` the part of every vertex.
     """
-    if not 1 <= num_parts <= max(1, num_nodes):
-        raise ValueError(f"num_parts must be in [1, {num_nodes}] (got {num_parts})")
-    if method == "contiguous":
-        bounds = np.linspace(0, num_nodes, num_parts + 1).round().astype(np.int64)
-        return (np.searchsorted(bounds, np.arange(num_nodes), side="right") - 1).astype(np.int32)
-    if method == "random":
-        rng = np.random.default_rng(seed)
-        owner = np.arange(num_nodes) % num_parts
-        rng.shuffle(owner)
-        return owner.astype(np.int32)
-    raise ValueError(f"unknown partition method {method!r} (expected contiguous|random)")
+    m = store.manifest
+    if not m.feature_dim or not m.num_classes:
+        raise StoreFormatError(f"{store.root}: full-graph training needs features and labels, and this "
+                               f"store has {m.feature_dim} feature columns and {m.num_classes} classes")
+    indptr, indices = store.global_csr()
+    n = m.num_nodes
+    feats = np.empty((n, m.feature_dim), np.float32)
+    labels = np.full(n, -1, np.int64)
+    masks = {k: np.zeros(n, bool) for k in ("train_mask", "val_mask", "test_mask")}
+    for p in range(store.num_parts):
+        pd = store.part(p)
+        nodes = np.asarray(pd.nodes)
+        feats[nodes] = pd.features
+        labels[nodes] = pd.labels
+        for k, arr in masks.items():
+            if getattr(pd, k) is not None:
+                arr[nodes] = getattr(pd, k)
+    if normalize:
+        normalize_rows(feats)
+    g = Graph(indptr=np.asarray(indptr, np.int64), indices=indices, features=feats, labels=labels, **masks)
+    return g, np.asarray(store.assignment, np.int32)
 
 
 def normalized_values(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray,
@@ -174,7 +179,7 @@ def build_plan(g: GraphData, owner: np.ndarray, aggr: Aggr) -> PartPlan:
 
     Args:
         g: the graph.
-        owner: ``int32[n]`` part per vertex (from :func:`partition_vertices`).
+        owner: ``int32[n]`` part per vertex (the store's assignment).
         aggr: ``gcn`` (symmetric norm + self loops) or ``mean`` (SAGE).
     """
     n = g.num_nodes

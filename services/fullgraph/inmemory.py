@@ -13,6 +13,8 @@ import logging
 import numpy as np
 import torch
 
+from argosy.shared.models import GNN
+
 from .graph import GraphData, full_matrix
 from .kernels import SpMM
 from .model import ModelSpec, dropout_mask, layer_forward, masked_loss_sum, post_activation
@@ -28,7 +30,7 @@ class InMemoryTrainer:
     Args:
         spec: model architecture.
         graph: graph with ``features`` and ``labels``.
-        params: model parameters.
+        model: the shared GNN whose parameters get the gradients.
         seed: dropout seed (masks are those of part 0 of a 1-part plan, so a
             1-part offloaded run sees identical masks).
         device: compute device.
@@ -37,9 +39,9 @@ class InMemoryTrainer:
         features ``float32[n, dims[0]]``; logits ``[n, dims[-1]]``.
     """
 
-    def __init__(self, spec: ModelSpec, graph: GraphData, params: list[dict[str, torch.Tensor]],
+    def __init__(self, spec: ModelSpec, graph: GraphData, model: GNN,
                  seed: int = 0, device: torch.device | str = "cpu") -> None:
-        self.spec, self.params, self.seed = spec, params, seed
+        self.spec, self.model, self.seed = spec, model, seed
         self.device = torch.device(device)
         self.a = full_matrix(graph, spec.aggr)
         self.at = self.a.transpose()
@@ -61,7 +63,7 @@ class InMemoryTrainer:
         if m is not None:
             h = h * m
         for l in range(self.spec.num_layers):
-            z = layer_forward(self.spec, l, self.params[l], agg, h, h)
+            z = layer_forward(self.model, l, agg, h, h)
             if l < self.spec.num_layers - 1:
                 h = post_activation(z, dropout_mask((n, self.spec.dims[l + 1]), drop, self.seed,
                                                     epoch, l + 1, 0, self.device))

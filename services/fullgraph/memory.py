@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import resource
 
-__all__ = ["peak_rss_bytes", "current_rss_bytes", "configure_malloc", "trim_heap", "tame_malloc"]
+__all__ = ["peak_rss_bytes", "current_rss_bytes", "configure_malloc", "trim_heap"]
 
 
 def _status_kb(field: str) -> int | None:
@@ -68,17 +68,3 @@ def trim_heap() -> None:
         _libc().malloc_trim(0)
     except (OSError, AttributeError):
         pass
-
-
-def tame_malloc(threshold: int = 256 << 10) -> bool:
-    """Pin glibc's mmap threshold so every freed large tensor goes back to the OS at once.
-
-    Lowest RSS, but every large allocation then page-faults fresh memory; on
-    a loaded machine that made an offloaded epoch ~3x slower, so the CLI does
-    not use it by default (``--malloc-mmap-threshold``). Returns whether applied.
-    """
-    try:
-        M_MMAP_THRESHOLD = -3
-        return bool(_libc().mallopt(M_MMAP_THRESHOLD, int(threshold)))
-    except (OSError, AttributeError):
-        return False

@@ -1,49 +1,42 @@
-"""GCN and GraphSAGE layers written once for every execution mode.
+"""The full-graph view of the shared model: build it, step it, and the pieces every mode shares.
 
-Why this module exists: exactness between the in-memory reference, the
-offloaded part-by-part mode and SAR rests on all three running the *same*
-layer arithmetic; only the aggregation operator differs (one whole-graph
-CSR, one part's expanded CSR, or SAR's sequential remote rounds). So a layer
-is written against an abstract ``agg`` callable, and the order of operations
-(aggregate-then-transform when ``in <= out``, else transform-then-aggregate)
-is fixed here for everybody.
-
-Dropout masks are a pure function of ``(seed, epoch, layer, part)`` so the
-offloaded backward pass can regenerate the forward mask instead of storing it.
+The layers themselves are :class:`argosy.shared.models.GNN` (the mini-batch model, same parameters
+and arithmetic, via :func:`~argosy.shared.models.full_graph_conv`); what is specific to full-graph
+execution lives here: dropout masks that are a pure function of ``(seed, epoch, layer, part)`` so
+the offloaded backward pass can regenerate the forward mask instead of storing it, the loss as a
+per-part sum over a global count (partition-invariant gradients), and the optimizer groups.
 """
 
 from __future__ import annotations
 
-import logging
-import math
 from dataclasses import dataclass
-from typing import Callable, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .optim import Adam
+from argosy.shared.config import TrainerConfig
+from argosy.shared.errors import ConfigError
+from argosy.shared.models import GNN, full_graph_aggr, full_graph_conv
 
-__all__ = ["ModelSpec", "init_params", "layer_forward", "post_activation", "dropout_mask",
-           "make_optimizer", "masked_loss_sum", "flat_grads"]
+__all__ = ["ModelSpec", "build_model", "make_optimizer", "layer_forward", "post_activation", "dropout_mask",
+           "masked_loss_sum", "flat_grads"]
 
-logger = logging.getLogger(__name__)
-
-Agg = Callable[[torch.Tensor], torch.Tensor]
+FULL_GRAPH_MODELS = ("gcn", "sage")
+"""Models the full-graph modes run: their aggregation is a fixed linear operator (see shared.models)."""
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Architecture of a full-graph model.
+    """Shape of a model as the full-graph schedules see it.
 
     Attributes:
-        kind: ``gcn`` (Kipf & Welling) or ``sage`` (GraphSAGE-mean with root weight).
-        dims: ``[in, hidden..., classes]``; ``len(dims) - 1`` layers.
+        kind: ``gcn`` or ``sage``.
+        dims: ``(in, hidden..., classes)``; ``len(dims) - 1`` layers.
         dropout: probability on every layer input (0 for exactness tests).
     """
 
-    kind: Literal["gcn", "sage"]
+    kind: str
     dims: tuple[int, ...]
     dropout: float = 0.5
 
@@ -52,59 +45,45 @@ class ModelSpec:
         return len(self.dims) - 1
 
     @property
-    def aggr(self) -> Literal["gcn", "mean"]:
+    def aggr(self) -> str:
+        """Aggregation operator of every layer: ``gcn`` (symmetric, self loops) or ``mean``."""
         return "gcn" if self.kind == "gcn" else "mean"
 
-    def agg_first(self, layer: int) -> bool:
-        """Aggregate before transforming when that is the cheaper side."""
-        return self.dims[layer] <= self.dims[layer + 1]
+
+def build_model(cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int,
+                device: torch.device | str = "cpu") -> tuple[GNN, ModelSpec]:
+    """The mini-batch model with the same seed-dependent initialisation, plus its spec."""
+    if cfg.model not in FULL_GRAPH_MODELS:
+        raise ConfigError(f"--model {cfg.model} cannot run in the full-graph modes (they run "
+                          f"{', '.join(FULL_GRAPH_MODELS)}: aggregation must be a fixed linear operator)")
+    torch.manual_seed(seed)
+    model = GNN(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout).to(device)
+    for layer in model.layers:
+        full_graph_aggr(layer)  # raises for a layer type the full-graph modes cannot run
+    dims = (in_dim,) + (cfg.hidden,) * (num_layers - 1) + (num_classes,)
+    return model, ModelSpec(cfg.model, dims, cfg.dropout)
 
 
-def _glorot(fan_in: int, fan_out: int, gen: torch.Generator) -> torch.Tensor:
-    a = math.sqrt(6.0 / (fan_in + fan_out))
-    return (torch.rand(fan_in, fan_out, generator=gen) * 2 - 1) * a
+def make_optimizer(model: GNN, cfg: TrainerConfig) -> torch.optim.Adam:
+    """Adam with the mini-batch trainer's groups: GCN decays only its first layer (Kipf & Welling)."""
+    layers = list(model.layers)
+    if cfg.model == "gcn":
+        groups = [{"params": list(layers[0].parameters()), "weight_decay": cfg.weight_decay}]
+        rest = [p for l in layers[1:] for p in l.parameters()]
+        if rest:
+            groups.append({"params": rest, "weight_decay": 0.0})
+    else:
+        groups = [{"params": list(model.parameters()), "weight_decay": cfg.weight_decay}]
+    return torch.optim.Adam(groups, lr=cfg.lr)
 
 
-def init_params(spec: ModelSpec, seed: int, device: torch.device | str = "cpu") -> list[dict[str, torch.Tensor]]:
-    """Glorot weights and zero biases, identical for a given seed in every process.
-
-    Returns:
-        one dict per layer: GCN ``{"w": [in, out], "b": [out]}``; SAGE
-        ``{"w_self", "w_neigh": [in, out], "b": [out]}``; all ``requires_grad``.
-    """
-    gen = torch.Generator().manual_seed(seed)
-    params = []
-    for l in range(spec.num_layers):
-        fi, fo = spec.dims[l], spec.dims[l + 1]
-        p = {"w": _glorot(fi, fo, gen)} if spec.kind == "gcn" else {
-            "w_self": _glorot(fi, fo, gen), "w_neigh": _glorot(fi, fo, gen)}
-        p["b"] = torch.zeros(fo)
-        params.append({k: v.to(device).requires_grad_(True) for k, v in p.items()})
-    return params
-
-
-def layer_forward(spec: ModelSpec, layer: int, p: dict[str, torch.Tensor], agg: Agg,
-                  h_src: torch.Tensor, h_self: torch.Tensor) -> torch.Tensor:
-    """Pre-activation output of one layer for a set of destination rows.
-
-    Args:
-        spec: model spec.
-        layer: layer index ``l``.
-        p: that layer's parameters.
-        agg: maps source-space rows to destination rows (differentiable).
-        h_src: layer input in the source space ``agg`` reads.
-        h_self: layer input of the destination rows themselves (SAGE root term).
+def layer_forward(model: GNN, layer: int, agg, h_src: torch.Tensor, h_self: torch.Tensor) -> torch.Tensor:
+    """Pre-activation output of ``model.layers[layer]`` for a set of destination rows.
 
     Shapes:
-        h_src: ``[k, in]``; h_self: ``[m, in]``; returns ``[m, out]``.
+        h_src: ``[k, in]`` rows ``agg`` reads; h_self: ``[m, in]`` the destination rows; returns ``[m, out]``.
     """
-    first = spec.agg_first(layer)
-    if spec.kind == "gcn":
-        z = agg(h_src) @ p["w"] if first else agg(h_src @ p["w"])
-    else:
-        neigh = agg(h_src) @ p["w_neigh"] if first else agg(h_src @ p["w_neigh"])
-        z = h_self @ p["w_self"] + neigh
-    return z + p["b"]
+    return full_graph_conv(model.layers[layer], agg, h_src, h_self)
 
 
 def dropout_mask(shape: tuple[int, int], prob: float, seed: int, epoch: int, layer: int,
@@ -142,20 +121,7 @@ def masked_loss_sum(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tens
     return F.cross_entropy(logits[sel], labels[sel], reduction="sum")
 
 
-def make_optimizer(params: list[dict[str, torch.Tensor]], lr: float, weight_decay: float) -> Adam:
-    """Adam with weight decay on the first layer only (Kipf & Welling's recipe)."""
-    groups = [{"params": list(params[0].values()), "weight_decay": weight_decay}]
-    rest = [t for p in params[1:] for t in p.values()]
-    if rest:
-        groups.append({"params": rest, "weight_decay": 0.0})
-    return Adam(groups, lr=lr)
-
-
-def flat_grads(params: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """``{"l0.w": grad, ...}`` copies of all parameter gradients (zeros where None)."""
-    out = {}
-    for l, p in enumerate(params):
-        for k, v in p.items():
-            out[f"l{l}.{k}"] = (v.grad.detach().clone() if v.grad is not None
-                                else torch.zeros_like(v)).cpu()
-    return out
+def flat_grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """``{parameter name: gradient}`` copies on the CPU (zeros where a parameter has none)."""
+    return {k: (v.grad.detach().clone() if v.grad is not None else torch.zeros_like(v)).cpu()
+            for k, v in model.named_parameters()}

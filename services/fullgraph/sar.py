@@ -1,21 +1,20 @@
-"""SAR mode: N worker processes, one part each, sequential aggregation over remote parts.
+"""SAR mode: N worker processes, each owning a group of the store's parts; sequential aggregation.
 
-Why this module exists: in distributed full-batch training the naive layer
-gathers the whole halo of a part at once, so memory per worker stops falling
-with more workers. SAR (Mostafa, MLSys'22) instead visits the other parts one
-at a time in ring order: in round ``r`` worker ``k`` sends the rows that
-worker ``k+r`` needs and receives the rows it needs from worker ``k-r``,
-folds them into an accumulator and frees them. For sum/mean aggregation
-(GCN, GraphSAGE-mean) the backward pass needs no remote *features* at all:
-each round computes the gradient for the remote rows as ``A_kq^T g`` and
-ships it to the owner, who scatter-adds it (SAR's "case A"); nothing remote
-is kept between forward and backward, and nothing is re-fetched. Weight
-gradients are summed with ``torch.distributed.all_reduce``.
+Why this module exists: in distributed full-batch training the naive layer gathers the whole halo
+of a part at once, so memory per worker stops falling with more workers.  SAR (Mostafa, MLSys'22)
+instead visits the other workers one at a time in ring order: in round ``r`` worker ``k`` sends the
+rows that worker ``k+r`` needs and receives the rows it needs from worker ``k-r``, folds them into
+an accumulator and frees them.  For sum/mean aggregation (GCN, GraphSAGE-mean) the backward pass
+needs no remote *features*: each round computes the gradient for the remote rows as ``A_kq^T g``
+and ships it to the owner, who scatter-adds it (SAR's "case A").  Weight gradients are summed with
+``torch.distributed.all_reduce``.
 
-Communication is ``torch.distributed`` point-to-point (``batch_isend_irecv``)
-over gloo on CPU or NCCL on CUDA. Each worker reads only its own part file
-(written by :func:`write_part_files`), so per-worker memory is that of its
-part plus one remote block.
+Ownership: worker ``k`` of ``N`` owns the store parts ``p`` with ``p % N == k`` (:func:`owned_parts`)
+and opens only those parts' files, plus the store-wide assignment and local-index arrays to place
+its neighbours.  The graph is symmetric, so the rows ``k`` must send to ``q`` are exactly its rows
+with a neighbour on ``q``; the degrees of remote neighbours (for GCN's normalisation) arrive in one
+setup round of the same ring.  Communication is ``torch.distributed`` point-to-point over gloo on
+CPU or NCCL on CUDA.
 """
 
 from __future__ import annotations
@@ -23,89 +22,59 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import socket
-import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-from .graph import GraphData, build_plan, partition_vertices
-from .kernels import CSR, spmm
-from .memory import configure_malloc, current_rss_bytes, peak_rss_bytes
-from .model import (ModelSpec, dropout_mask, flat_grads, init_params, layer_forward, make_optimizer,
-                    masked_loss_sum, post_activation)
+from argosy.shared.config import FullGraphConfig, JobConfig
+from argosy.shared.errors import ConfigError, StoreFormatError
+from argosy.shared.redis_server import free_port
+from argosy.shared.store.reader import PartitionStore
 
-__all__ = ["SARConfig", "SARContext", "SARAggregate", "SARWorker", "write_part_files", "launch_sar",
-           "launch_sar_jobs", "free_port"]
+from .graph import normalize_rows
+from .kernels import CSR, csr_from_coo, spmm
+from .loop import fit, save_checkpoint
+from .memory import configure_malloc, current_rss_bytes, peak_rss_bytes
+from .model import build_model, dropout_mask, flat_grads, layer_forward, make_optimizer, masked_loss_sum, post_activation
+
+__all__ = ["SARJob", "SARContext", "SARAggregate", "SARWorker", "owned_parts", "launch_sar", "launch_sar_jobs"]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class SARConfig:
-    """Everything a SAR worker needs besides its part file (passed to every rank)."""
+class SARJob:
+    """One SAR run as every rank receives it (JSON strings only cross the spawn)."""
 
-    part_dir: str
+    job: str
+    """:meth:`JobConfig.to_json` of the run (store, seed, trainer section)."""
+    fullgraph: str
+    """JSON of the :class:`FullGraphConfig`."""
     world_size: int
-    port: int
-    kind: str
-    dims: tuple[int, ...]
-    dropout: float = 0.5
-    lr: float = 0.01
-    weight_decay: float = 5e-4
-    epochs: int = 200
-    seed: int = 0
+    out_dir: str
+    task: str = "train"
+    """``train`` (the full loop) or ``grads`` (one step, gradients written per rank: exactness tests)."""
     device: str = "cpu"
-    task: str = "train"  # train | grads
-    out_dir: str = ""
-    alpha: float = 0.0
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 for the rendezvous."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def owned_parts(num_parts: int, rank: int, world: int) -> list[int]:
+    """Store parts worker ``rank`` of ``world`` owns: ``p % world == rank``."""
+    return list(range(rank, num_parts, world))
 
 
-def write_part_files(g: GraphData, num_parts: int, aggr: str, out_dir: str,
-                     method: str = "contiguous", seed: int = 0) -> dict:
-    """Partition ``g`` and write one ``part_{k}.npz`` per worker.
-
-    Each file holds the part's own global ids, features, labels and masks, and
-    for every other part ``q`` the aggregation block ``A_kq`` (columns = the
-    rows of ``q`` it needs, ``need{q}``) and the rows of ``k`` that ``q``
-    needs (``give{q}``).
-
-    Returns:
-        summary with ``alpha`` and the global training count.
-    """
-    owner = partition_vertices(g.num_nodes, num_parts, method, seed)  # type: ignore[arg-type]
-    plan = build_plan(g, owner, aggr)  # type: ignore[arg-type]
-    n_train = int((g.train_mask & (g.labels >= 0)).sum()) if g.train_mask is not None else 0
-    os.makedirs(out_dir, exist_ok=True)
-    n = g.num_nodes
-    for k in range(num_parts):
-        o = plan.own[k]
-        arrs: dict[str, np.ndarray] = {
-            "own": o, "features": np.ascontiguousarray(g.features[o], dtype=np.float32),
-            "labels": g.labels[o],
-            "n_train": np.array(n_train),
-        }
-        for name in ("train_mask", "val_mask", "test_mask"):
-            m = getattr(g, name)
-            arrs[name] = m[o] if m is not None else np.zeros(len(o), bool)
-        for q in range(num_parts):
-            blk = plan.block(k, q)
-            arrs[f"a{q}_indptr"], arrs[f"a{q}_indices"], arrs[f"a{q}_data"] = blk.indptr, blk.indices, blk.data
-            arrs[f"need{q}"] = plan.boundary[k].get(q, np.zeros(0, np.int64)) if q != k else np.zeros(0, np.int64)
-            arrs[f"give{q}"] = plan.boundary[q].get(k, np.zeros(0, np.int64)) if q != k else np.zeros(0, np.int64)
-        np.savez(os.path.join(out_dir, f"part_{k}.npz"), **arrs)
-    return {"alpha": plan.expansion_ratio(), "n_train": n_train, "num_nodes": n}
+def _layout(store: PartitionStore, world: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(worker of each part, row offset of each part inside its worker's block)``."""
+    k = store.num_parts
+    sizes = np.array([e.num_nodes for e in store.manifest.parts], np.int64)
+    worker_of = np.arange(k, dtype=np.int64) % world
+    offset = np.zeros(k, np.int64)
+    for w in range(world):
+        mine = np.flatnonzero(worker_of == w)
+        offset[mine] = np.concatenate([[0], np.cumsum(sizes[mine])[:-1]]) if len(mine) else []
+    return worker_of, offset
 
 
 class SARContext:
@@ -114,35 +83,32 @@ class SARContext:
     Attributes:
         rank, world: this worker and ``N``.
         a, at: ``a[q]`` CSR ``(n_k, len(need[q]))`` (``a[k]`` is ``(n_k, n_k)``) and transposes.
-        need: ``need[q]`` rows of part ``q`` this worker aggregates (``int64``).
-        give: ``give[q]`` rows of this part that worker ``q`` needs (``int64``).
+        need: ``need[q]`` rows of worker ``q``'s block this worker aggregates (``int64``, sorted).
+        give: ``give[q]`` rows of this block that worker ``q`` needs (``int64``, sorted).
     """
 
-    def __init__(self, rank: int, world: int, z: dict, device: torch.device,
-                 group: dist.ProcessGroup | None = None, peers: list[int] | None = None) -> None:
-        self.rank, self.world, self.device = rank, world, device
-        self.group = group
-        self.peers = peers if peers is not None else list(range(world))
-        self.n_local = int(len(z["own"]))
+    def __init__(self, rank: int, world: int, n_local: int, device: torch.device,
+                 group: dist.ProcessGroup | None = None) -> None:
+        self.rank, self.world, self.device, self.group = rank, world, device, group
+        self.n_local = n_local
         self.a: dict[int, CSR] = {}
         self.at: dict[int, CSR] = {}
         self.need: dict[int, torch.Tensor] = {}
         self.give: dict[int, torch.Tensor] = {}
-        for q in range(world):
-            ncols = self.n_local if q == rank else len(z[f"need{q}"])
-            m = CSR(z[f"a{q}_indptr"], z[f"a{q}_indices"], z[f"a{q}_data"], (self.n_local, ncols))
+
+    def set_blocks(self, a: dict[int, CSR], need: dict[int, np.ndarray], give: dict[int, np.ndarray]) -> None:
+        for q, m in a.items():
             self.a[q], self.at[q] = m, m.transpose()
-            self.need[q] = torch.from_numpy(z[f"need{q}"]).to(device)
-            self.give[q] = torch.from_numpy(z[f"give{q}"]).to(device)
-        self.max_block_rows = max([len(v) for v in self.need.values()] + [0])
+        self.need = {q: torch.from_numpy(v).to(self.device) for q, v in need.items()}
+        self.give = {q: torch.from_numpy(v).to(self.device) for q, v in give.items()}
 
     def exchange(self, send: torch.Tensor | None, dst: int, recv: torch.Tensor | None, src: int) -> None:
         """Send to ``dst`` and receive from ``src`` concurrently (empty sides skipped)."""
         ops = []
         if send is not None:
-            ops.append(dist.P2POp(dist.isend, send.contiguous(), self.peers[dst], self.group))
+            ops.append(dist.P2POp(dist.isend, send.contiguous(), dst, self.group))
         if recv is not None:
-            ops.append(dist.P2POp(dist.irecv, recv, self.peers[src], self.group))
+            ops.append(dist.P2POp(dist.irecv, recv, src, self.group))
         if ops:
             for req in dist.batch_isend_irecv(ops):
                 req.wait()
@@ -191,38 +157,132 @@ class SARAggregate(torch.autograd.Function):
 
 
 class SARWorker:
-    """Model state and training loop of one SAR rank."""
+    """Model state and training step of one SAR rank, built from its own parts of the store."""
 
-    def __init__(self, rank: int, cfg: SARConfig, group: dist.ProcessGroup | None = None) -> None:
-        self.rank, self.cfg, self.group = rank, cfg, group
-        self.device = torch.device(cfg.device)
-        with np.load(os.path.join(cfg.part_dir, f"part_{rank}.npz")) as zf:
-            z = {k: zf[k] for k in zf.files}
-        self.sc = SARContext(rank, cfg.world_size, z, self.device, group, list(range(cfg.world_size)))
-        self.x = torch.from_numpy(z["features"]).to(self.device)
-        self.labels = torch.from_numpy(z["labels"]).to(self.device)
-        self.masks = {k: torch.from_numpy(z[k]).to(self.device) for k in ("train_mask", "val_mask", "test_mask")}
-        self.n_train = int(z["n_train"])
-        del z
-        self.spec = ModelSpec(cfg.kind, tuple(cfg.dims), cfg.dropout)  # type: ignore[arg-type]
-        self.params = init_params(self.spec, cfg.seed, self.device)
-        for p in self.params:  # identical replicas even if init ever became rank-dependent
-            for t in p.values():
-                dist.broadcast(t.data, 0, group=group)
+    def __init__(self, rank: int, world: int, job: JobConfig, fg: FullGraphConfig, device: torch.device,
+                 group: dist.ProcessGroup | None = None) -> None:
+        self.rank, self.world, self.job, self.group, self.device = rank, world, job, group, device
+        store = PartitionStore(job.store)
+        m = store.manifest
+        if store.num_parts < world:
+            raise ConfigError(f"{job.store} has {store.num_parts} parts and SAR runs {world} workers: "
+                              f"partition with --parts {world} (or a multiple)")
+        if not m.feature_dim or not m.num_classes:
+            raise StoreFormatError(f"{job.store}: SAR needs features and labels (store has {m.feature_dim} "
+                                   f"feature columns, {m.num_classes} classes)")
+        self.parts = owned_parts(store.num_parts, rank, world)
+        pds = [store.part(p) for p in self.parts]
+        sizes = [len(pd.nodes) for pd in pds]
+        n = int(sum(sizes))
+        feats = np.empty((n, m.feature_dim), np.float32)
+        labels = np.empty(n, np.int64)
+        masks = {k: np.zeros(n, bool) for k in ("train_mask", "val_mask", "test_mask")}
+        indptrs, indices, off, eoff = [np.zeros(1, np.int64)], [], 0, 0
+        for pd, sz in zip(pds, sizes):
+            feats[off:off + sz] = pd.features
+            labels[off:off + sz] = pd.labels
+            for k, arr in masks.items():
+                if getattr(pd, k) is not None:
+                    arr[off:off + sz] = getattr(pd, k)
+            indptrs.append(np.asarray(pd.indptr[1:], np.int64) + eoff)
+            indices.append(np.asarray(pd.indices, np.int64))
+            off += sz
+            eoff += int(pd.indptr[-1])
+        if job.trainer.normalize_features:
+            normalize_rows(feats)
+        indptr = np.concatenate(indptrs)
+        col = np.concatenate(indices) if indices else np.zeros(0, np.int64)
+        deg = np.diff(indptr)
+        rows = np.repeat(np.arange(n, dtype=np.int64), deg)
+        worker_of, offset = _layout(store, world)
+        col_part = np.asarray(store.assignment)[col].astype(np.int64)
+        col_worker = worker_of[col_part]
+        col_pos = offset[col_part] + np.asarray(store.local_index)[col]
+        del store, pds, indices, col_part, col
+        need, give = {}, {}
+        for q in range(world):
+            if q != rank:
+                sel = col_worker == q
+                need[q] = np.unique(col_pos[sel])
+                give[q] = np.unique(rows[sel])
+        self.sc = SARContext(rank, world, n, device, group)
+        self.sc.need = {q: torch.from_numpy(v) for q, v in need.items()}  # for the degree round below
+        self.sc.give = {q: torch.from_numpy(v) for q, v in give.items()}
+        remote_deg = self._exchange_degrees(deg)
+        aggr = "gcn" if job.trainer.model == "gcn" else "mean"
+        a = {}
+        own_d = deg.astype(np.float64)
+        mine = col_worker == rank
+        if aggr == "gcn":
+            dinv = 1.0 / np.sqrt(own_d + 1.0)
+            r_ = np.concatenate([rows[mine], np.arange(n, dtype=np.int64)])
+            c_ = np.concatenate([col_pos[mine], np.arange(n, dtype=np.int64)])
+            a[rank] = csr_from_coo(r_, c_, (dinv[r_] * dinv[c_]).astype(np.float32), (n, n))
+        else:
+            inv = 1.0 / np.maximum(own_d, 1.0)
+            a[rank] = csr_from_coo(rows[mine], col_pos[mine], inv[rows[mine]].astype(np.float32), (n, n))
+        for q in need:
+            sel = col_worker == q
+            r_, c_ = rows[sel], np.searchsorted(need[q], col_pos[sel])
+            if aggr == "gcn":
+                val = dinv[r_] / np.sqrt(remote_deg[q][c_] + 1.0)
+            else:
+                val = inv[r_]
+            a[q] = csr_from_coo(r_, c_, val.astype(np.float32), (n, len(need[q])))
+        self.sc.set_blocks(a, need, give)
+        self.remote_entries = int((~mine).sum())
+        self.local_entries = int(mine.sum())
+        del rows, col_pos, col_worker
+        self.x = torch.from_numpy(feats).to(device)
+        self.labels = torch.from_numpy(labels).to(device)
+        self.masks = {k: torch.from_numpy(v).to(device) for k, v in masks.items()}
+        cnt = torch.tensor([int((masks["train_mask"] & (labels >= 0)).sum())], dtype=torch.float64, device=device)
+        dist.all_reduce(cnt, group=group)
+        self.n_train = int(cnt.item())
+        self.model, self.spec = build_model(job.trainer, m.feature_dim, m.num_classes, fg.layers, job.seed, device)
+        for t in self.model.parameters():  # identical replicas even if init ever became rank-dependent
+            dist.broadcast(t.data, self._global(0), group=group)
+        self.seed = job.seed
+
+    def _global(self, r: int) -> int:
+        return r if self.group is None else dist.get_global_rank(self.group, r)
+
+    def _exchange_degrees(self, deg: np.ndarray) -> dict[int, np.ndarray]:
+        """Degrees of the remote rows in ``need``: each worker sends the degrees of its ``give`` rows."""
+        sc, k, N = self.sc, self.rank, self.world
+        out = {}
+        d = torch.from_numpy(deg.astype(np.float64)).to(self.device)
+        for r in range(1, N):
+            dst, src = (k + r) % N, (k - r) % N
+            send = d.index_select(0, sc.give[dst].to(self.device)) if len(sc.give[dst]) else None
+            recv = torch.empty(len(sc.need[src]), dtype=torch.float64, device=self.device) \
+                if len(sc.need[src]) else None
+            self._exchange(send, dst, recv, src)
+            out[src] = recv.cpu().numpy() if recv is not None else np.zeros(0)
+        return out
+
+    def _exchange(self, send, dst, recv, src) -> None:
+        ops = []
+        if send is not None:
+            ops.append(dist.P2POp(dist.isend, send.contiguous(), self._global(dst), self.group))
+        if recv is not None:
+            ops.append(dist.P2POp(dist.irecv, recv, self._global(src), self.group))
+        for req in (dist.batch_isend_irecv(ops) if ops else []):
+            req.wait()
 
     def forward(self, epoch: int, training: bool) -> torch.Tensor:
+        self.model.train(training)
         agg = lambda x: SARAggregate.apply(x, self.sc)  # noqa: E731
         drop = self.spec.dropout if training else 0.0
-        n = self.sc.n_local
+        n, L = self.sc.n_local, self.spec.num_layers
         h = self.x
-        m = dropout_mask((n, self.spec.dims[0]), drop, self.cfg.seed, epoch, 0, self.rank, self.device)
+        m = dropout_mask((n, self.spec.dims[0]), drop, self.seed, epoch, 0, self.rank, self.device)
         if m is not None:
             h = h * m
-        for l in range(self.spec.num_layers):
-            z = layer_forward(self.spec, l, self.params[l], agg, h, h)
-            h = post_activation(z, dropout_mask((n, self.spec.dims[l + 1]), drop, self.cfg.seed, epoch,
-                                                l + 1, self.rank, self.device)) \
-                if l < self.spec.num_layers - 1 else z
+        for l in range(L):
+            z = layer_forward(self.model, l, agg, h, h)
+            h = post_activation(z, dropout_mask((n, self.spec.dims[l + 1]), drop, self.seed, epoch, l + 1,
+                                                self.rank, self.device)) if l < L - 1 else z
         return h
 
     def step(self, epoch: int) -> float:
@@ -230,14 +290,13 @@ class SARWorker:
         logits = self.forward(epoch, training=True)
         loss = masked_loss_sum(logits, self.labels, self.masks["train_mask"]) / max(1, self.n_train)
         loss.backward()
-        grads = [t.grad if t.grad is not None else torch.zeros_like(t) for p in self.params for t in p.values()]
-        flat = torch.cat([g.reshape(-1) for g in grads])
+        params = list(self.model.parameters())
+        flat = torch.cat([(t.grad if t.grad is not None else torch.zeros_like(t)).reshape(-1) for t in params])
         dist.all_reduce(flat, group=self.group)
         off = 0
-        for p in self.params:
-            for t in p.values():
-                t.grad = flat[off:off + t.numel()].view_as(t).clone()
-                off += t.numel()
+        for t in params:
+            t.grad = flat[off:off + t.numel()].view_as(t).clone()
+            off += t.numel()
         lv = loss.detach().reshape(1).clone()
         dist.all_reduce(lv, group=self.group)
         return float(lv)
@@ -256,44 +315,53 @@ class SARWorker:
                 "test_accuracy": c[4] / max(1, c[5])}
 
 
-def _run_job(rank: int, cfg: SARConfig, group: dist.ProcessGroup | None, base_rss: int) -> None:
-    w = SARWorker(rank, cfg, group)
-    result: dict = {"rank": rank}
-    if cfg.task == "grads":
+def _run_job(rank: int, sj: SARJob, group: dist.ProcessGroup | None, base_rss: int) -> None:
+    job, fg = JobConfig.from_json(sj.job), FullGraphConfig(**json.loads(sj.fullgraph))
+    device = torch.device(sj.device)
+    w = SARWorker(rank, sj.world_size, job, fg, device, group)
+    result: dict = {"rank": rank, "parts": w.parts}
+    if sj.task == "grads":
+        w.model.zero_grad(set_to_none=True)
         result["loss"] = w.step(0)
-        np.savez(os.path.join(cfg.out_dir, f"grads_{rank}.npz"),
-                 **{k: v.numpy() for k, v in flat_grads(w.params).items()})
+        np.savez(os.path.join(sj.out_dir, f"grads_{rank}.npz"),
+                 **{k: v.numpy() for k, v in flat_grads(w.model).items()})
     else:
-        opt = make_optimizer(w.params, cfg.lr, cfg.weight_decay)
-        times, losses = [], []
-        for epoch in range(cfg.epochs):
-            t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            losses.append(w.step(epoch))
-            opt.step()
-            if cfg.device.startswith("cuda"):
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-        result.update(w.evaluate())
-        result["epoch_seconds"] = float(np.median(times)) if times else 0.0
-        result["epoch_seconds_all"] = times
-        result["final_loss"] = losses[-1] if losses else None
+        tot = torch.tensor([w.remote_entries, w.local_entries + w.remote_entries], dtype=torch.float64)
+        dist.all_reduce(tot, group=group)
+        remote = float(tot[0] / max(float(tot[1]), 1.0))
+        last_save = [0.0]
+
+        def on_best(epoch: int, rec: dict) -> None:  # a crash keeps the best weights so far
+            if rank == 0 and job.run_dir and time.monotonic() - last_save[0] > 30:
+                save_checkpoint(os.path.join(job.run_dir, "checkpoint.pt"), w.model, epoch, rec,
+                                job.fingerprint(), "sar")
+                last_save[0] = time.monotonic()
+
+        epochs, res = fit(w, w.model, make_optimizer(w.model, job.trainer), fg, device, remote, on_best)
+        if rank == 0 and job.run_dir:
+            save_checkpoint(os.path.join(job.run_dir, "checkpoint.pt"), w.model, res["best_epoch"], res,
+                            job.fingerprint(), "sar")
+        result.update(res, remote_fraction=remote, epoch_records=epochs if rank == 0 else [])
     result["peak_rss_bytes"] = peak_rss_bytes()
     result["base_rss_bytes"] = base_rss
-    if cfg.device.startswith("cuda"):
-        result["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated())
-    with open(os.path.join(cfg.out_dir, f"result_{rank}.json"), "w") as f:
+    if device.type == "cuda":
+        result["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated(device))
+    with open(os.path.join(sj.out_dir, f"result_{rank}.json"), "w") as f:
         json.dump(result, f)
 
 
-def _worker_main(rank: int, jobs: list[SARConfig], nprocs: int, port: int) -> None:
+def _worker_main(rank: int, jobs: list[str], nprocs: int, port: int) -> None:
     """Entry of one spawned process: rendezvous once, then run every job it is a member of.
 
     A job of ``world_size < nprocs`` runs on a sub-group of ranks ``0..world_size-1``
     (so one spawn can test N = 1, 2, 4 without paying process start-up three times).
     """
     configure_malloc()
+    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
+                        format=f"%(asctime)s sar[{rank}] %(levelname)s %(name)s: %(message)s")
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])  # its lazy imports belong to the baseline
     base_rss = current_rss_bytes()
+    sjobs = [SARJob(**json.loads(j)) for j in jobs]
     threads = max(1, (os.cpu_count() or 1) // nprocs)
     torch.set_num_threads(threads)
     try:
@@ -302,60 +370,46 @@ def _worker_main(rank: int, jobs: list[SARConfig], nprocs: int, port: int) -> No
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     except (ImportError, ValueError):
         pass
-    cuda = jobs[0].device.startswith("cuda")
+    cuda = sjobs[0].device.startswith("cuda")
     if cuda:
         torch.cuda.set_device(rank % torch.cuda.device_count())
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=nprocs)
     try:
-        for job in jobs:
+        for sj in sjobs:
             if cuda:
-                job.device = f"cuda:{rank % torch.cuda.device_count()}"
-            group = None if job.world_size == nprocs else dist.new_group(list(range(job.world_size)))
-            if rank < job.world_size:
-                _run_job(rank, job, group, base_rss)
+                sj.device = f"cuda:{rank % torch.cuda.device_count()}"
+            group = None if sj.world_size == nprocs else dist.new_group(list(range(sj.world_size)))
+            if rank < sj.world_size:
+                _run_job(rank, sj, group, base_rss)
             dist.barrier()
     finally:
         dist.destroy_process_group()
 
 
-def launch_sar_jobs(g: GraphData, jobs: list[SARConfig], partition: str = "contiguous") -> list[dict]:
-    """Run several SAR jobs (each ``part_dir``/``out_dir`` set) in one spawn of max(world) processes."""
+def launch_sar_jobs(jobs: list[SARJob]) -> list[dict]:
+    """Run several SAR jobs in one spawn of max(world) processes; returns rank 0's result of each
+    with ``ranks`` (every rank's result) added."""
     import torch.multiprocessing as mp
 
-    for job in jobs:
-        os.makedirs(job.part_dir, exist_ok=True)
-        job.out_dir = job.out_dir or job.part_dir
-        job.alpha = write_part_files(g, job.world_size, "gcn" if job.kind == "gcn" else "mean",
-                                     job.part_dir, partition, job.seed)["alpha"]
-    nprocs = max(j.world_size for j in jobs)
-    port = jobs[0].port or free_port()
-    mp.spawn(_worker_main, args=(jobs, nprocs, port), nprocs=nprocs, join=True)
+    for sj in jobs:
+        os.makedirs(sj.out_dir, exist_ok=True)
+    nprocs = max(sj.world_size for sj in jobs)
+    mp.spawn(_worker_main, args=([json.dumps(asdict(sj)) for sj in jobs], nprocs, free_port()),
+             nprocs=nprocs, join=True)
     outs = []
-    for job in jobs:
+    for sj in jobs:
         ranks = []
-        for k in range(job.world_size):
-            with open(os.path.join(job.out_dir, f"result_{k}.json")) as f:
+        for k in range(sj.world_size):
+            with open(os.path.join(sj.out_dir, f"result_{k}.json")) as f:
                 ranks.append(json.load(f))
         out = dict(ranks[0])
-        out.update(ranks=ranks, alpha=job.alpha)
+        out["ranks"] = ranks
         outs.append(out)
     return outs
 
 
-def launch_sar(g: GraphData, cfg: SARConfig, partition: str = "contiguous") -> dict:
-    """Partition, write part files, spawn ``cfg.world_size`` ranks, collect their results.
-
-    Returns:
-        ``{"ranks": [per-rank result dicts], "alpha": ..., **rank 0's metrics}``;
-        for ``task="grads"`` rank ``k``'s gradients are in ``out_dir/grads_{k}.npz``.
-    """
-    tmp = None
-    if not cfg.part_dir:
-        tmp = tempfile.mkdtemp(prefix="argosy-sar-")
-        cfg.part_dir = tmp
-    try:
-        return launch_sar_jobs(g, [cfg], partition)[0]
-    finally:
-        if tmp is not None and cfg.task != "grads":
-            shutil.rmtree(tmp, ignore_errors=True)
+def launch_sar(job: JobConfig, fg: FullGraphConfig, out_dir: str, device: str) -> dict:
+    """Spawn ``job.num_trainers`` ranks over the store and collect their results."""
+    return launch_sar_jobs([SARJob(job.to_json(), json.dumps(asdict(fg)), job.num_trainers, out_dir,
+                                   device=device)])[0]

@@ -1,12 +1,13 @@
 """The offload store as a ZeroMQ service, and the client a remote trainer uses.
 
-Why this module exists: the store is a library first (:class:`OffloadStore`),
-but a trainer may run on a host without the disk or RAM to hold a graph's
-activations; then the store runs as its own process (``python -m
-services.fullgraph serve``) and the trainer talks to it with
-:class:`RemoteStore`, which has the same methods as the in-process store.
-The server answers every request, including malformed ones (with an error
-reply); it never unpickles and never dies on bad input.
+Why this module exists: the store is a library first (:class:`OffloadStore`), but a trainer may
+run on a host without the disk or RAM to hold a graph's activations; then the store runs as its own
+process (``python -m argosy.services.fullgraph serve``) and the trainer talks to it with
+:class:`RemoteStore`, which has the same methods as the in-process store.  Requests and replies are
+the typed :class:`~argosy.shared.protocol.StoreRequest` / ``StoreReply`` structs of the one wire
+module, on sockets from :func:`~argosy.shared.transport.make_socket` (so ``ARGOSY_CURVE_KEYS``
+encrypts them).  The server answers every request, malformed ones with an error reply, and never
+dies on bad input.
 """
 
 from __future__ import annotations
@@ -21,38 +22,55 @@ import numpy as np
 import torch
 import zmq
 
-from .policy import Schedule
-from .store import BlockNotFoundError, CacheBudgetError, DiskBudgetError, OffloadError, OffloadStore
-from .wire import ProtocolError, decode, decode_reply, encode, encode_error, encode_reply
+from argosy.shared.errors import (BlockNotFoundError, CacheBudgetError, DiskBudgetError, OffloadError,
+                                  PeerDeadError, ProtocolError)
+from argosy.shared.protocol import STORE_OPS, STORE_STAT_FIELDS, StoreReply, StoreRequest
+from argosy.shared.transport import make_socket
+from argosy.shared.wire import decode, encode
 
-__all__ = ["StoreServer", "RemoteStore", "RemoteStoreError"]
+from .policy import Schedule
+from .store import OffloadStore
+
+__all__ = ["StoreServer", "RemoteStore"]
 
 logger = logging.getLogger(__name__)
 
-
-class RemoteStoreError(OffloadError):
-    """The service answered with an error reply (``code`` says which kind)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"[{code}] {message}")
-        self.code = code
+_ERRORS: dict[str, type[Exception]] = {
+    "bad_request": ProtocolError, "not_found": BlockNotFoundError, "cache_budget": CacheBudgetError,
+    "disk_budget": DiskBudgetError, "store_error": OffloadError, "internal": OffloadError}
+"""Error-reply code -> the exception the client raises (the same class the store raised)."""
 
 
-def _key_fields(h: dict) -> tuple[str, int, int]:
-    try:
-        kind, layer, part = h["kind"], h["layer"], h["part"]
-    except KeyError as e:
-        raise ProtocolError(f"op {h.get('op')!r} needs field {e.args[0]!r}") from None
-    if not isinstance(kind, str) or not isinstance(layer, int) or not isinstance(part, int):
-        raise ProtocolError(f"kind/layer/part must be str/int/int (got {kind!r}, {layer!r}, {part!r})")
-    return kind, layer, part
+def _code(e: Exception) -> str:
+    for code in ("bad_request", "not_found", "cache_budget", "disk_budget"):
+        if isinstance(e, _ERRORS[code]):
+            return code
+    return "store_error" if isinstance(e, OffloadError) else "bad_request"
 
 
-def _keys(h: dict) -> list[tuple[str, int, int]]:
-    ks = h.get("keys")
-    if not isinstance(ks, list) or not all(isinstance(k, list) and len(k) == 3 for k in ks):
-        raise ProtocolError("'keys' must be a list of [kind, layer, part]")
-    return [(str(k), int(l), int(p)) for k, l, p in ks]
+def _table_keys(req: StoreRequest, width: int) -> list[tuple]:
+    """Rows of ``req.table`` with the kind index replaced by its name."""
+    kinds = req.kinds.split(",") if req.kinds else []
+    t = np.asarray(req.table)
+    if t.ndim != 2 or (t.size and t.shape[1] != width):
+        raise ProtocolError(f"{req.op}: table must be int64[k, {width}] (got shape {list(t.shape)})")
+    if t.size and (t[:, 0].min() < 0 or t[:, 0].max() >= len(kinds)):
+        raise ProtocolError(f"{req.op}: kind index outside the {len(kinds)} kinds listed")
+    return [(kinds[int(r[0])], *(int(v) for v in r[1:])) for r in t]
+
+
+def _kinds_table(rows: Sequence[tuple]) -> tuple[str, np.ndarray]:
+    """``[(kind, ints...)]`` -> (comma-separated kinds, int64 table with a kind index first)."""
+    names: list[str] = []
+    index: dict[str, int] = {}
+    out = []
+    for kind, *rest in rows:
+        if kind not in index:
+            index[kind] = len(names)
+            names.append(kind)
+        out.append([index[kind], *rest])
+    width = 1 + (len(rows[0]) - 1 if rows else 2)
+    return ",".join(names), np.asarray(out, np.int64).reshape(-1, width)
 
 
 class StoreServer:
@@ -66,10 +84,10 @@ class StoreServer:
     def __init__(self, store: OffloadStore, bind: str) -> None:
         self.store = store
         self.ctx = zmq.Context.instance()
-        self.sock = self.ctx.socket(zmq.ROUTER)
-        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock = make_socket(self.ctx, zmq.ROUTER, sndhwm=64, rcvhwm=64, curve="server")
         self.sock.bind(bind)
         self.endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.bad_messages = 0
         self._stop = threading.Event()
 
     def stop(self) -> None:
@@ -80,117 +98,95 @@ class StoreServer:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self._stop.set())
-        poller = zmq.Poller()
-        poller.register(self.sock, zmq.POLLIN)
         logger.info("offload store serving on %s", self.endpoint)
         try:
             while not self._stop.is_set():
-                if not poller.poll(100):
+                if not self.sock.poll(100, zmq.POLLIN):
                     continue
-                msg = self.sock.recv_multipart()
-                try:
-                    sep = msg.index(b"")
-                except ValueError:
-                    logger.warning("dropping message without envelope delimiter")
+                msg = self.sock.recv_multipart(copy=False)
+                sep = next((i for i, f in enumerate(msg) if len(f.buffer) == 0), None)
+                if sep is None:
+                    logger.warning("dropping a message without an envelope delimiter")
                     continue
-                env, body = msg[:sep + 1], msg[sep + 1:]
-                self.sock.send_multipart(env + self.handle(body), copy=False)
+                self.sock.send_multipart([f.bytes for f in msg[:sep + 1]] + encode(self.handle(msg[sep + 1:])),
+                                         copy=False)
         finally:
             self.sock.close(0)
             self.store.close()
 
-    def handle(self, frames: Sequence[bytes]) -> list:
+    def handle(self, frames: Sequence) -> StoreReply:
         """Answer one request (never raises)."""
         req_id = 0
         try:
-            head, arrays = decode(frames)
-            req_id = int(head.get("id", 0))
-            result, out = self._dispatch(head, arrays)
-            return encode_reply(req_id, result, out)
-        except ProtocolError as e:
-            return encode_error(req_id, "bad_request", str(e))
-        except BlockNotFoundError as e:
-            return encode_error(req_id, "not_found", str(e))
-        except (CacheBudgetError, DiskBudgetError) as e:
-            return encode_error(req_id, "budget", str(e))
-        except OffloadError as e:
-            return encode_error(req_id, "store_error", str(e))
+            req = decode(list(frames))
+            if not isinstance(req, StoreRequest):
+                raise ProtocolError(f"expected a StoreRequest (got {type(req).__name__})")
+            req_id = req.request_id
+            if req.op not in STORE_OPS:
+                raise ProtocolError(f"unknown store op {req.op!r} (known: {sorted(STORE_OPS)})")
+            reply = self._dispatch(req)
+            reply.request_id = req_id
+            return reply
+        except (ProtocolError, OffloadError) as e:
+            self.bad_messages += isinstance(e, ProtocolError)
+            if isinstance(e, ProtocolError):
+                logger.warning("bad store request: %s", e)
+            return StoreReply(request_id=req_id, ok=False, code=_code(e), message=str(e))
         except (TypeError, ValueError, IndexError, RuntimeError) as e:
-            return encode_error(req_id, "bad_request", f"{type(e).__name__}: {e}")
+            return StoreReply(request_id=req_id, ok=False, code="bad_request", message=f"{type(e).__name__}: {e}")
         except Exception as e:  # noqa: BLE001 - a service must answer, not die
             logger.exception("internal error")
-            return encode_error(req_id, "internal", f"{type(e).__name__}: {e}")
+            return StoreReply(request_id=req_id, ok=False, code="internal", message=f"{type(e).__name__}: {e}")
 
-    def _dispatch(self, h: dict, arrays: list[np.ndarray]) -> tuple[dict, list[np.ndarray]]:
-        st, op = self.store, h["op"]
+    def _dispatch(self, r: StoreRequest) -> StoreReply:
+        st, op = self.store, r.op
+        key = (r.kind, r.layer, r.part)
         if op == "ping":
-            return {"pong": True}, []
+            return StoreReply()
         if op == "put":
-            if len(arrays) != 1:
-                raise ProtocolError(f"put needs exactly 1 array (got {len(arrays)})")
-            st.put(*_key_fields(h), torch.from_numpy(arrays[0]))
-            return {}, []
+            st.put(*key, torch.from_numpy(np.array(r.data)))
+            return StoreReply()
         if op == "get":
-            return {}, [st.get(*_key_fields(h)).numpy()]
+            return StoreReply(data=st.get(*key).numpy())
         if op == "gather":
-            kind, layer = h.get("kind"), h.get("layer")
-            parts = h.get("parts")
-            if not isinstance(kind, str) or not isinstance(layer, int) or not isinstance(parts, list):
-                raise ProtocolError("gather needs kind:str, layer:int, parts:[int]")
-            has_rows = h.get("has_rows", [False] * len(parts))
-            if len(has_rows) != len(parts) or sum(bool(x) for x in has_rows) != len(arrays):
-                raise ProtocolError("gather: has_rows must match parts and the number of row arrays")
-            kinds = h.get("kinds") or [kind] * len(parts)
-            if len(kinds) != len(parts) or not all(isinstance(k, str) for k in kinds):
-                raise ProtocolError("gather: kinds must be a list of str matching parts")
-            it = iter(arrays)
-            sources = [(k, int(p), next(it).astype(np.int64) if r else None)
-                       for k, p, r in zip(kinds, parts, has_rows)]
-            return {}, [st.gather(kind, layer, sources).numpy()]
+            rows = np.asarray(r.rows, np.int64)
+            sources, off = [], 0
+            for kind, part, count in _table_keys(r, 3):
+                if count < 0:
+                    sources.append((kind, part, None))
+                    continue
+                if off + count > len(rows):
+                    raise ProtocolError(f"gather: sources list {off + count} rows, {len(rows)} arrived")
+                sources.append((kind, part, rows[off:off + count]))
+                off += count
+            return StoreReply(data=st.gather(r.kind, r.layer, sources).numpy())
         if op == "scatter_add":
-            kind, layer, part = _key_fields(h)
-            if h.get("has_rows"):
-                if len(arrays) != 2:
-                    raise ProtocolError("scatter_add with rows needs 2 arrays (rows, src)")
-                rows, src = arrays[0].astype(np.int64), arrays[1]
-            else:
-                if len(arrays) != 1:
-                    raise ProtocolError("scatter_add without rows needs 1 array (src)")
-                rows, src = None, arrays[0]
-            st.scatter_add(kind, layer, part, rows, torch.from_numpy(src), h.get("num_rows"))
-            return {}, []
-        if op == "prefetch":
-            st.prefetch(_keys(h))
-            return {}, []
-        if op == "pin":
-            st.pin(_keys(h))
-            return {}, []
-        if op == "unpin":
-            st.unpin(_keys(h))
-            return {}, []
+            rows = np.asarray(r.rows, np.int64) if r.has_rows else None
+            st.scatter_add(*key, rows, torch.from_numpy(np.asarray(r.data)), None if r.num_rows < 0 else r.num_rows)
+            return StoreReply()
+        if op in ("prefetch", "pin", "unpin"):
+            getattr(st, op)(_table_keys(r, 3))
+            return StoreReply()
         if op == "release":
-            st.release(*_key_fields(h))
-            return {}, []
+            st.release(*key)
+            return StoreReply()
         if op == "release_layer":
-            st.release_layer(str(h.get("kind")), int(h.get("layer", 0)))
-            return {}, []
+            st.release_layer(r.kind, r.layer)
+            return StoreReply()
         if op == "flush":
-            return {"bytes": st.flush(h.get("kind"), h.get("layer"))}, []
+            return StoreReply(value=st.flush(r.kind or None, r.layer if r.kind else None))
         if op == "stats":
-            return st.stats(bool(h.get("reset", False))), []
+            d = st.stats(r.flag)
+            return StoreReply(stats=np.array([d[k] for k in STORE_STAT_FIELDS], np.float64))
         if op == "plan":
-            sched = h.get("schedule")
-            if not isinstance(sched, list) or not all(isinstance(a, list) and len(a) == 4 for a in sched):
-                raise ProtocolError("plan needs schedule: [[kind, layer, part, 'r'|'w'], ...]")
-            st.plan(Schedule([tuple(a) for a in sched], bool(h.get("cyclic", True))))
-            return {}, []
+            acc = [(k, l, p, "w" if o else "r") for k, l, p, o in _table_keys(r, 4)]
+            st.plan(Schedule(acc, r.flag))
+            return StoreReply()
         if op == "begin_epoch":
             st.begin_epoch()
-            return {}, []
-        if op == "sync":
-            st.sync()
-            return {}, []
-        raise ProtocolError(f"unhandled op {op!r}")
+            return StoreReply()
+        st.sync()  # op == "sync"
+        return StoreReply()
 
 
 def _np(t) -> np.ndarray:
@@ -210,8 +206,7 @@ class RemoteStore:
 
     Args:
         addr: the server endpoint.
-        timeout_ms: per-request reply timeout; a timeout raises
-            :class:`RemoteStoreError` with code ``timeout`` and resets the socket.
+        timeout_ms: per-request timeout; a timeout raises :class:`PeerDeadError` and resets the socket.
     """
 
     def __init__(self, addr: str, timeout_ms: int = 60_000) -> None:
@@ -222,47 +217,52 @@ class RemoteStore:
         self._connect()
 
     def _connect(self) -> None:
-        self.sock = self.ctx.socket(zmq.REQ)
-        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock = make_socket(self.ctx, zmq.REQ, curve="client")
         self.sock.setsockopt(zmq.RCVTIMEO, self.timeout_ms)
+        self.sock.setsockopt(zmq.SNDTIMEO, self.timeout_ms)
         self.sock.connect(self.addr)
 
-    def _call(self, op: str, arrays: Sequence[np.ndarray] = (), **fields) -> tuple[dict, list[np.ndarray]]:
+    def _call(self, op: str, **fields) -> StoreReply:
         self._id += 1
-        self.sock.send_multipart(encode(op, self._id, arrays, **fields), copy=False)
         try:
-            frames = self.sock.recv_multipart()
+            self.sock.send_multipart(encode(StoreRequest(request_id=self._id, op=op, **fields)), copy=False)
+            frames = self.sock.recv_multipart(copy=False)
         except zmq.Again:
             self.sock.close(0)
             self._connect()
-            raise RemoteStoreError("timeout", f"no reply from {self.addr} within {self.timeout_ms} ms "
-                                              f"to {op!r}") from None
-        head, out = decode_reply(frames)
-        if not head.get("ok"):
-            raise RemoteStoreError(str(head.get("code")), str(head.get("message")))
-        return head.get("result", {}), out
+            raise PeerDeadError(f"offload store at {self.addr} did not answer {op!r} within "
+                                f"{self.timeout_ms} ms") from None
+        rep = decode(frames)
+        if not isinstance(rep, StoreReply) or rep.request_id != self._id:
+            raise ProtocolError(f"offload store at {self.addr} answered {op!r} with "
+                                f"{type(rep).__name__} for request {getattr(rep, 'request_id', None)}")
+        if not rep.ok:
+            raise _ERRORS.get(rep.code, OffloadError)(f"offload store at {self.addr}: {rep.message}")
+        return rep
 
     # --- the OffloadStore API -------------------------------------------------------
     def ping(self) -> bool:
-        return bool(self._call("ping")[0].get("pong"))
+        return self._call("ping").ok
 
     def put(self, kind: str, layer: int, part: int, tensor) -> None:
-        self._call("put", [_np(tensor)], kind=kind, layer=int(layer), part=int(part))
+        self._call("put", kind=kind, layer=int(layer), part=int(part), data=_np(tensor))
 
     def get(self, kind: str, layer: int, part: int) -> torch.Tensor:
-        return torch.from_numpy(self._call("get", kind=kind, layer=int(layer), part=int(part))[1][0])
+        return torch.from_numpy(np.array(self._call("get", kind=kind, layer=int(layer), part=int(part)).data))
 
     def gather(self, kind: str, layer: int, sources) -> torch.Tensor:
         src = [s if len(s) == 3 else (kind, *s) for s in sources]
-        rows = [_np(r).astype(np.int64) for _, _, r in src if r is not None]
-        return torch.from_numpy(self._call(
-            "gather", rows, kind=kind, layer=int(layer), kinds=[k for k, _, _ in src],
-            parts=[int(p) for _, p, _ in src], has_rows=[r is not None for _, _, r in src])[1][0])
+        rows = [_np(r).astype(np.int64).reshape(-1) for _, _, r in src if r is not None]
+        kinds, table = _kinds_table([(k, int(p), -1 if r is None else len(r)) for k, p, r in src])
+        rep = self._call("gather", kind=kind, layer=int(layer), kinds=kinds, table=table,
+                         rows=np.concatenate(rows) if rows else np.empty(0, np.int64))
+        return torch.from_numpy(np.array(rep.data))
 
     def scatter_add(self, kind: str, layer: int, part: int, rows, src, num_rows: int | None = None) -> None:
-        arrays = ([_np(rows).astype(np.int64)] if rows is not None else []) + [_np(src)]
-        self._call("scatter_add", arrays, kind=kind, layer=int(layer), part=int(part),
-                   has_rows=rows is not None, num_rows=None if num_rows is None else int(num_rows))
+        self._call("scatter_add", kind=kind, layer=int(layer), part=int(part), data=_np(src),
+                   has_rows=rows is not None,
+                   rows=_np(rows).astype(np.int64) if rows is not None else np.empty(0, np.int64),
+                   num_rows=-1 if num_rows is None else int(num_rows))
 
     def put_async(self, kind, layer, part, tensor) -> Future:
         return _done(self.put(kind, layer, part, tensor))
@@ -270,15 +270,19 @@ class RemoteStore:
     def scatter_add_async(self, kind, layer, part, rows, src, num_rows=None) -> Future:
         return _done(self.scatter_add(kind, layer, part, rows, src, num_rows))
 
+    def _keys_op(self, op: str, keys: Iterable) -> None:
+        kinds, table = _kinds_table([(str(k), int(l), int(p)) for k, l, p in keys])
+        self._call(op, kinds=kinds, table=table)
+
     def prefetch(self, keys: Iterable) -> list:
-        self._call("prefetch", keys=[list(k) for k in keys])
+        self._keys_op("prefetch", keys)
         return []
 
     def pin(self, keys: Iterable) -> None:
-        self._call("pin", keys=[list(k) for k in keys])
+        self._keys_op("pin", keys)
 
     def unpin(self, keys: Iterable) -> None:
-        self._call("unpin", keys=[list(k) for k in keys])
+        self._keys_op("unpin", keys)
 
     def release(self, kind: str, layer: int, part: int) -> None:
         self._call("release", kind=kind, layer=int(layer), part=int(part))
@@ -287,17 +291,22 @@ class RemoteStore:
         self._call("release_layer", kind=kind, layer=int(layer))
 
     def flush(self, kind: str | None = None, layer: int | None = None) -> int:
-        return int(self._call("flush", kind=kind, layer=layer)[0].get("bytes", 0))
+        return int(self._call("flush", kind=kind or "", layer=int(layer or 0)).value)
 
     def stats(self, reset: bool = False) -> dict:
-        return self._call("stats", reset=reset)[0]
+        vals = self._call("stats", flag=bool(reset)).stats
+        d = {k: int(v) for k, v in zip(STORE_STAT_FIELDS, vals)}
+        tot = d["hit_bytes"] + d["miss_bytes"]
+        d["hit_rate"] = d["hit_bytes"] / tot if tot else 1.0
+        return d
 
     def plan(self, accesses, cyclic: bool = True) -> None:
         if accesses is self._last_plan:
             return  # the server already holds this plan; begin_epoch rewinds it
         self._last_plan = accesses
         acc = accesses.accesses if isinstance(accesses, Schedule) else list(accesses)
-        self._call("plan", schedule=[[k, int(l), int(p), op] for k, l, p, op in acc], cyclic=cyclic)
+        kinds, table = _kinds_table([(k, int(l), int(p), int(op == "w")) for k, l, p, op in acc])
+        self._call("plan", kinds=kinds, table=table, flag=bool(cyclic))
 
     def begin_epoch(self) -> None:
         self._call("begin_epoch")

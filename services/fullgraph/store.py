@@ -35,28 +35,13 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
+from argosy.shared.errors import BlockNotFoundError, CacheBudgetError, DiskBudgetError, OffloadError
+
 from .policy import INF, Access, BlockKey, Schedule
 
-__all__ = ["OffloadStore", "StoreStats", "OffloadError", "CacheBudgetError",
-           "DiskBudgetError", "BlockNotFoundError"]
+__all__ = ["OffloadStore", "StoreStats"]
 
 logger = logging.getLogger(__name__)
-
-
-class OffloadError(RuntimeError):
-    """Base class of offload-store errors."""
-
-
-class CacheBudgetError(OffloadError):
-    """The host cache cannot hold what is required and cannot spill it."""
-
-
-class DiskBudgetError(OffloadError):
-    """The spill budget or the disk itself is full."""
-
-
-class BlockNotFoundError(OffloadError, KeyError):
-    """A block was read before it was written (or after it was released)."""
 
 
 @dataclass

@@ -13,21 +13,13 @@ import logging
 
 import numpy as np
 
+from argosy.shared.graphio import csr_from_edges
+
 from .graph import GraphData
 
-__all__ = ["planted_graph", "with_random_features", "save_npz"]
+__all__ = ["planted_graph", "with_random_features"]
 
 logger = logging.getLogger(__name__)
-
-
-def _csr_from_edges(n: int, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    keep = u != v
-    u, v = u[keep], v[keep]
-    key = np.unique(np.concatenate([u * n + v, v * n + u]))
-    src, dst = key // n, key % n
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
-    return indptr, dst.astype(np.int32)
 
 
 def planted_graph(n: int, avg_degree: float = 8.0, num_classes: int = 5, feat_dim: int = 16,
@@ -66,11 +58,11 @@ def planted_graph(n: int, avg_degree: float = 8.0, num_classes: int = 5, feat_di
         cu = labels[u[same]]
         pick = starts[cu] + (rng.random(same.sum()) * counts[cu]).astype(np.int64)
         v[same] = order[pick]
-    indptr, indices = _csr_from_edges(n, u.astype(np.int64), v.astype(np.int64))
+    g = csr_from_edges(u, v, num_nodes=n)
     means = rng.normal(0, 1, (num_classes, feat_dim)).astype(np.float32)
     feats = (means[labels] + noise * rng.normal(0, 1, (n, feat_dim))).astype(np.float32)
     r = rng.random(n)
-    return GraphData(indptr, indices, feats, labels, r < 0.1, (r >= 0.1) & (r < 0.3), r >= 0.6)
+    return GraphData(g.indptr, g.indices, feats, labels, r < 0.1, (r >= 0.1) & (r < 0.3), r >= 0.6)
 
 
 def with_random_features(g: GraphData, feat_dim: int, num_classes: int, seed: int = 0) -> GraphData:
@@ -81,13 +73,3 @@ def with_random_features(g: GraphData, feat_dim: int, num_classes: int, seed: in
     feats = rng.normal(0, 1, (n, feat_dim)).astype(np.float32)
     r = rng.random(n)
     return GraphData(g.indptr, g.indices, feats, labels, r < 0.1, (r >= 0.1) & (r < 0.3), r >= 0.6)
-
-
-def save_npz(g: GraphData, path: str) -> None:
-    """Write a graph in the datasets' ``.npz`` layout."""
-    arrs = {"indptr": g.indptr, "indices": g.indices}
-    for k in ("features", "labels", "train_mask", "val_mask", "test_mask"):
-        v = getattr(g, k)
-        if v is not None:
-            arrs[k] = v
-    np.savez(path, **arrs)

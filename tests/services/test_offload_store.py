@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from argosy.services.fullgraph.policy import Schedule
-from argosy.services.fullgraph.store import (BlockNotFoundError, CacheBudgetError, DiskBudgetError,
-                                    OffloadStore)
+from argosy.services.fullgraph.store import OffloadStore
+from argosy.shared.errors import BlockNotFoundError, CacheBudgetError, DiskBudgetError
 
 BLK = 1024  # bytes of one 16x16 float32 block
 

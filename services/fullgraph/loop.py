@@ -1,0 +1,92 @@
+"""The epoch loop every full-graph mode runs: step, evaluate, stop when validation stops improving.
+
+Why this module exists: the single-process modes and every SAR rank must make the same stopping
+decision and keep the same best-validation weights, so the loop is written once.  In SAR the
+trainer's ``step``/``evaluate`` all-reduce, so every rank sees identical numbers and stops together.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Callable, Protocol
+
+import torch
+
+from argosy.shared.config import FullGraphConfig
+
+__all__ = ["FullGraphTrainer", "fit", "save_checkpoint"]
+
+logger = logging.getLogger(__name__)
+
+
+class FullGraphTrainer(Protocol):
+    def step(self, epoch: int) -> float: ...
+
+    def evaluate(self) -> dict[str, float]: ...
+
+
+def save_checkpoint(path: str | Path, model: torch.nn.Module, epoch: int, result: dict, fingerprint: str,
+                    mode: str) -> None:
+    """Atomically write the model (the mini-batch trainer's ``model`` key, so either mode can load it)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "epoch": epoch, "result": result, "fingerprint": fingerprint,
+                "mode": mode}, tmp)
+    os.replace(tmp, path)
+
+
+def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Optimizer, fg: FullGraphConfig,
+        device: torch.device, remote_fraction: float = 0.0,
+        on_best: Callable[[int, dict], None] | None = None) -> tuple[list[dict], dict]:
+    """Train until validation accuracy has not improved for ``fg.patience`` epochs (or ``fg.max_epochs``).
+
+    The model ends with its best-validation weights.  Returns the per-epoch records (the keys the
+    run report plots) and the result: accuracies at the best-validation epoch, epoch count, times.
+    """
+    epochs: list[dict] = []
+    best_val, best_epoch, best_state = -1.0, -1, None
+    for epoch in range(fg.max_epochs):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = trainer.step(epoch)
+        opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        secs = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        acc = trainer.evaluate()
+        rec = {"epoch": epoch, "train_loss": float(loss), "train_accuracy": acc["train_accuracy"],
+               "val_accuracy": acc["val_accuracy"], "test_accuracy": acc["test_accuracy"],
+               "epoch_seconds": secs, "eval_seconds": time.perf_counter() - t1,
+               "batches_per_second": 1.0 / max(secs, 1e-9), "trainer_idle_fraction": 0.0,
+               "remote_fraction": remote_fraction}
+        epochs.append(rec)
+        if acc["val_accuracy"] > best_val:
+            best_val, best_epoch = acc["val_accuracy"], epoch
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            if on_best is not None:
+                on_best(epoch, rec)
+        elif fg.patience and epoch - best_epoch >= fg.patience:
+            break
+        if epoch % 50 == 0:
+            logger.info("epoch %d: loss %.4f train %.3f val %.3f test %.3f (%.3f s)", epoch, loss,
+                        acc["train_accuracy"], acc["val_accuracy"], acc["test_accuracy"], secs)
+    assert best_state is not None
+    model.load_state_dict(best_state)
+    best = epochs[best_epoch]
+    times = [e["epoch_seconds"] for e in epochs]
+    result = {"test_accuracy": best["test_accuracy"], "val_accuracy": best["val_accuracy"],
+              "train_accuracy": best["train_accuracy"], "best_epoch": best_epoch, "epochs": len(epochs),
+              "stopped_early": len(epochs) < fg.max_epochs,
+              "final_test_accuracy": epochs[-1]["test_accuracy"], "final_val_accuracy": epochs[-1]["val_accuracy"],
+              "final_loss": epochs[-1]["train_loss"],
+              "epoch_seconds": statistics.median(times[1:] if len(times) > 1 else times),
+              "epoch_seconds_all": times}
+    logger.info("stopped after %d epochs; best validation %.4f at epoch %d (test %.4f)", len(epochs), best_val,
+                best_epoch, best["test_accuracy"])
+    return epochs, result
