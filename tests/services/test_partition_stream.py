@@ -278,3 +278,163 @@ def test_grouped_stream_matches_sorted_unique_pairs(tmp_path):
     assert np.array_equal(src * 5000 + dst, key)
     for s, _, st in got:  # group starts mark every change of source
         assert np.array_equal(np.flatnonzero(np.r_[True, s[1:] != s[:-1]]), st[:-1])
+
+
+# ------------------------------------------------------------------ one store from every format
+def _graph_with_data(n=600, seed=1):
+    from argosy.shared.synthetic import generate_dcsbm
+    return generate_dcsbm(n, 4, seed=seed)
+
+
+def _write_all_formats(g, d):
+    """The same graph as .npz CSR (stored and deflated), .npy edge list, text, gzip CSV with a header
+    and weights, and an OGB directory; node data in side files for the edge lists."""
+    from argosy.shared.graphio import save_graph_npz, save_graph_ogb
+    d.mkdir(exist_ok=True)
+    save_graph_npz(g, d / "g.npz")
+    np.savez_compressed(d / "gz.npz", indptr=g.indptr, indices=g.indices, x=g.features, y=g.labels,
+                        train_mask=g.train_mask, val_mask=g.val_mask, test_mask=g.test_mask)
+    rows = np.repeat(np.arange(g.num_nodes), np.diff(g.indptr))
+    keep = rows < g.indices
+    u, v = rows[keep], g.indices[keep].astype(np.int64)
+    perm = np.random.default_rng(0).permutation(u.size)       # edge order must not matter
+    u, v = u[perm], v[perm]
+    write_edge_list_npy(d / "g.npy", u, v)
+    (d / "g.txt").write_text("".join(f"{a} {b}\n" for a, b in zip(u, v)))
+    import gzip
+    (d / "g.csv.gz").write_bytes(gzip.compress(("src,dst,weight\n" + "".join(
+        f"{b},{a},0.5\n" for a, b in zip(u, v))).encode()))
+    np.save(d / "features.npy", np.asfortranarray(g.features.astype(">f8")))   # any byte/memory order
+    np.save(d / "labels.npy", g.labels.astype(">i4"))
+    for m in ("train_mask", "val_mask", "test_mask"):
+        np.save(d / f"{m}.npy", getattr(g, m))
+    np.save(d / "train_ids.npy", np.flatnonzero(g.train_mask))               # an id list works too
+    save_graph_ogb(g, d / "ogb")
+    side = ["--features", str(d / "features.npy"), "--labels", str(d / "labels.npy"),
+            "--train-mask", str(d / "train_ids.npy"), "--val-mask", str(d / "val_mask.npy"),
+            "--test-mask", str(d / "test_mask.npy")]
+    return {"npz": (d / "g.npz", []), "npz-deflated": (d / "gz.npz", []), "npy": (d / "g.npy", side),
+            "text": (d / "g.txt", side), "csv.gz": (d / "g.csv.gz", side), "ogb": (d / "ogb", [])}
+
+
+def _store_arrays(root):
+    from argosy.shared.store.reader import PartitionStore
+    s = PartitionStore(root)
+    s.verify()
+    out = {"assignment": np.load(root / "assignment.npy"), "m": s.manifest.num_edges,
+           "splits": s.manifest.splits, "classes": s.manifest.num_classes}
+    for p in range(s.num_parts):
+        pd = s.part(p)
+        for name in ("nodes", "indptr", "indices", "features", "labels", "train_mask", "val_mask", "test_mask"):
+            out[f"{p}/{name}"] = None if getattr(pd, name) is None else np.asarray(getattr(pd, name))
+    return out
+
+
+@pytest.mark.parametrize("method", ["hash", "random"])
+def test_store_is_the_same_from_every_format(tmp_path, method):
+    from argosy.services.partitioner.__main__ import main
+    g = _graph_with_data()
+    files = _write_all_formats(g, tmp_path / "in")
+    stores = {}
+    for fmt, (path, side) in files.items():
+        out = tmp_path / f"store-{fmt}"
+        assert main([str(path), "--parts", "3", "--method", method, "--seed", "5", "--out", str(out), *side]) == 0
+        stores[fmt] = _store_arrays(out)
+    ref = stores["npz"]
+    assert ref["m"] == g.num_edges and ref["0/features"] is not None and ref["0/train_mask"] is not None
+    for fmt, arrays in stores.items():
+        assert arrays.keys() == ref.keys(), fmt
+        for key, val in ref.items():
+            other = arrays[key]
+            if isinstance(val, np.ndarray):
+                assert other.dtype == val.dtype and np.array_equal(other, val), (fmt, key)
+            else:
+                assert other == val, (fmt, key)
+
+
+def test_side_file_validation_at_partition_time(tmp_path, capsys):
+    from argosy.services.partitioner.__main__ import main
+    g = _graph_with_data(200)
+    files = _write_all_formats(g, tmp_path / "in")
+    npy, _ = files["npy"]
+    d = tmp_path / "in"
+    n = g.num_nodes
+    bad = {
+        "labels_range.npy": (np.full(n, 5000), "--labels", "out of range"),
+        "labels_neg.npy": (np.full(n, -3), "--labels", "negative"),
+        "mask_float.npy": (np.ones(n), "--train-mask", "float"),
+        "feat_nan.npy": (np.full((n, 2), np.nan, np.float32), "--features", "NaN or inf"),
+        "feat_big.npy": (np.full((n, 2), 1e39), "--features", "float32 range"),
+        "feat_rows.npy": (np.ones((n + 1, 2), np.float32), "--features", "features must be"),
+        "pickled.npy": (np.array([None] * n, object), "--labels", "pickled array in"),
+    }
+    for name, (arr, flag, want) in bad.items():
+        np.save(d / name, arr, allow_pickle=True)
+        out = tmp_path / "s"
+        rc = main([str(npy), "--parts", "2", "--method", "hash", "--out", str(out), flag, str(d / name)])
+        err = capsys.readouterr().err
+        assert rc == 2 and want in err and name in err and not out.exists(), (name, err)
+    # overlapping splits
+    rc = main([str(npy), "--parts", "2", "--method", "hash", "--out", str(tmp_path / "s"), "--labels",
+               str(d / "labels.npy"), "--train-mask", str(d / "train_mask.npy"), "--test-mask",
+               str(d / "train_mask.npy")])
+    assert rc == 2 and "overlap" in capsys.readouterr().err
+    # features given twice (file has them, and a side file)
+    rc = main([str(files["npz"][0]), "--parts", "2", "--out", str(tmp_path / "s"), "--features",
+               str(d / "features.npy")])
+    assert rc == 2 and "already holds features" in capsys.readouterr().err
+
+
+def test_random_features_are_explicit(tmp_path, capsys, caplog):
+    from argosy.services.partitioner.__main__ import main
+    from argosy.shared.store.reader import PartitionStore
+    g = _graph_with_data(200)
+    npy, _ = _write_all_formats(g, tmp_path / "in")["npy"]
+    assert main([str(npy), "--parts", "2", "--method", "hash", "--out", str(tmp_path / "a")]) == 0
+    assert PartitionStore(tmp_path / "a").manifest.feature_dim == 0          # never added silently
+    with caplog.at_level("WARNING"):
+        assert main([str(npy), "--parts", "2", "--method", "hash", "--out", str(tmp_path / "b"),
+                     "--random-features", "8"]) == 0
+    assert "random features" in caplog.text
+    m = PartitionStore(tmp_path / "b").manifest
+    assert m.feature_dim == 8 and m.partition["random_features"] == 8
+    with pytest.warns(DeprecationWarning, match="--random-features"):
+        assert main([str(npy), "--parts", "2", "--method", "hash", "--out", str(tmp_path / "c"),
+                     "--synthetic-features", "4"]) == 0
+    assert PartitionStore(tmp_path / "c").manifest.feature_dim == 4
+    rc = main([str(tmp_path / "in" / "g.npz"), "--parts", "2", "--out", str(tmp_path / "d"), "--random-features", "4"])
+    assert rc == 2 and "has features" in capsys.readouterr().err
+
+
+def test_unsupported_and_ogb_errors(tmp_path, capsys):
+    from argosy.services.partitioner.__main__ import main
+    p = tmp_path / "g.parquet"
+    p.write_bytes(b"PAR1....")
+    assert main([str(p), "--parts", "2", "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "unsupported format '.parquet'" in err and ".npz" in err and "OGB" in err
+    d = tmp_path / "ogbdir"
+    (d / "raw").mkdir(parents=True)
+    assert main([str(d), "--parts", "2", "--out", str(tmp_path / "s")]) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_real_disk_full_on_out(tmp_path, cora_path):
+    """A real ENOSPC (a 256 KiB tmpfs in a user namespace): 'disk full at PATH', exit 2, nothing left."""
+    import shutil
+    import subprocess
+    import sys
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare not available")
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=256k tmpfs {mnt}"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("cannot mount a tmpfs in a user namespace here")
+    script = (f"mount -t tmpfs -o size=256k tmpfs {mnt} && {sys.executable} -m argosy.services.partitioner "
+              f"{cora_path} --parts 2 --method hash --out {mnt}/sub/store; echo rc=$?; ls -A {mnt}")
+    r = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=300)
+    lines = r.stdout.strip().splitlines()
+    assert lines == ["rc=2"], r.stdout            # exit 2 and the tmpfs is empty again
+    assert f"disk full at {mnt}/sub/store" in r.stderr and "Traceback" not in r.stderr
