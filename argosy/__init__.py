@@ -5,3 +5,13 @@ The library lives in :mod:`argosy.shared` (store format, wire protocol, coordina
 root and are installed under this package by ``pyproject.toml``.
 """
 __version__ = "0.1.0"
+
+__all__ = ["train", "predict", "load_model", "__version__"]
+
+
+def __getattr__(name: str):
+    # The API imports torch; keep `import argosy` (and the CLI's start) light until it is used.
+    if name in ("train", "predict", "load_model"):
+        from argosy import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'argosy' has no attribute {name!r}")

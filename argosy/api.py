@@ -1,0 +1,100 @@
+"""The Python API: the CLI's training job as a function call, with the CLI's defaults.
+
+Example:
+    >>> import argosy                                                         # doctest: +SKIP
+    >>> res = argosy.train("cora.npz", model="gat", run_dir="runs/cora-gat")  # doctest: +SKIP
+    >>> res["test_accuracy"], res["best_checkpoint"]                          # doctest: +SKIP
+    >>> out = argosy.predict("runs/cora-gat")                                  # doctest: +SKIP
+    >>> model = argosy.load_model("runs/cora-gat")                             # doctest: +SKIP
+
+Options are the flags of ``argosy train`` with underscores (``batch_size=512``,
+``fanouts=[25, 10]``, ``normalize_features=False``).  They are turned into that command line and
+parsed by the same parser, so defaults, validation and the job file (``config="job.yaml"``, whose
+values the keyword arguments override) are the CLI's own.
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from argosy.shared.errors import ArgosyError, ConfigError
+
+__all__ = ["train", "predict", "load_model", "train_argv"]
+
+
+def train_argv(data: str | None = None, *, config: str | None = None, **options) -> list[str]:
+    """The ``argosy train`` command line for these arguments (what :func:`train` runs)."""
+    from argosy.services.train_args import _flag_table
+    table = _flag_table()
+    argv = ["train"]
+    if config is not None:
+        argv += ["--config", str(config)]
+    if data is not None:
+        argv += ["--data", str(data)]
+    for key, value in options.items():
+        act = table.get(key)
+        if act is None or key in ("config", "json"):
+            raise ConfigError(f"argosy.train() got an unknown option {key!r} (known: "
+                              f"{', '.join(sorted(k for k in table if k not in ('config', 'json')))})")
+        opt = act.option_strings[0]
+        if isinstance(act, argparse.BooleanOptionalAction):
+            if value is not None:
+                argv.append(opt if value else f"--no-{opt[2:]}")
+        elif act.nargs == 0:
+            if value:
+                argv.append(opt)
+        elif value is not None:
+            argv.append(f"{opt}=" + (",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)))
+    return argv
+
+
+def train(data: str | None = None, *, config: str | None = None, **options) -> dict:
+    """Partition ``data`` (or use ``store=``), train with separate sampler/loader/trainer processes
+    and return the result: the fields of ``argosy train --json`` (``test_accuracy`` and
+    ``val_accuracy`` of the best validation epoch, ``best_epoch``, throughput, ...), plus
+    ``best_checkpoint`` (the best weights) and ``run_dir``.  Raises :class:`ArgosyError` when the
+    job fails.  Mini-batch mode only; the full-graph modes run from the CLI."""
+    from argosy.services.driver import run_local
+    from argosy.services.launch import build_parser
+    from argosy.services.train_args import expand_job_file, finish_args
+    if options.get("mode", "minibatch") != "minibatch":
+        raise ConfigError("argosy.train() runs the mini-batch pipeline; use `argosy train --mode "
+                          f"{options['mode']}` for the full-graph modes")
+    options.pop("mode", None)
+    argv = expand_job_file(train_argv(data, config=config, **options)) + ["--json"]
+    args = finish_args(build_parser().parse_args(argv))
+    args.argv = argv
+    result = run_local(args)
+    if "error" in result:
+        raise ArgosyError(f"training failed: {result['error']} (report: {result.get('report')})")
+    result["run_dir"] = str(Path(result["report"]).parent)
+    return result
+
+
+def predict(run_dir: str | Path, out: str | Path | None = None, *, store: str | Path | None = None,
+            embeddings: bool = False) -> dict:
+    """Predictions for every vertex from a run's best checkpoint, with full neighbourhoods.
+
+    With ``out`` the arrays are written there (``.npz``) and a summary is returned; without, the
+    summary also holds the arrays: ``pred`` int64[n], ``logits`` float32[n, C] and, with
+    ``embeddings=True``, ``embeddings`` float32[n, hidden].
+    """
+    from argosy.inference import predict_store
+    if out is not None:
+        return predict_store(run_dir, out, store=store, embeddings=embeddings)
+    with tempfile.TemporaryDirectory(prefix="argosy-predict-") as tmp:
+        path = Path(tmp) / "pred.npz"
+        res = predict_store(run_dir, path, store=store, embeddings=embeddings)
+        with np.load(path) as z:
+            res.update({k: z[k] for k in z.files})
+        res.pop("out")
+    return res
+
+
+def load_model(run_dir: str | Path, device: str = "cpu"):
+    """The best-validation model of a run, in eval mode (see :func:`argosy.inference.load_model`)."""
+    from argosy.inference import load_model as _load
+    return _load(run_dir, device)
