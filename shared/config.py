@@ -186,6 +186,21 @@ class FullGraphConfig:
 
 
 @dataclass
+class WireConfig:
+    max_message_bytes: int = 1 << 30
+    """Largest message a loader or trainer accepts (libzmq drops a larger frame's connection before
+    allocating it); a batch whose features would exceed it is refused as invalid."""
+    cut_off_after: int = 16
+    """A peer (CURVE key, or connection without CURVE) whose messages fail validation this many
+    times is cut off: its later messages are discarded unread and its key cannot reconnect."""
+
+    def __post_init__(self):
+        if self.max_message_bytes < 1 << 16 or self.cut_off_after < 1:
+            raise ConfigError(f"wire limits too small (max_message_bytes={self.max_message_bytes}, "
+                              f"cut_off_after={self.cut_off_after})")
+
+
+@dataclass
 class JobConfig:
     job: str = "default"
     store: str = ""
@@ -202,6 +217,7 @@ class JobConfig:
     loader: LoaderConfig = field(default_factory=LoaderConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     coord: CoordConfig = field(default_factory=CoordConfig)
+    wire: WireConfig = field(default_factory=WireConfig)
 
     def __post_init__(self):
         for name in ("num_samplers", "num_loaders", "num_trainers"):
@@ -216,7 +232,7 @@ class JobConfig:
         d = json.loads(text)
         try:
             return cls(sampler=SamplerConfig(**d.pop("sampler")), loader=LoaderConfig(**d.pop("loader")),
-                       trainer=TrainerConfig(**d.pop("trainer")), coord=CoordConfig(**d.pop("coord")), **d)
+                       trainer=TrainerConfig(**d.pop("trainer")), coord=CoordConfig(**d.pop("coord")), wire=WireConfig(**d.pop("wire", {})), **d)
         except TypeError as e:
             raise ConfigError(f"job spec does not match this Argosy version ({e})") from None
 
@@ -225,4 +241,5 @@ class JobConfig:
         d = asdict(self)
         for k in ("job", "run_dir", "resume", "num_samplers", "num_loaders", "coord"):
             d.pop(k)
+        d.pop("wire")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
