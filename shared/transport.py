@@ -19,7 +19,8 @@ from argosy.shared.errors import ProtocolError
 from argosy.shared.protocol import Message
 from argosy.shared.wire import DEFAULT_LIMITS, Limits, decode, encode
 
-__all__ = ["make_socket", "bind_random", "send_msg", "recv_msg", "advertise_host", "create_keys", "CurveKeys"]
+__all__ = ["make_socket", "bind_random", "send_msg", "recv_msg", "advertise_host", "create_keys", "CurveKeys",
+           "ZapHandler", "Receiver", "peer_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,13 +30,13 @@ def advertise_host() -> str:
 
 
 class CurveKeys:
-    """Optional ZeroMQ CURVE encryption + authentication between hosts.
+    """ZeroMQ CURVE encryption + authentication with an allow-list of client keys.
 
     ``ARGOSY_CURVE_KEYS=DIR`` (a directory made by :func:`create_keys`, mounted from a Secret in
     Kubernetes) turns it on: sockets that bind are CURVE servers, sockets that connect are CURVE
-    clients that must know the server's public key.  Traffic is encrypted, and a peer without the
-    key directory cannot complete the handshake, so it cannot inject batches.  Per-client allow
-    lists (a ZAP handler over ``DIR/authorized``) are not enforced yet.
+    clients.  A server accepts only clients whose public key is in ``DIR/authorized/*.key``
+    (checked by the context's :class:`ZapHandler`), so holding the server's public key, or any
+    self-made key pair, delivers nothing.
     """
 
     def __init__(self, directory: str):
@@ -48,13 +49,28 @@ class CurveKeys:
             raise ValueError(f"ARGOSY_CURVE_KEYS={directory}: cannot read CURVE keys ({e}); "
                              "create them with `argosy keys DIR`") from None
         self.authorized = d / "authorized"
+        for secret in (d / "server.key_secret", d / "client.key_secret"):
+            if secret.stat().st_mode & 0o077:
+                logger.warning("%s is readable by other users (mode %o); `chmod 600` it", secret,
+                               secret.stat().st_mode & 0o777)
 
     @classmethod
     def from_env(cls) -> "CurveKeys | None":
         d = os.environ.get(envs.CURVE_KEYS)
         return cls(d) if d else None
 
+    def allowed_clients(self) -> set[bytes]:
+        """Z85 public keys of the authorised clients (``DIR/authorized/*.key``)."""
+        import zmq.auth
+        out = set()
+        for f in sorted(self.authorized.glob("*.key")) if self.authorized.is_dir() else []:
+            public, _ = zmq.auth.load_certificate(f)
+            out.add(public)
+        return out
+
     def server(self, ctx: zmq.Context, sock: zmq.Socket) -> None:
+        ZapHandler.for_context(ctx, self)
+        sock.zap_domain = b"argosy"
         sock.curve_secretkey = self.server_secret
         sock.curve_publickey = self.server_public
         sock.curve_server = True
@@ -65,17 +81,105 @@ class CurveKeys:
         sock.curve_serverkey = self.server_public
 
 
-def create_keys(directory: str) -> None:
-    """Write a server and a client CURVE key pair, and authorise the client (``argosy keys DIR``)."""
+class ZapHandler:
+    """The context's ZAP authenticator (RFC 27): who may connect, and a User-Id on every message.
+
+    With CURVE, a client is admitted only if its public key is on the allow-list and was not cut
+    off; its messages carry ``User-Id = "curve:<z85 key>"``.  Without CURVE (NULL mechanism) every
+    connection is admitted and gets its own ``User-Id = "conn:<n>@<address>"``, so a receiver can
+    still tell connections apart and cut one off.  One handler per context, started on the first
+    server socket, serving on a thread until the context terminates.
+    """
+
+    _by_context: dict[int, "ZapHandler"] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, ctx: zmq.Context, keys: "CurveKeys | None"):
+        self.allowed = keys.allowed_clients() if keys is not None else None
+        self.banned: set[str] = set()
+        self.refused = 0
+        self._n = 0
+        self._sock = ctx.socket(zmq.REP)
+        self._sock.linger = 0
+        self._sock.bind("inproc://zeromq.zap.01")
+        self._ctx_id = id(ctx)
+        self._thread = threading.Thread(target=self._serve, name="argosy-zap", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def for_context(cls, ctx: zmq.Context, keys: "CurveKeys | None") -> "ZapHandler":
+        with cls._lock:
+            h = cls._by_context.get(id(ctx))
+            if h is None:
+                h = cls._by_context[id(ctx)] = cls(ctx, keys)
+            elif keys is not None and h.allowed is None:
+                h.allowed = keys.allowed_clients()
+            return h
+
+    def ban(self, user_id: str) -> None:
+        """Refuse this CURVE key from now on (a connection id is simply never seen again)."""
+        self.banned.add(user_id)
+
+    def _decide(self, address: str, mechanism: bytes, credentials: list[bytes]) -> tuple[bytes, bytes, str]:
+        if mechanism == b"CURVE" and len(credentials) == 1 and len(credentials[0]) == 32:
+            key = zmq.utils.z85.encode(credentials[0])
+            uid = "curve:" + key.decode()
+            if self.allowed is None or key not in self.allowed:
+                return b"400", b"client key not authorised", ""
+            if uid in self.banned:
+                return b"400", b"client key cut off", ""
+            return b"200", b"OK", uid
+        if mechanism == b"NULL" and self.allowed is None:
+            self._n += 1
+            return b"200", b"OK", f"conn:{self._n}@{address}"
+        return b"400", b"mechanism not accepted", ""
+
+    def _serve(self) -> None:
+        import zmq.utils.z85  # noqa: F401  (used in _decide)
+        sock = self._sock
+        try:
+            while True:
+                msg = sock.recv_multipart()
+                if len(msg) < 6:
+                    sock.send_multipart([b"1.0", msg[1] if len(msg) > 1 else b"", b"500", b"malformed", b"", b""])
+                    continue
+                version, request_id, _domain, address, _identity, mechanism, *cred = msg
+                code, text, uid = self._decide(address.decode(errors="replace"), mechanism, cred)
+                if code != b"200":
+                    self.refused += 1
+                    logger.warning("refused a %s connection from %s: %s", mechanism.decode(errors="replace"),
+                                   address.decode(errors="replace"), text.decode())
+                sock.send_multipart([version, request_id, code, text, uid.encode(), b""])
+        except zmq.ContextTerminated:
+            pass
+        finally:
+            sock.close(0)
+            with self._lock:
+                if self._by_context.get(self._ctx_id) is self:
+                    del self._by_context[self._ctx_id]
+
+
+def create_keys(directory: str, clients: tuple[str, ...] = ("client",)) -> None:
+    """Write a server key pair and client key pairs, and authorise the clients (``argosy keys DIR``).
+
+    Secret files are created under a 0077 umask (never readable by others, not even briefly); the
+    directory is 0700.  Public keys may be shared; the allow-list is ``DIR/authorized/*.key``.
+    """
     import shutil
     import zmq.auth
     d = Path(directory)
-    (d / "authorized").mkdir(parents=True, exist_ok=True)
-    zmq.auth.create_certificates(d, "server")
-    _, secret = zmq.auth.create_certificates(d, "client")
-    shutil.copy(d / "client.key", d / "authorized" / "client.key")
-    os.chmod(secret, 0o600)
-    os.chmod(d / "server.key_secret", 0o600)
+    old = os.umask(0o077)
+    try:
+        (d / "authorized").mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o700)
+        zmq.auth.create_certificates(d, "server")
+        for name in clients:
+            _, secret = zmq.auth.create_certificates(d, name)
+            shutil.copy(d / f"{name}.key", d / "authorized" / f"{name}.key")
+            os.chmod(secret, 0o600)
+        os.chmod(d / "server.key_secret", 0o600)
+    finally:
+        os.umask(old)
 
 
 def make_socket(ctx: zmq.Context, kind: int, *, sndhwm: int = 8, rcvhwm: int = 8, linger_ms: int = 0,
@@ -90,8 +194,13 @@ def make_socket(ctx: zmq.Context, kind: int, *, sndhwm: int = 8, rcvhwm: int = 8
     keys = CurveKeys.from_env() if curve else None
     if keys is not None:
         keys.server(ctx, sock) if curve == "server" else keys.client(sock)
+    elif curve == "server":                     # no CURVE: ZAP still names each connection
+        ZapHandler.for_context(ctx, None)
+        sock.zap_domain = b"argosy"
     sock.setsockopt(zmq.SNDHWM, sndhwm)
-    sock.setsockopt(zmq.RCVHWM, rcvhwm)
+    # libzmq 4.3 stalls a ZAP-authenticated connection whose receive HWM is 1 (measured: nothing
+    # is ever delivered), so a server socket keeps at least 2.
+    sock.setsockopt(zmq.RCVHWM, max(rcvhwm, 2) if curve == "server" else rcvhwm)
     sock.setsockopt(zmq.LINGER, linger_ms)
     sock.setsockopt(zmq.IMMEDIATE, 1)          # never queue for a peer that is not connected yet
     if max_msg_bytes:
@@ -139,3 +248,80 @@ def recv_msg(sock: zmq.Socket, timeout_ms: int = 200, limits: Limits = DEFAULT_L
         return None
     frames = sock.recv_multipart(copy=False)
     return decode(frames, limits)
+
+
+def peer_of(frame) -> str:
+    """The User-Id the ZAP handler gave the sending connection ("" on a socket without ZAP)."""
+    try:
+        return frame.get("User-Id") or ""
+    except (zmq.ZMQError, AttributeError):
+        return ""
+
+
+class Receiver:
+    """Receive, decode and validate messages on one socket; bad ones are dropped, never raised.
+
+    Each bad message (undecodable, or refused by ``check``) is counted in ``bad_messages`` and
+    charged to its peer: the CURVE key, or the connection when CURVE is off (see
+    :class:`ZapHandler`).  After ``cut_off_after`` bad messages a peer is cut off: its later
+    messages are discarded before decoding (``cut_off_messages``) and, with CURVE, its key can no
+    longer connect.  Counters go to ``coord`` (``Coordinator.incr``) at most once a second.
+
+    Args:
+        check: ``msg -> msg`` raising :class:`ProtocolError` for a message this service must not use.
+    """
+
+    def __init__(self, sock: zmq.Socket, check=None, limits: Limits = DEFAULT_LIMITS, coord=None,
+                 cut_off_after: int = 16, name: str = ""):
+        self.sock, self.check, self.limits, self.coord = sock, check, limits, coord
+        self.cut_off_after, self.name = cut_off_after, name
+        self.strikes: dict[str, int] = {}
+        self.cut_off: set[str] = set()
+        self.totals = {"bad_messages": 0, "cut_off_messages": 0, "peers_cut_off": 0}
+        self._unflushed = dict.fromkeys(self.totals, 0)
+        self._last_flush = time.monotonic()
+        self.last_frames: list = []
+        """Frames of the last message received (for byte accounting)."""
+
+    def _count(self, key: str) -> None:
+        self.totals[key] += 1
+        self._unflushed[key] += 1
+
+    def flush(self, force: bool = False) -> None:
+        if self.coord is None or not any(self._unflushed.values()):
+            return
+        if force or time.monotonic() - self._last_flush > 1.0:
+            self.coord.incr(**{k: float(v) for k, v in self._unflushed.items() if v})
+            self._unflushed = dict.fromkeys(self.totals, 0)
+            self._last_flush = time.monotonic()
+
+    def _strike(self, peer: str, err: Exception) -> None:
+        self._count("bad_messages")
+        n = self.strikes[peer] = self.strikes.get(peer, 0) + 1
+        if n <= 3:
+            logger.warning("%sdropped a bad message from %s: %s", self.name and self.name + ": ", peer or "?", err)
+        if n >= self.cut_off_after and peer:
+            self.cut_off.add(peer)
+            self._count("peers_cut_off")
+            if peer.startswith("curve:"):
+                h = ZapHandler._by_context.get(id(self.sock.context))
+                if h is not None:
+                    h.ban(peer)
+            logger.warning("cut off %s after %d bad messages", peer, n)
+
+    def recv(self, timeout_ms: int = 200) -> Message | None:
+        """One valid message, or None (timeout, or the message was dropped)."""
+        self.flush()
+        if not self.sock.poll(timeout_ms, zmq.POLLIN):
+            return None
+        frames = self.last_frames = self.sock.recv_multipart(copy=False)
+        peer = peer_of(frames[0])
+        if peer in self.cut_off:
+            self._count("cut_off_messages")
+            return None
+        try:
+            msg = decode(frames, self.limits)
+            return self.check(msg) if self.check is not None else msg
+        except ProtocolError as e:
+            self._strike(peer, e)
+            return None

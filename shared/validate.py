@@ -1,0 +1,271 @@
+"""Semantic checks of decoded wire messages, run before anything uses them.
+
+:mod:`shared.wire` guarantees a message is well formed (version, kind, fields, frame sizes).
+This module checks that it makes sense *for this job*: node ids inside the store, edge ids
+inside the batch, hop offsets that are monotone prefixes of matching lengths, sizes within
+bounds derived from the config and the store (Python ints, no overflow), labels inside the
+classes, a work reference naming one of this job's work streams (never the state key or any
+other Redis key), and a batch id of the plan whose seeds are exactly the plan's seeds (so a
+forged batch cannot take a real batch's slot).  A failed check raises
+:class:`~shared.errors.InvalidMessageError`; :class:`~shared.transport.Receiver` drops and counts it.
+
+Example:
+    >>> v = MessageValidator(cfg, "loader", job="j")     # doctest: +SKIP
+    >>> v(msg)                                                  # doctest: +SKIP  (returns msg or raises)
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from argosy.shared import keys
+from argosy.shared.config import JobConfig
+from argosy.shared.errors import InvalidMessageError
+from argosy.shared.plan import PHASES, WorkItem, plan_phase, split_order
+from argosy.shared.protocol import FeatureBatch, Message, SampledBatch
+from argosy.shared.store import PartitionStore
+from argosy.shared.transport import Receiver
+from argosy.shared.wire import Limits
+
+__all__ = ["BatchBounds", "MessageValidator", "PlanIndex", "check_sampled_batch", "check_feature_batch",
+           "check_work_ref", "job_plan", "job_receiver"]
+
+_WORK_ID = re.compile(r"\d{1,20}-\d{1,20}")
+_INT_DTYPES = {"nodes": "int64", "hop_nodes": "int64", "hop_edges": "int64", "degrees": "int32",
+               "edge_src": "int32", "edge_dst": "int32", "labels": "int64"}
+
+
+def _bad(msg: Message, what: str) -> InvalidMessageError:
+    return InvalidMessageError(f"{type(msg).__name__} batch {getattr(msg, 'batch_id', '?')!r}: {what}")
+
+
+@dataclass(frozen=True)
+class BatchBounds:
+    """What a valid batch of this job can contain, from the store and the config."""
+
+    num_nodes: int
+    num_parts: int
+    num_classes: int
+    feature_dim: int
+    feature_dtype: str
+    hops: int
+    epochs: int
+    trainers: int
+    max_seeds: int
+    max_nodes: int
+    max_edges: int
+    max_degree: int
+    max_message_bytes: int
+
+    @classmethod
+    def from_job(cls, cfg: JobConfig, store: PartitionStore) -> "BatchBounds":
+        """Bounds from the manifest alone (a process may hold only some parts)."""
+        m = store.manifest
+        n, k = int(m.num_nodes), int(m.num_parts)
+        nnz = sum(int(e.num_edges) for e in m.parts)
+        s = cfg.sampler
+        max_seeds = max(int(s.batch_size), int(s.eval_batch_size))
+        # Per hop the widest of the train and eval fanouts (-1 = all neighbours); every count is a
+        # Python int, capped by the graph, so no product can overflow.
+        nodes, edges = max_seeds, 0
+        for f_train, f_eval in zip(s.fanouts, s.eval_fanouts):
+            if -1 in (f_train, f_eval):
+                edges, nodes = edges + nnz, n
+            else:
+                f = max(f_train, f_eval)
+                edges, nodes = edges + min(nodes * f, nnz), min(nodes * (1 + f), n)
+        return cls(num_nodes=n, num_parts=k, num_classes=max(int(m.num_classes), 1), feature_dim=int(m.feature_dim),
+                   feature_dtype=str(m.feature_dtype or "float32"), hops=len(s.fanouts), epochs=int(cfg.trainer.epochs),
+                   trainers=int(cfg.num_trainers), max_seeds=max_seeds, max_nodes=min(nodes, n),
+                   max_edges=edges, max_degree=min(nnz, 2**31 - 1), max_message_bytes=int(cfg.wire.max_message_bytes))
+
+
+def check_work_ref(b: SampledBatch, job: str, bounds: BatchBounds) -> None:
+    """Scalars, and the work reference: it must name this job's stream of the batch's part."""
+    if b.job != job:
+        raise _bad(b, f"belongs to job {b.job[:80]!r}, not {job!r}")
+    if b.phase not in PHASES:
+        raise _bad(b, f"phase {b.phase[:40]!r} is not one of {PHASES}")
+    for name, hi in (("epoch", bounds.epochs), ("part", bounds.num_parts), ("trainer_rank", bounds.trainers)):
+        v = getattr(b, name)
+        if not isinstance(v, int) or not 0 <= v < hi:
+            raise _bad(b, f"{name} {v!r} outside [0, {hi})")
+    if not isinstance(b.batch_id, int) or b.batch_id < 0 or b.batch_id >= 2**62:
+        raise _bad(b, f"batch id {b.batch_id!r} out of range")
+    want = keys.work_stream(job, b.part)
+    if b.work_stream != want:
+        raise _bad(b, f"work_stream {b.work_stream[:120]!r} is not this job's stream of part {b.part} ({want!r})")
+    if not _WORK_ID.fullmatch(b.work_id):
+        raise _bad(b, f"work_id {b.work_id[:60]!r} is not a stream entry id")
+    for name in ("sample_seconds",) + (("load_seconds",) if isinstance(b, FeatureBatch) else ()):
+        v = getattr(b, name)
+        if not math.isfinite(v) or v < 0:
+            raise _bad(b, f"{name} {v!r} is not a finite duration")
+
+
+def check_sampled_batch(b: SampledBatch, bounds: BatchBounds) -> None:
+    """Shapes, dtypes, id ranges and hop structure of the blocks (see :class:`SampledBatch`)."""
+    for name in SampledBatch.ARRAYS:
+        a = getattr(b, name)
+        if a.ndim != 1 or a.dtype.name != _INT_DTYPES[name]:
+            raise _bad(b, f"{name} must be 1-d {_INT_DTYPES[name]} (got {a.ndim}-d {a.dtype})")
+    H = bounds.hops
+    hn, he = b.hop_nodes, b.hop_edges
+    if hn.shape[0] != H + 1 or he.shape[0] != H + 1:
+        raise _bad(b, f"hop_nodes/hop_edges have {hn.shape[0]}/{he.shape[0]} entries, this job samples {H} hops "
+                      f"(expected {H + 1})")
+    N, E = b.nodes.shape[0], b.edge_src.shape[0]
+    if not 1 <= N <= bounds.max_nodes:
+        raise _bad(b, f"{N} nodes, outside [1, {bounds.max_nodes}] for this job's batch size and fanouts")
+    if E > bounds.max_edges:
+        raise _bad(b, f"{E} edges, over the {bounds.max_edges} this job's batch size and fanouts allow")
+    feat_bytes = N * bounds.feature_dim * max(np.dtype(bounds.feature_dtype or "float32").itemsize, 1)
+    if feat_bytes > bounds.max_message_bytes:
+        raise _bad(b, f"{N} nodes need {feat_bytes} feature bytes, over the wire.max_message_bytes limit "
+                      f"of {bounds.max_message_bytes}")
+    if b.degrees.shape[0] != N or b.edge_dst.shape[0] != E:
+        raise _bad(b, f"degrees ({b.degrees.shape[0]}) and edge_dst ({b.edge_dst.shape[0]}) must match "
+                      f"nodes ({N}) and edge_src ({E})")
+    if not (1 <= hn[0] <= bounds.max_seeds and hn[-1] == N and np.all(np.diff(hn) >= 0)):
+        raise _bad(b, f"hop_nodes {hn.tolist()[:8]} must rise from 1..{bounds.max_seeds} seeds to {N} nodes")
+    if not (he[0] == 0 and he[-1] == E and np.all(np.diff(he) >= 0)):
+        raise _bad(b, f"hop_edges {he.tolist()[:8]} must rise from 0 to {E} edges")
+    lo, hi = int(b.nodes.min()), int(b.nodes.max())
+    if lo < 0 or hi >= bounds.num_nodes:
+        raise _bad(b, f"node ids span [{lo}, {hi}], outside the store's [0, {bounds.num_nodes})")
+    if E:
+        counts = np.diff(he)
+        src_lim = np.repeat(hn[1:], counts)          # hop h: sources < hop_nodes[h], targets < hop_nodes[h-1]
+        dst_lim = np.repeat(hn[:-1], counts)
+        if (b.edge_src < 0).any() or (b.edge_src >= src_lim).any():
+            raise _bad(b, "edge_src holds local ids outside its hop's source nodes")
+        if (b.edge_dst < 0).any() or (b.edge_dst >= dst_lim).any():
+            raise _bad(b, "edge_dst holds local ids outside its hop's destination nodes")
+    if N and (int(b.degrees.min()) < 0 or int(b.degrees.max()) > bounds.max_degree):
+        raise _bad(b, f"degrees outside [0, {bounds.max_degree}] (the store's adjacency entries)")
+    seeds = b.nodes[:int(hn[0])]
+    if np.unique(seeds).shape[0] != seeds.shape[0]:
+        raise _bad(b, "duplicate seed ids")
+    if not 0 <= b.remote_neighbors <= E:
+        raise _bad(b, f"remote_neighbors {b.remote_neighbors} outside [0, {E}]")
+
+
+def check_feature_batch(fb: FeatureBatch, bounds: BatchBounds) -> None:
+    """Feature rows aligned with the nodes in the store's width and dtype, finite; labels of the seeds in range."""
+    N, S = fb.nodes.shape[0], fb.num_seeds
+    x, y = fb.features, fb.labels
+    if x.ndim != 2 or x.shape != (N, bounds.feature_dim) or x.dtype.name != bounds.feature_dtype:
+        raise _bad(fb, f"features {x.dtype}{list(x.shape)} must be {bounds.feature_dtype}[{N}, {bounds.feature_dim}]")
+    if y.ndim != 1 or y.dtype.name != "int64" or y.shape[0] != S:
+        raise _bad(fb, f"labels {y.dtype}{list(y.shape)} must be int64[{S}] (one per seed)")
+    if S and (int(y.min()) < -1 or int(y.max()) >= bounds.num_classes):
+        raise _bad(fb, f"labels span [{int(y.min())}, {int(y.max())}], outside [-1, {bounds.num_classes})")
+    if not 0 <= fb.remote_feature_rows <= N:
+        raise _bad(fb, f"remote_feature_rows {fb.remote_feature_rows} outside [0, {N}]")
+    if x.size and not np.isfinite(x).all():
+        raise _bad(fb, "features hold NaN or inf")
+
+
+def job_plan(cfg: JobConfig, store: PartitionStore, epoch: int, phase: str, world: int | None = None) -> list[WorkItem]:
+    """The plan of one epoch/phase exactly as the trainers derive it."""
+    s = cfg.sampler
+    return plan_phase(store, phase, epoch, s.batch_size if phase == "train" else s.eval_batch_size,
+                      world or cfg.num_trainers, None if phase == "train" else s.eval_max_nodes)
+
+
+class PlanIndex:
+    """Plans and seed orders of recent epochs/phases, so a batch can be checked against its item.
+
+    The trainer hands in the plan it already built (:meth:`put`); a loader derives plans on
+    demand.  A few are kept (the current phase and stragglers of the previous ones).
+    """
+
+    def __init__(self, cfg: JobConfig, store: PartitionStore, keep: int = 4):
+        self.cfg, self.store, self.keep = cfg, store, keep
+        self._plans: OrderedDict[tuple[int, str], dict[int, WorkItem]] = OrderedDict()
+        self._orders: OrderedDict[tuple[int, str, int], np.ndarray] = OrderedDict()
+
+    def put(self, epoch: int, phase: str, plan: list[WorkItem]) -> None:
+        self._plans[(epoch, phase)] = {it.batch_id: it for it in plan}
+        self._plans.move_to_end((epoch, phase))
+        while len(self._plans) > self.keep:
+            self._plans.popitem(last=False)
+
+    def item(self, epoch: int, phase: str, batch_id: int) -> WorkItem | None:
+        key = (epoch, phase)
+        if key not in self._plans:
+            self.put(epoch, phase, job_plan(self.cfg, self.store, epoch, phase))
+        return self._plans[key].get(batch_id)
+
+    def seeds(self, it: WorkItem) -> np.ndarray:
+        key = (it.epoch if it.phase == "train" else 0, it.phase, it.part)
+        order = self._orders.get(key)
+        if order is None:
+            order = self._orders[key] = split_order(self.store, it.part, it.phase, self.cfg.seed, it.epoch)
+            while len(self._orders) > self.keep * self.store.num_parts:
+                self._orders.popitem(last=False)
+        return order[it.offset:it.offset + it.count]
+
+
+class MessageValidator:
+    """Callable that returns a message if it is valid for ``role`` in this job, else raises.
+
+    Args:
+        role: ``"loader"`` (accepts :class:`SampledBatch` only) or ``"trainer"`` (accepts
+            :class:`FeatureBatch` addressed to ``rank`` only).
+        job: the job id the coordinator uses (work streams are named after it).
+    """
+
+    def __init__(self, cfg: JobConfig, role: str, rank: int | None = None, job: str | None = None,
+                 store: PartitionStore | None = None):
+        if role not in ("loader", "trainer"):
+            raise ValueError(f"role must be 'loader' or 'trainer' (got {role!r})")
+        self.role, self.rank, self.job = role, rank, job or cfg.job
+        # Its own view of the whole store (read lazily, memory-mapped): the plan needs every
+        # part's split sizes even in a process that holds only some parts.
+        store = store if store is not None and getattr(store, "allowed", None) is None else PartitionStore(cfg.store)
+        self.bounds = BatchBounds.from_job(cfg, store)
+        self.plans = PlanIndex(cfg, store)
+
+    def set_plan(self, epoch: int, phase: str, plan: list[WorkItem]) -> None:
+        self.plans.put(epoch, phase, plan)
+
+    def __call__(self, msg: Message) -> Message:
+        want = SampledBatch if self.role == "loader" else FeatureBatch
+        if type(msg) is not want:
+            raise InvalidMessageError(f"a {self.role} accepts {want.__name__} only (got {type(msg).__name__})")
+        b: SampledBatch = msg          # type: ignore[assignment]
+        check_work_ref(b, self.job, self.bounds)
+        if self.rank is not None and b.trainer_rank != self.rank:
+            raise _bad(b, f"addressed to trainer rank {b.trainer_rank}, this is rank {self.rank}")
+        check_sampled_batch(b, self.bounds)
+        if isinstance(b, FeatureBatch):
+            check_feature_batch(b, self.bounds)
+        it = self.plans.item(b.epoch, b.phase, b.batch_id)
+        if it is None:
+            raise _bad(b, f"is not in the plan of epoch {b.epoch} {b.phase}")
+        if (it.part, it.trainer_rank) != (b.part, b.trainer_rank):
+            raise _bad(b, f"plan says part {it.part} rank {it.trainer_rank}, message says part {b.part} "
+                          f"rank {b.trainer_rank}")
+        want_seeds = self.plans.seeds(it)
+        if b.num_seeds != want_seeds.shape[0] or not np.array_equal(b.nodes[:b.num_seeds], want_seeds):
+            raise _bad(b, f"seeds differ from the plan's {want_seeds.shape[0]} seeds of epoch {b.epoch} {b.phase}")
+        return msg
+
+
+def job_receiver(sock, cfg: JobConfig, coord, role: str, rank: int | None = None) -> Receiver:
+    """The receive path of a loader or trainer: size limits from ``cfg.wire``, then :class:`MessageValidator`.
+
+    libzmq's ``MAXMSGSIZE`` makes a peer that sends a larger frame lose its connection before
+    the frame is allocated; the decoder and the validator refuse the rest.
+    """
+    import zmq
+    limit = int(cfg.wire.max_message_bytes)
+    sock.setsockopt(zmq.MAXMSGSIZE, limit)
+    check = MessageValidator(cfg, role, rank=rank, job=coord.job if coord is not None else None)
+    return Receiver(sock, check, limits=Limits(max_frame_bytes=limit, max_message_bytes=limit), coord=coord,
+                    cut_off_after=cfg.wire.cut_off_after, name=role if rank is None else f"{role} {rank}")
