@@ -296,7 +296,7 @@ def run_local(args) -> dict:
     run_dir = Path(args.run_dir or Path("runs") / job)
     run_dir.mkdir(parents=True, exist_ok=True)
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
-    embedded = stack = driver = None
+    embedded = stack = driver = netsim = None
     result, epochs, autoscale, t_start = {}, [], [], time.time()
     try:
         part_res = None
@@ -323,11 +323,22 @@ def run_local(args) -> dict:
         cfg.resume = bool(getattr(args, "resume", False))
         check_trainable(store, cfg)               # before any service starts: no silent fallbacks
         url = args.redis or envs.get(envs.REDIS_URL)
+        if getattr(args, "hosts", 0):              # simulated hosts: namespaces, shaped links, Redis in its own
+            from argosy.services.netsim import NamespacedRedis, NetSim, make_stack, parse_rate
+            if url:
+                raise ArgosyError("--hosts runs its own Redis in a namespace; drop --redis / $ARGOSY_REDIS_URL")
+            cfg.num_samplers, cfg.num_loaders = max(cfg.num_samplers, args.hosts), max(cfg.num_loaders, args.hosts)
+            netsim = NetSim(args.hosts, parse_rate(args.link_rate), args.link_delay,
+                            parse_rate(args.trainer_link_rate)).start()
+            embedded = NamespacedRedis(netsim, str((run_dir / "redis").resolve())).start()
+            url = embedded.url
+            stack = make_stack(netsim, job, url, run_dir, netsim.stage(store, run_dir / "hosts"), embedded.proc.pid)
         if not url:
             # append-only file in the run dir: if the server dies, the driver restarts it with the job's state
             embedded = EmbeddedRedis(data_dir=str((run_dir / "redis").resolve())).start()
             url = embedded.url
-        stack = LocalStack(job, url, run_dir, redis_pid=embedded.proc.pid if embedded else None)
+        if stack is None:
+            stack = LocalStack(job, url, run_dir, redis_pid=embedded.proc.pid if embedded else None)
         coord = Coordinator(url, job)
         coord.delete_job()
         coord.put_spec(cfg)
@@ -351,6 +362,8 @@ def run_local(args) -> dict:
             print(f"argosy: job {job} failed: {result.get('error')}", file=sys.stderr)
         stack.stop()
         try:
+            from argosy.shared.halo import wire_summary
+            result = {**result, **wire_summary(coord.metrics())}
             epochs = coord.epochs()
             autoscale = read_autoscale_decisions(coord)
         except ArgosyError:
@@ -364,9 +377,14 @@ def run_local(args) -> dict:
             embedded.stop()
         if stack is not None:
             stack.close()
+        if netsim is not None:
+            netsim.close()
         for s, h in previous.items():
             signal.signal(s, h)
     from argosy.shared.report import write_report
+    if netsim is not None:
+        result["hosts"] = {"count": netsim.hosts, "link_rate_bits": netsim.rate, "link_delay": netsim.delay,
+                           "trainer_link_rate_bits": netsim.trainer_rate}
     result = {**result, "wall_seconds": time.time() - t_start, "restarts": driver.restarts,
               "trainer_restarts": driver.trainer_restarts}
     extra = {"job": job, "store": str(store), "config": json.loads(cfg.to_json()), "partition": part_res,

@@ -106,7 +106,8 @@ def _print_result(res: dict, as_json: bool) -> None:
         return
     keys = ("test_accuracy", "val_accuracy", "best_epoch", "epochs", "epoch_seconds", "batches_per_second",
             "sampled_edges_per_second", "trainer_idle_fraction", "remote_fraction", "seeds_planned", "seeds_trained",
-            "duplicates", "wall_seconds", "seeds_redelivered", "seeds_dropped", "restarts", "trainer_restarts", "error")
+            "duplicates", "wall_seconds", "seeds_redelivered", "seeds_dropped", "restarts", "trainer_restarts",
+            "wire_bytes", "ipc_bytes", "halo_bytes", "halo_cache_hit_rate", "simulation", "error")
     for k in keys:
         if k in res:
             v = res[k]

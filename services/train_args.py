@@ -9,7 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from argosy.shared.config import MODEL_DEFAULTS, CoordConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig
+from argosy.shared.config import (MODEL_DEFAULTS, CoordConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig,
+                                  parse_size)
 from argosy.shared.errors import ConfigError
 
 __all__ = ["add_train_args", "add_mode_args", "job_config", "fullgraph_argv", "finish_args", "expand_job_file",
@@ -78,6 +79,18 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                    help="give a graph WITHOUT features DIM random ones (systems benchmarks; without this flag a "
                         "graph with no features is an error)")
     p.add_argument("--work-factor", type=int, default=_default(T, "work_factor"), help=argparse.SUPPRESS)
+    p.add_argument("--simulate-gpu-step", type=_seconds, nargs="?", const=0.005, default=_default(T, "simulate_gpu_step"),
+                   metavar="TIME", help="SIMULATION, never the default: trainers receive, decode and acknowledge every "
+                   "batch but wait TIME (e.g. 5ms) instead of forward/backward, standing in for a GPU whose step time "
+                   "was measured elsewhere; accuracies are then meaningless. Without a value: 5ms, a round assumed "
+                   "figure, not a measurement (pass your GPU's measured step time)")
+    p.add_argument("--hosts", type=int, default=0, metavar="N",
+                   help="run on N simulated hosts (network namespaces on this machine, root needed): one sampler and "
+                        "loader per host holding only its parts, trainers and Redis in their own namespaces")
+    p.add_argument("--link-rate", default="1gbit", help="--hosts: rate of each host's link (tc tbf; default 1gbit; none = unshaped)")
+    p.add_argument("--link-delay", default=None, help="--hosts: one-way delay added to each host link, e.g. 0.2ms (needs netem)")
+    p.add_argument("--trainer-link-rate", default=None, help="--hosts: rate of the trainers' link (default unshaped)")
+    p.add_argument("--halo-cache", default="64M", help="bytes of hot remote rows each sampler and loader caches (default 64M)")
     p.add_argument("--seed", type=int, default=_default(JobConfig, "seed"))
     p.add_argument("--redis", default=None, help="Redis URL (default $ARGOSY_REDIS_URL, else an embedded server)")
     p.add_argument("--job", default=None, help="job id (default: generated)")
@@ -166,6 +179,24 @@ def expand_job_file(argv: list[str]) -> list[str]:
     return argv[:cut] + flags + argv[cut:]
 
 
+def _seconds(text: str) -> float:
+    """``5ms``, ``250us``, ``0.01s`` or plain seconds -> seconds."""
+    s = str(text).strip().lower()
+    for suffix, mult in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0)):
+        if s.endswith(suffix):
+            s, m = s[:-len(suffix)], mult
+            break
+    else:
+        m = 1.0
+    try:
+        v = float(s) * m
+    except ValueError:
+        raise ConfigError(f"cannot parse a duration from {text!r} (expected e.g. 5ms)") from None
+    if v < 0:
+        raise ConfigError(f"duration must be >= 0 (got {text!r})")
+    return v
+
+
 def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -> JobConfig:
     fan = tuple(int(x) for x in args.fanouts.split(","))
     return JobConfig(
@@ -173,12 +204,14 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
         num_samplers=args.samplers, num_loaders=args.loaders, num_trainers=args.trainers,
         sampler=SamplerConfig(fanouts=fan, eval_fanouts=tuple([-1] * len(fan)) if args.eval_fanouts is None
                               else tuple(int(x) for x in args.eval_fanouts.split(",")), batch_size=args.batch_size,
-                              eval_max_nodes=args.eval_max_nodes),
-        loader=LoaderConfig(),
+                              eval_max_nodes=args.eval_max_nodes,
+                              halo_cache_bytes=parse_size(getattr(args, "halo_cache", None) or "64M")),
+        loader=LoaderConfig(halo_cache_bytes=parse_size(getattr(args, "halo_cache", None) or "64M")),
         trainer=TrainerConfig(model=args.model, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
                               weight_decay=args.weight_decay, epochs=args.epochs, device=args.device,
                               work_factor=args.work_factor, normalize_features=args.normalize_features,
-                              patience=args.patience, heads=args.heads),
+                              patience=args.patience, heads=args.heads,
+                              simulate_gpu_step=getattr(args, "simulate_gpu_step", 0.0)),
         coord=CoordConfig(claim_timeout=args.claim_timeout, peer_timeout=args.peer_timeout))
 
 
