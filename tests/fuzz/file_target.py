@@ -90,7 +90,7 @@ def _valid_seeds() -> list[tuple[str, bytes]]:
 
 def seeds() -> list[bytes]:
     out = [bytes([_suffix_of(name)]) + data for name, data in _valid_seeds()]
-    for d in ("graphs", "file"):
+    for d in ("graphs", "accepted", "file"):
         root = CORPUS / d
         if not root.is_dir():
             continue
@@ -186,7 +186,7 @@ def _mutate_npy(raw: bytes, rng: random.Random) -> bytes:
     else:
         shape = rng.choice([(), (1,), tuple(shape) + (1,), tuple(shape[:1])])
     head = ("{'descr': %r, 'fortran_order': %r, 'shape': %r, }" % (descr, fortran, tuple(shape))).encode()
-    if descr.startswith("["):
+    if isinstance(descr, str) and descr.startswith("["):
         head = head.replace(repr(descr).encode(), descr.encode())
     pad = 64 - (10 + len(head) + 1) % 64
     head = head + b" " * pad + b"\n"

@@ -133,3 +133,11 @@ def test_disk_full_names_the_output_not_the_input(tmp_path, cora_path, capsys, m
     assert "cora" not in err.split("disk full")[0]
     assert not (tmp_path / "out").exists()
     assert real is not None
+
+
+def test_file_fuzzer_short_run():
+    """A few hundred mutated files through both readers: no crash, no disagreement."""
+    from tests.fuzz import fuzz
+    stats = fuzz("file", seconds=60, seed=7, max_executions=300, save_crashes=False, log_every=0)
+    assert stats.executions == 300 and stats.rejected > 0
+    assert stats.crashes == [], stats.crashes
