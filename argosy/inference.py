@@ -60,13 +60,16 @@ def load_checkpoint(run_dir: str | Path, device: str | torch.device = "cpu") -> 
 
 
 def load_model(run_dir: str | Path, device: str | torch.device = "cpu") -> torch.nn.Module:
-    """The best-validation model of a run, as its author wrote it, in eval mode.
+    """The best-validation model of a run, as its author wrote it, in eval mode; ``model.argosy_info``
+    says how it was trained (best epoch, accuracies, job config, ``normalize_features``).
 
     Built-in models are :class:`~argosy.shared.models.GNN` (``forward(x, blocks)``); a
     ``MODULE:FACTORY`` model is the factory's own module (e.g. PyG's ``forward(x, edge_index)``).
     """
-    model, _ = load_checkpoint(run_dir, device)
-    return getattr(model, "inner", model)
+    model, info = load_checkpoint(run_dir, device)
+    model = getattr(model, "inner", model)
+    model.argosy_info = info            # epoch, accuracies, config, normalize_features: how it was trained
+    return model
 
 
 class _Rows:

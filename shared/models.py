@@ -43,6 +43,20 @@ class Blocks:
         e0, e1 = self.hop_edges[h - 1], self.hop_edges[h]
         return self.edge_src[e0:e1], self.edge_dst[e0:e1], self.hop_nodes[h], self.hop_nodes[h - 1]
 
+    @classmethod
+    def full_graph(cls, indptr, indices, num_layers: int, device: str | torch.device = "cpu") -> "Blocks":
+        """Every vertex, every edge, at every hop: a block model on a whole (small) graph in one call.
+
+        Shapes: indptr int[n + 1], indices int[E] (CSR, neighbours of row v are in-edges of v).
+        """
+        indptr = torch.as_tensor(indptr, dtype=torch.int64)
+        n, E = indptr.shape[0] - 1, int(indptr[-1])
+        dst = torch.repeat_interleave(torch.arange(n), indptr.diff())
+        src = torch.as_tensor(indices, dtype=torch.int64)
+        return cls(hop_nodes=[n] * (num_layers + 1), hop_edges=[h * E for h in range(num_layers + 1)],
+                   edge_src=src.repeat(num_layers).to(device), edge_dst=dst.repeat(num_layers).to(device),
+                   degrees=indptr.diff().to(device, torch.float32))
+
     def edge_index(self) -> Tensor:
         """The sampled subgraph as one PyG ``edge_index`` (row 0 source, row 1 target, local ids).
 
