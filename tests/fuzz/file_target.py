@@ -150,6 +150,35 @@ def run_one(data: bytes) -> None:
         assert ref is not None and np.array_equal(arr, ref), f"{name} differs"
         if name == "features":
             assert np.isfinite(arr).all()
+    _check_store(path, g)
+
+
+def _check_store(path: Path, g) -> None:
+    """An accepted file also partitions (exit 0) into a store holding the same graph and node data."""
+    import contextlib
+    import shutil
+
+    from argosy.services.partitioner.__main__ import main
+    from argosy.shared.store.reader import PartitionStore
+
+    out = _DIR / "store"
+    shutil.rmtree(out, ignore_errors=True)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        rc = main([str(path), "--parts", "2" if g.num_nodes > 1 else "1", "--method", "hash", "--out", str(out)])
+    assert rc == 0, f"load_graph accepted {path.name} but the partitioner failed: {err.getvalue()[-500:]}"
+    store = PartitionStore(out)
+    indptr, indices = store.global_csr()
+    assert np.array_equal(indptr, g.indptr) and np.array_equal(indices, g.indices), "store CSR differs"
+    for p in range(store.num_parts):
+        pd = store.part(p)
+        for name in ("features", "labels", "train_mask", "val_mask", "test_mask"):
+            ref = getattr(g, name)
+            got = getattr(pd, name)
+            assert (ref is None) == (got is None), f"store {name} presence differs"
+            if ref is not None:
+                assert np.array_equal(np.asarray(got), ref[np.asarray(pd.nodes)]), f"store {name} differs"
+    shutil.rmtree(out, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------
