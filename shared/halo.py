@@ -40,7 +40,7 @@ from argosy.shared.wire import Limits, decode, encode
 
 __all__ = ["host_label", "assign_parts", "Membership", "HaloServer", "HaloClient", "WireCounter",
            "AdjacencyCache", "FeatureCache", "hot_halo", "gather_csr_rows", "scatter_csr", "frames_bytes",
-           "wire_summary", "MAX_REQUEST_IDS"]
+           "wire_summary", "MAX_REQUEST_IDS", "rss_bytes", "peak_rss_bytes", "memory_fields"]
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +168,23 @@ class WireCounter:
         return out
 
 
+def rss_bytes() -> int:
+    """Resident set size of this process now (bytes)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process (bytes)."""
+    import resource
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def memory_fields(service_id: str, baseline: int) -> dict[str, float]:
+    """What a sampler/loader reports once, at exit: its peak RSS and its RSS before it loaded any part."""
+    return {f"peak_rss_bytes:{service_id}": float(peak_rss_bytes()), f"base_rss_bytes:{service_id}": float(baseline)}
+
+
 def wire_summary(metrics: dict[str, float]) -> dict:
     """``wire_bytes`` (cross-host), ``ipc_bytes``, ``halo_bytes``, per epoch and in total, with the
     halo cache hit rate, from the job's Redis metrics hash."""
@@ -180,7 +197,9 @@ def wire_summary(metrics: dict[str, float]) -> dict:
             "ipc_bytes": metrics.get("ipc_bytes_sent", 0.0), "ipc_bytes_per_epoch": per_epoch("ipc_bytes_e"),
             "halo_bytes": metrics.get("halo_bytes_sent", 0.0), "halo_bytes_per_epoch": per_epoch("halo_bytes_e"),
             "halo_rows": metrics.get("halo_rows", 0.0),
-            "halo_cache_hit_rate": hits / (hits + misses) if hits + misses else 0.0}
+            "halo_cache_hit_rate": hits / (hits + misses) if hits + misses else 0.0,
+            "peak_rss_bytes": {k.split(":", 1)[1]: v for k, v in metrics.items() if k.startswith("peak_rss_bytes:")},
+            "base_rss_bytes": {k.split(":", 1)[1]: v for k, v in metrics.items() if k.startswith("base_rss_bytes:")}}
 
 
 # ---------------------------------------------------------------------------------------------
