@@ -113,3 +113,57 @@ def test_write_dcsbm_edge_list_is_deterministic_and_planted(tmp_path):
     inside = (orig[x[:, 0]] // 500) == (orig[x[:, 1]] // 500)
     assert 0.88 < inside.mean() < 0.95  # 90 % inside + ~1 % of the 10 % land inside by chance
     assert not (tmp_path / "a.npy.tmp").exists()
+
+
+def test_ogb_directory_reads_as_the_npz(tmp_path, cora_path):
+    from argosy.shared.graphio import save_graph_ogb
+    g = load_graph(cora_path)
+    save_graph_ogb(g, tmp_path / "cora-ogb")
+    h = load_graph(tmp_path / "cora-ogb")
+    for name in ("indptr", "indices", "features", "labels", "train_mask", "val_mask", "test_mask"):
+        np.testing.assert_array_equal(getattr(h, name), getattr(g, name), err_msg=name)
+    # several splits: the user must choose one
+    import shutil
+    shutil.copytree(tmp_path / "cora-ogb" / "split" / "random", tmp_path / "cora-ogb" / "split" / "other")
+    with pytest.raises(GraphFormatError, match="several splits"):
+        load_graph(tmp_path / "cora-ogb")
+    assert load_graph(tmp_path / "cora-ogb", split="other").train_mask.sum() == 140
+
+
+def test_npy_any_byte_and_memory_order(tmp_path):
+    from argosy.shared.graphio import NpyArray
+    a = np.arange(24, dtype=np.int64).reshape(8, 3)
+    for variant in (a.astype(">i8"), np.asfortranarray(a), np.asfortranarray(a.astype(">i4")), a.astype("<u2")):
+        np.save(tmp_path / "a.npy", variant)
+        arr = NpyArray(tmp_path / "a.npy")
+        np.testing.assert_array_equal(arr.read(), a)
+        np.testing.assert_array_equal(arr.read(2, 5), a[2:5])
+        blocks = [b for _, b in arr.iter_blocks(3)]
+        assert all(b.dtype.isnative and b.flags.c_contiguous for b in blocks)
+        np.testing.assert_array_equal(np.concatenate(blocks), a)
+
+
+def test_text_ids_do_not_wrap_and_extras_are_dropped(tmp_path):
+    p = tmp_path / "g.csv"
+    p.write_bytes(b"\xef\xbb\xbfsource,target,weight\n0,1,0.5\n1,2,7\n")
+    g = load_graph(p)
+    assert g.num_nodes == 3 and g.num_edges == 2
+    p.write_text("0 1\n18446744073709551618 2\n")           # 2**64 + 2 must not become 2
+    with pytest.raises(GraphFormatError, match="line 2: vertex id beyond int64"):
+        load_graph(p)
+    p.write_text("0 1\n9000000000000 2\n")                  # within int64 but absurdly sparse
+    with pytest.raises(GraphFormatError, match="far beyond"):
+        load_graph(p)
+
+
+def test_npz_aliases_and_formats_by_content(tmp_path):
+    g = generate_dcsbm(300, 3, seed=1)
+    p = tmp_path / "PyG.NPZ"
+    with open(p, "wb") as f:
+        np.savez(f, indptr=g.indptr, indices=g.indices, x=g.features, y=g.labels.reshape(-1, 1))
+    h = load_graph(p)
+    np.testing.assert_array_equal(h.features, g.features)
+    np.testing.assert_array_equal(h.labels, g.labels)
+    q = tmp_path / "edges.txt"                                # an .npz under a text name is still an .npz
+    q.write_bytes(p.read_bytes())
+    assert load_graph(q).num_edges == g.num_edges
