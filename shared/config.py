@@ -97,7 +97,7 @@ class TrainerConfig:
     weight_decay: float = 5e-4
     epochs: int = 200
     """Most epochs to run; training usually stops earlier, see ``patience``. Bounds large graphs."""
-    patience: int = 50
+    patience: int = 20
     """Stop after this many epochs without a better validation accuracy (0 = always run ``epochs``).
     The best-validation weights are kept (``best.pt``) and the reported accuracy is theirs."""
     device: Literal["auto", "cpu", "cuda"] = "auto"

@@ -19,7 +19,10 @@ def _plot(run_dir: Path, epochs: list[dict], timeline: list[dict]) -> list[str]:
         axes[0].plot(ep, [e["train_loss"] for e in epochs], label="train loss")
         axes[0].set_xlabel("epoch"); axes[0].set_title("loss"); axes[0].legend()
         for key in ("train_accuracy", "val_accuracy", "test_accuracy"):
-            axes[1].plot(ep, [e[key] for e in epochs], label=key.replace("_accuracy", ""))
+            # test accuracy is evaluated only at epochs that improved validation (None elsewhere)
+            pts = [(x, e[key]) for x, e in zip(ep, epochs) if e.get(key) is not None]
+            axes[1].plot([x for x, _ in pts], [y for _, y in pts], label=key.replace("_accuracy", ""),
+                         marker="." if key == "test_accuracy" else None)
         axes[1].set_xlabel("epoch"); axes[1].set_title("accuracy"); axes[1].legend()
         axes[2].plot(ep, [e["batches_per_second"] for e in epochs], label="batches/s")
         ax2 = axes[2].twinx()
@@ -68,7 +71,7 @@ def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline
                   "|---|---|---|---|---|---|---|---|---|"]
         for e in epochs:
             lines.append(f"| {e['epoch']} | {e['train_loss']:.4f} | {e['train_accuracy']:.3f} | {e['val_accuracy']:.3f} | "
-                         f"{e['test_accuracy']:.3f} | {e['epoch_seconds']:.2f} | {e['batches_per_second']:.1f} | "
+                         f"{'-' if e.get('test_accuracy') is None else format(e['test_accuracy'], '.3f')} | {e['epoch_seconds']:.2f} | {e['batches_per_second']:.1f} | "
                          f"{e['trainer_idle_fraction']:.2f} | {e['remote_fraction']:.3f} |")
     path = run_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")

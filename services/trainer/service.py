@@ -25,6 +25,7 @@ import zmq
 from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from argosy.shared import envs
 from argosy.shared.errors import PeerDeadError, ProtocolError
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.plan import PHASES, WorkItem, plan_phase
@@ -32,6 +33,7 @@ from argosy.shared.protocol import FeatureBatch
 from argosy.shared.redis_server import free_port
 from argosy.shared.store import PartitionStore
 from argosy.shared.transport import advertise_host, bind_random, make_socket, recv_msg
+from argosy.shared.validate import job_receiver
 from argosy.services.trainer.core import TrainerCore
 
 __all__ = ["TrainerProc", "PhaseStats"]
@@ -87,6 +89,7 @@ class TrainerProc:
         self.zctx = zmq.Context()
         self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.trainer.recv_hwm, curve="server")
         self.endpoint = bind_random(self.pull, ctx.port)
+        self.rx = job_receiver(self.pull, self.cfg, ctx.coord, "trainer", rank=rank)
         self.epochs: list[dict] = []
         self.start_epoch = 0
         self.resumed_from: int | None = None
@@ -98,7 +101,7 @@ class TrainerProc:
             return
         coord = self.ctx.coord
         if self.rank == 0:
-            url = os.environ.get("ARGOSY_DIST_URL") or f"tcp://{advertise_host()}:{free_port()}"
+            url = envs.get(envs.DIST_URL) or f"tcp://{advertise_host()}:{free_port()}"
             coord.publish_dist_url(url)
         else:
             url = coord.wait_dist_url(self.cfg.coord.peer_timeout)
@@ -112,6 +115,7 @@ class TrainerProc:
     def run_phase(self, epoch: int, phase: str, plan: list[WorkItem]) -> PhaseStats:
         coord, timeout = self.ctx.coord, self.cfg.coord.peer_timeout
         mine = {it.batch_id: it for it in plan if it.trainer_rank == self.rank}
+        self.rx.check.set_plan(epoch, phase, plan)
         st = PhaseStats(planned_seeds=sum(it.count for it in mine.values()))
         phase_t0 = time.perf_counter()
 
@@ -182,7 +186,7 @@ class TrainerProc:
                     continue
                 t0 = time.perf_counter()
                 try:
-                    fb = recv_msg(self.pull, 200)
+                    fb = self.rx.recv(200)          # decoded and validated; bad ones dropped and counted
                 except ProtocolError as e:
                     logger.warning("dropped a malformed message: %s", e)
                     continue
@@ -221,7 +225,7 @@ class TrainerProc:
     def run(self) -> None:
         ctx, coord, cfg = self.ctx, self.ctx.coord, self.cfg
         coord.register("trainer", ctx.service_id, {"rank": self.rank, "endpoint": self.endpoint,
-                                                   "host_label": os.environ.get("ARGOSY_HOST") or socket.gethostname()},
+                                                   "host_label": envs.get(envs.HOST_LABEL) or socket.gethostname()},
                        cfg.coord.heartbeat_seconds, cfg.coord.heartbeat_ttl)
         try:
             self._maybe_resume()
@@ -240,6 +244,10 @@ class TrainerProc:
                 last = epoch
                 rec = {"epoch": epoch}
                 for phase in PHASES:
+                    if phase == "test" and not self._improves(rec):
+                        # only the best-validation weights' test accuracy is reported: skip the rest
+                        rec.update(test_accuracy=None, test_loss=None, test_seconds=0.0)
+                        continue
                     plan = plan_phase(self.store, phase, epoch,
                                       cfg.sampler.batch_size if phase == "train" else cfg.sampler.eval_batch_size,
                                       self.world, None if phase == "train" else cfg.sampler.eval_max_nodes)
@@ -256,8 +264,9 @@ class TrainerProc:
                 self.epochs.append(rec)
                 if self.rank == 0:
                     coord.append_epoch(rec)
-                    logger.info("epoch %d: loss %.4f train %.3f val %.3f test %.3f (%.2f s, idle %.0f%%)", epoch,
-                                rec["train_loss"], rec["train_accuracy"], rec["val_accuracy"], rec["test_accuracy"],
+                    logger.info("epoch %d: loss %.4f train %.3f val %.3f test %s (%.2f s, idle %.0f%%)", epoch,
+                                rec["train_loss"], rec["train_accuracy"], rec["val_accuracy"],
+                                "-" if rec["test_accuracy"] is None else f"{rec['test_accuracy']:.3f}",
                                 rec["epoch_seconds"], 100 * rec["trainer_idle_fraction"])
                     if improved:
                         self._save_best(epoch, rec)
@@ -276,6 +285,7 @@ class TrainerProc:
             raise
         finally:
             coord.deregister("trainer", ctx.service_id)
+            self.rx.flush(force=True)
             self.pull.close(0)
             self.zctx.term()
             if dist.is_initialized():
@@ -289,13 +299,17 @@ class TrainerProc:
         figures, so all ranks stop at the same epoch.
         """
         acc, loss = rec["val_accuracy"], rec["val_loss"]
-        if acc > self.best_val or (acc == self.best_val and loss < self.best_val_loss):
+        if self._improves(rec):
             self.best_val, self.best_val_loss, self.since_best = acc, loss, 0
             self.result.update(best_epoch=epoch, val_accuracy=acc, test_accuracy=rec["test_accuracy"],
                                val_loss=loss, best_checkpoint=str(self._best_path()) if self.cfg.run_dir else None)
             return True
         self.since_best += 1
         return False
+
+    def _improves(self, rec: dict) -> bool:
+        acc, loss = rec["val_accuracy"], rec["val_loss"]
+        return acc > self.best_val or (acc == self.best_val and loss < self.best_val_loss)
 
     def _patience_spent(self) -> bool:
         p = self.cfg.trainer.patience
@@ -327,7 +341,8 @@ class TrainerProc:
         secs = tot("epoch_seconds")
         return {
             "epochs": len(ep), "max_epochs": self.cfg.trainer.epochs, "patience": self.cfg.trainer.patience,
-            "stopped_early": bool(self.result.get("stopped_early")), "final_test_accuracy": ep[-1]["test_accuracy"], "final_val_accuracy": ep[-1]["val_accuracy"],
+            "stopped_early": bool(self.result.get("stopped_early")), "final_test_accuracy": next((e["test_accuracy"] for e in reversed(ep) if e["test_accuracy"] is not None), None),
+            "final_val_accuracy": ep[-1]["val_accuracy"],
             "epoch_seconds": secs / len(ep), "batches_per_second": tot("batches") / max(secs, 1e-9),
             "sampled_edges_per_second": tot("sampled_edges") / max(secs, 1e-9),
             "trainer_idle_fraction": sum(e["trainer_idle_fraction"] * e["epoch_seconds"] for e in ep) / max(secs, 1e-9),
