@@ -793,7 +793,7 @@ class CsvColumn(NodeColumn):
             raise GraphFormatError(f"{self.source}: truncated or corrupt ({e})") from None
 
     def _blocks(self, block_rows):
-        dt = np.float64 if self.name == "features" else np.int64
+        dt = np.float64 if self.name in ("features", "labels") else np.int64
         a = 0
         try:
             with self._open() as f:
@@ -819,6 +819,14 @@ class CsvColumn(NodeColumn):
                                                f"{self.row_shape[0]}")
                     if a + blk.shape[0] > self.rows:
                         raise GraphFormatError(f"{self.source}: more than {self.rows} rows (one per vertex)")
+                    if self.name == "labels":  # OGB writes "nan" for unlabelled vertices
+                        lab = blk[:, 0]
+                        known = ~np.isnan(lab)
+                        bad = known & ((lab != np.round(lab)) | (np.abs(lab) > 2**53))
+                        if bad.any():
+                            r = a + int(np.flatnonzero(bad)[0]) + 1
+                            raise GraphFormatError(f"{self.source}: the label in row {r} is not an integer class id")
+                        blk = np.where(known, lab, -1).astype(np.int64).reshape(-1, 1)
                     yield a, blk if self.name == "features" else blk[:, 0]
                     a += blk.shape[0]
         except GraphFormatError:
