@@ -10,18 +10,19 @@ every rank to get its own share).  A malformed message is logged and counted, ne
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 import zmq
 
 from argosy.shared import envs
 from argosy.shared.errors import ProtocolError, RequestFailedError
-from argosy.shared.halo import HaloClient, HaloServer, Membership, WireCounter, frames_bytes, host_label
+from argosy.shared.halo import (HaloClient, HaloServer, Membership, WireCounter, frames_bytes, host_label,
+                               memory_fields, rss_bytes)
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.protocol import SampledBatch
 from argosy.shared.store.stage import PartSource
 from argosy.shared.transport import bind_random, make_socket
+from argosy.shared.validate import job_receiver
 from argosy.shared.wire import decode, encode
 from argosy.services.loader.core import LoaderCore
 
@@ -35,7 +36,8 @@ class LoaderProc:
         self.ctx = ctx
         self.cfg = ctx.cfg
         self.host = host_label()
-        self.source = PartSource(self.cfg.store, os.environ.get(envs.LOCAL_STORE))
+        self.base_rss = rss_bytes()              # before any part is loaded: the interpreter and libraries
+        self.source = PartSource(self.cfg.store, envs.get(envs.LOCAL_STORE))
         self.store = self.source.open([])
         self.zctx = zmq.Context()
         self.wire = WireCounter()
@@ -47,6 +49,7 @@ class LoaderProc:
         self.server = HaloServer(self.zctx, self.core.serve, self.wire)
         self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.loader.recv_hwm, curve="server")
         self.endpoint = bind_random(self.pull, ctx.port)
+        self.rx = job_receiver(self.pull, self.cfg, ctx.coord, "loader")
         self.trainers: dict[int, tuple[str, zmq.Socket, str]] = {}
         self._counters = {"loader_batches": 0.0, "feature_bytes": 0.0, "remote_feature_rows": 0.0,
                           "feature_rows": 0.0, "load_seconds": 0.0, "bad_messages": 0.0,
@@ -109,24 +112,17 @@ class LoaderProc:
                 if now - last_flush > 1.0:
                     self.flush()
                     last_flush = now
-                if not self.pull.poll(200, zmq.POLLIN):
+                msg = self.rx.recv(200)         # decoded and validated; bad ones dropped and counted
+                if msg is None:
                     continue
-                frames = self.pull.recv_multipart(copy=False)
-                try:
-                    msg = decode(frames)
-                except ProtocolError as e:
-                    logger.warning("dropped a malformed message: %s", e)
-                    self._counters["bad_messages"] += 1
-                    continue
-                if type(msg) is not SampledBatch:
-                    logger.warning("ignored an unexpected %s message", type(msg).__name__)
-                    self._counters["bad_messages"] += 1
-                    continue
+                frames = self.rx.last_frames
                 self.wire.add(frames_bytes(frames), sent=False, cross_host=self._from_other_host(msg), epoch=None,
                               halo=False)
                 self.handle(msg)
         finally:
             self.flush()
+            self.rx.flush(force=True)
+            coord.incr(**memory_fields(ctx.service_id, self.base_rss))
             coord.deregister("loader", ctx.service_id)
             self.server.close()
             self.client.close()

@@ -11,14 +11,14 @@ A batch goes to the loader holding its part (its features are local there).
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 import zmq
 
 from argosy.shared import envs
 from argosy.shared.errors import RequestFailedError
-from argosy.shared.halo import HaloClient, HaloServer, Membership, WireCounter, frames_bytes, host_label
+from argosy.shared.halo import (HaloClient, HaloServer, Membership, WireCounter, frames_bytes, host_label,
+                               memory_fields, rss_bytes)
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.plan import WorkItem
 from argosy.shared.store.stage import PartSource
@@ -36,7 +36,8 @@ class SamplerProc:
         self.ctx = ctx
         self.cfg = ctx.cfg
         self.host = host_label()
-        self.source = PartSource(self.cfg.store, os.environ.get(envs.LOCAL_STORE))
+        self.base_rss = rss_bytes()              # before any part is loaded: the interpreter and libraries
+        self.source = PartSource(self.cfg.store, envs.get(envs.LOCAL_STORE))
         self.store = self.source.open([])
         self.zctx = zmq.Context()
         self.wire = WireCounter()
@@ -141,6 +142,7 @@ class SamplerProc:
                     last_flush = now
         finally:
             self.flush_metrics()
+            coord.incr(**memory_fields(ctx.service_id, self.base_rss))
             coord.deregister("sampler", ctx.service_id)
             self.server.close()
             self.client.close()
