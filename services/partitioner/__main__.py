@@ -58,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "a model cannot learn from them)")
     p.add_argument("--synthetic-features", type=int, default=None, metavar="DIM", help=argparse.SUPPRESS)
     p.add_argument("--tmpdir", default=None,
-                   help="scratch directory for regrouping edge lists (~8 bytes per directed entry; "
-                        "default: the system temp dir)")
+                   help="scratch directory for regrouping edge lists (~8 bytes per directed entry) and "
+                        "for inflating a deflated .npz's indices once (default: the system temp dir)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
     return p
 
@@ -152,7 +152,7 @@ def run(args) -> int:
     if args.parts < 1:
         raise ValueError(f"--parts must be >= 1 (got {args.parts})")
     budget = parse_size(args.memory_budget)
-    stream = open_edge_stream(args.input, num_nodes=args.num_nodes, split=args.split)
+    stream = open_edge_stream(args.input, num_nodes=args.num_nodes, split=args.split, tmpdir=args.tmpdir)
     n, entries = stream.num_nodes, stream.stream_entries
     if n == 0:
         raise GraphFormatError(f"{args.input}: the graph is empty (no edges, 0 vertices)")

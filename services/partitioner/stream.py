@@ -32,6 +32,7 @@ import logging
 import math
 import os
 import time
+import weakref
 from typing import Iterator, Optional, Tuple
 
 import numba
@@ -343,6 +344,13 @@ class CSRArrayStream(EdgeStream):
         return self._make_chunk(v0, v1, self._indices[a:b])
 
 
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
 class _IndicesView:
     """``indices[a:b]`` over an :class:`~argosy.shared.graphio.NpyArray` (reads, no memory map)."""
 
@@ -361,10 +369,18 @@ class CSRNpzStream(CSRArrayStream):
     ``indices`` (ids in range, symmetry by degrees and an order-free hash, O(n) memory).  An
     asymmetric CSR is symmetrised (a warning says so) unless ``symmetrize=False``: its chunks are
     then no longer vertex-aligned, and :func:`~.core.partition_stream` regroups them.
+
+    A deflated ``indices`` member of at least :attr:`SPILL_MIN_BYTES` is decompressed once, during
+    that validation pass, into a plain ``.npy`` in ``spill_dir`` (default: the system temp dir;
+    removed with the stream): every later pass (partitioner, evaluation, store) then reads it like
+    a stored member, seekable, instead of inflating the archive again.
     """
 
+    SPILL_MIN_BYTES = 64 << 20
+
     def __init__(self, path, chunk_edges: int = DEFAULT_CHUNK_EDGES,
-                 num_nodes: Optional[int] = None, symmetrize: bool = True, source=None):
+                 num_nodes: Optional[int] = None, symmetrize: bool = True, source=None,
+                 spill_dir: Optional[str] = None):
         src = source if source is not None else open_graph(path)
         self.path, self.source = str(src.path), src
         if src.kind != "csr":
@@ -377,7 +393,25 @@ class CSRNpzStream(CSRArrayStream):
         self._compressed = not arr.seekable
         super().__init__(indptr, _IndicesView(arr), chunk_edges)
         self.seekable = not self._compressed
-        self.is_symmetric, _ = csr_is_symmetric(indptr, self._validated_blocks())
+        spill = None
+        if self._compressed and arr.nbytes >= self.SPILL_MIN_BYTES:
+            spill = self._open_spill(spill_dir)
+        try:
+            self.is_symmetric, _ = csr_is_symmetric(indptr, self._validated_blocks(spill))
+        except BaseException:
+            if spill is not None:
+                spill.close()
+                os.remove(spill.name)
+            raise
+        if spill is not None:
+            spill.close()
+            from argosy.shared.graphio import NpyArray
+
+            self._arr = NpyArray(spill.name)
+            self._indices = _IndicesView(self._arr)
+            self._compressed = False
+            self.seekable = True
+            weakref.finalize(self, _remove_quietly, spill.name)
         self.symmetrize = symmetrize and not self.is_symmetric
         if not self.is_symmetric:
             if symmetrize:
@@ -387,9 +421,20 @@ class CSRNpzStream(CSRArrayStream):
             self.symmetric = bool(self.symmetrize)
             self.raw_symmetrize = self.symmetrize
 
-    def _validated_blocks(self):
+    def _open_spill(self, spill_dir: Optional[str]):
+        import tempfile
+
+        f = tempfile.NamedTemporaryFile(prefix="argosy-indices-", suffix=".npy", dir=spill_dir, delete=False)
+        np.lib.format.write_array_header_2_0(f, {"descr": np.lib.format.dtype_to_descr(self._arr.native),
+                                                 "fortran_order": False, "shape": (self._arr.rows,)})
+        logger.info("%s: inflating the deflated indices member once into %s", self.path, f.name)
+        return f
+
+    def _validated_blocks(self, spill=None):
         step = max(self.chunk_edges, 1 << 22)
         for a, idx in self._arr.iter_blocks(step):
+            if spill is not None:
+                spill.write(np.ascontiguousarray(idx).tobytes())
             idx = idx.astype(np.int64, copy=False)
             _check_ids(idx, self.num_nodes, "indices", a)
             yield a, idx
@@ -811,7 +856,7 @@ class GroupedEdgeStream(EdgeStream):
 # --------------------------------------------------------------------------------------------
 def open_edge_stream(path, chunk_edges: int = DEFAULT_CHUNK_EDGES,
                      num_nodes: Optional[int] = None, symmetrize: bool = True,
-                     split: Optional[str] = None) -> EdgeStream:
+                     split: Optional[str] = None, tmpdir: Optional[str] = None) -> EdgeStream:
     """Open a graph file as a chunked edge stream (any format :mod:`argosy.shared.graphio` reads).
 
     Args:
@@ -822,6 +867,8 @@ def open_edge_stream(path, chunk_edges: int = DEFAULT_CHUNK_EDGES,
         symmetrize (bool): yield each edge in both directions (default ``True``): edge lists
             get their reverse entries, an asymmetric CSR the missing ones (with a warning).
         split (str, optional): the split directory of an OGB dataset with several.
+        tmpdir (str, optional): where a large deflated ``.npz`` member is inflated once
+            (default: the system temp dir).
 
     Returns:
         EdgeStream: iterate it for ``(src, dst)`` int64 chunks; ``stream.source`` is the opened
@@ -840,7 +887,7 @@ def open_edge_stream(path, chunk_edges: int = DEFAULT_CHUNK_EDGES,
     src = open_graph(path, split=split, block_bytes=max(1 << 10, int(chunk_edges) * 16))
     if src.kind == "csr":
         return CSRNpzStream(path, chunk_edges=chunk_edges, num_nodes=num_nodes, symmetrize=symmetrize,
-                            source=src)
+                            source=src, spill_dir=tmpdir)
     if isinstance(src.edges, TextEdgeReader):
         return TextEdgeStream(path, chunk_edges=chunk_edges, num_nodes=num_nodes, symmetrize=symmetrize,
                               source=src)

@@ -438,3 +438,25 @@ def test_real_disk_full_on_out(tmp_path, cora_path):
     lines = r.stdout.strip().splitlines()
     assert lines == ["rc=2"], r.stdout            # exit 2 and the tmpfs is empty again
     assert f"disk full at {mnt}/sub/store" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_deflated_npz_indices_inflated_once(tmp_path, small_csr, monkeypatch):
+    """A big deflated indices member is inflated once into the temp dir: seekable afterwards,
+    same chunks, and the file goes away with the stream."""
+    import gc
+
+    from argosy.services.partitioner.stream import CSRNpzStream
+    indptr, indices, expected = small_csr
+    p = tmp_path / "g.npz"
+    _write_csr_npz(p, indptr, indices, compressed=True)
+    monkeypatch.setattr(CSRNpzStream, "SPILL_MIN_BYTES", 1)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    st = open_edge_stream(p, chunk_edges=3, tmpdir=str(spill))
+    assert st.seekable and st.grouped and len(list(spill.iterdir())) == 1
+    src, dst = _collect(st)
+    assert _edge_set(src, dst) == expected and src.size == 12
+    assert _edge_set(*st.read_chunk(st.num_chunks - 1)) <= expected
+    del st
+    gc.collect()
+    assert list(spill.iterdir()) == []
