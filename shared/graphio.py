@@ -721,8 +721,8 @@ _OUT_DTYPES = {"labels": np.dtype(np.int64), "train_mask": np.dtype(bool), "val_
 
 def _want_shape(name: str, shape: tuple, n: int, where: str) -> tuple:
     if name == "features":
-        if len(shape) != 2 or shape[0] != n:
-            raise GraphFormatError(f"{where}: features must be [num_nodes={n}, F] (got shape {shape})")
+        if len(shape) != 2 or shape[0] != n or shape[1] < 1:
+            raise GraphFormatError(f"{where}: features must be [num_nodes={n}, F >= 1] (got shape {shape})")
         return shape[1:]
     if shape == (n, 1):
         return ()

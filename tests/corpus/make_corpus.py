@@ -124,6 +124,7 @@ def hostile_more():
     npz("npz_src_dst_mismatch.npz", src=np.array([0, 1]), dst=np.array([1]))
     npz("npz_complex_features.npz", **ok, features=np.ones((2, 1), np.complex64))
     npz("npz_string_labels.npz", **ok, labels=np.array(["a", "b"]))
+    npz("npz_features_zero_columns.npz", **ok, features=np.ones((2, 0), np.float32))
     npz("npz_mask_values_2.npz", **ok, labels=np.array([0, 1]), train_mask=np.array([2, 0]))
     # zip containers
     indptr_b = _npy_bytes(np.array([0, 1, 2, 3, 4]))
