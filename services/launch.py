@@ -86,6 +86,8 @@ def cmd_submit(args) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = job_config(args, Path(args.store), job, run_dir)
     cfg.resume = True            # a trainer pod restarted by compose/Kubernetes continues from its checkpoint
+    from argosy.shared.preflight import check_trainable
+    check_trainable(args.store, cfg)          # the same refusals as `train`, before the spec reaches anyone
     coord = Coordinator(url, job, connect_timeout=120)
     if coord.get_state() == JobState.RUNNING.value and not args.force:
         raise ArgosyError(f"job {job!r} is already running (pass --force to replace its spec)")

@@ -147,18 +147,15 @@ class CoordConfig:
 class FullGraphConfig:
     """Full-graph modes (``argosy train --mode fullgraph|sar``): every step sees the whole graph.
 
-    The model, its widths and the optimizer settings come from :class:`TrainerConfig`; SAR runs
-    ``JobConfig.num_trainers`` workers.  Training stops when validation accuracy has not improved
-    for ``patience`` epochs (or after ``max_epochs``) and keeps the best-validation weights.
+    The model, its widths, the optimizer settings, ``epochs`` (the most to run) and ``patience``
+    come from :class:`TrainerConfig`, as for mini-batch runs; SAR runs ``JobConfig.num_trainers``
+    workers.
     """
 
     mode: Literal["fullgraph", "sar", "memory"] = "fullgraph"
     """``fullgraph``: one process, activations in the offload store; ``sar``: one worker per group of
     parts; ``memory``: plain in-memory full-batch training (the baseline)."""
     layers: int = 2
-    max_epochs: int = 1000
-    patience: int = 100
-    """Epochs without a better validation accuracy before stopping (0 = always run ``max_epochs``)."""
     cache_bytes: int | str = "256M"
     """Host cache of the offload store (``fullgraph``); blocks beyond it spill to ``spill_dir``."""
     disk_bytes: int | str | None = None
@@ -178,9 +175,8 @@ class FullGraphConfig:
             raise ConfigError(f"full-graph mode must be fullgraph, sar or memory (got {self.mode!r})")
         if self.eviction not in ("belady", "lru"):
             raise ConfigError(f"eviction must be belady or lru (got {self.eviction!r})")
-        if self.layers < 1 or self.max_epochs < 1 or self.patience < 0:
-            raise ConfigError(f"need layers >= 1, max_epochs >= 1, patience >= 0 (got {self.layers}, "
-                              f"{self.max_epochs}, {self.patience})")
+        if self.layers < 1:
+            raise ConfigError(f"layers must be >= 1 (got {self.layers})")
         if self.cache_bytes < 0:
             raise ConfigError(f"cache_bytes must be >= 0 (got {self.cache_bytes})")
 
