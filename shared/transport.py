@@ -299,7 +299,7 @@ class Receiver:
         self._count("bad_messages")
         n = self.strikes[peer] = self.strikes.get(peer, 0) + 1
         if n <= 3:
-            logger.warning("%sdropped a bad message from %s: %s", self.name and self.name + ": ", peer or "?", err)
+            logger.warning("%sdropped a malformed message from %s: %s", self.name and self.name + ": ", peer or "?", err)
         if n >= self.cut_off_after and peer:
             self.cut_off.add(peer)
             self._count("peers_cut_off")

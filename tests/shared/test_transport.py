@@ -1,4 +1,5 @@
 """Transport: back-pressure through high-water marks, CURVE encryption + authentication."""
+import stat
 import threading
 import time
 
@@ -6,8 +7,10 @@ import numpy as np
 import pytest
 import zmq
 
+from argosy.shared.errors import ProtocolError
 from argosy.shared.protocol import SampledBatch
-from argosy.shared.transport import create_keys, make_socket, recv_msg, send_msg
+from argosy.shared.transport import Receiver, ZapHandler, create_keys, make_socket, recv_msg, send_msg
+from argosy.shared.wire import encode
 
 
 def _pair(ctx, curve=False):
@@ -56,3 +59,116 @@ def test_missing_keys_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("ARGOSY_CURVE_KEYS", str(tmp_path / "none"))
     with pytest.raises(ValueError, match="argosy keys"):
         make_socket(zmq.Context.instance(), zmq.PUSH, curve="client")
+
+
+def _curve_client(ctx, keydir, name, endpoint):
+    """A PUSH socket authenticating with the key pair ``keydir/name.key_secret``."""
+    import zmq.auth
+    pub, sec = zmq.auth.load_certificate(keydir / f"{name}.key_secret")
+    server_pub, _ = zmq.auth.load_certificate(keydir / "server.key")
+    s = ctx.socket(zmq.PUSH)
+    s.linger = 0
+    s.curve_publickey, s.curve_secretkey, s.curve_serverkey = pub, sec, server_pub
+    s.connect(endpoint)
+    return s
+
+
+def test_curve_unlisted_key_delivers_nothing(tmp_path, monkeypatch):
+    """Holding the server's public key plus a self-made key pair is not enough: the allow-list decides."""
+    import zmq.auth
+    keydir = tmp_path / "keys"
+    create_keys(str(keydir))
+    zmq.auth.create_certificates(keydir, "intruder")            # a valid key pair, not in authorized/
+    monkeypatch.setenv("ARGOSY_CURVE_KEYS", str(keydir))
+    ctx = zmq.Context()
+    pull = make_socket(ctx, zmq.PULL, rcvhwm=4, curve="server")
+    ep = f"tcp://127.0.0.1:{pull.bind_to_random_port('tcp://127.0.0.1')}"
+    intruder = _curve_client(ctx, keydir, "intruder", ep)
+    for i in range(5):
+        send_msg(intruder, SampledBatch(batch_id=666), timeout=0.2)
+    assert recv_msg(pull, 1000) is None
+    friend = _curve_client(ctx, keydir, "client", ep)
+    assert send_msg(friend, SampledBatch(batch_id=7), timeout=5)
+    msg = recv_msg(pull, 5000)
+    assert msg is not None and msg.batch_id == 7
+    assert ZapHandler._by_context[id(ctx)].refused >= 1
+    for s in (pull, intruder, friend):
+        s.close(0)
+    ctx.term()
+
+
+def test_key_files_are_private(tmp_path):
+    keydir = tmp_path / "keys"
+    create_keys(str(keydir), clients=("client", "sampler"))
+    assert stat.S_IMODE(keydir.stat().st_mode) == 0o700
+    for name in ("server", "client", "sampler"):
+        assert stat.S_IMODE((keydir / f"{name}.key_secret").stat().st_mode) == 0o600
+    assert sorted(p.name for p in (keydir / "authorized").iterdir()) == ["client.key", "sampler.key"]
+
+
+def _check_batch_id(msg):
+    if msg.batch_id == 666:
+        raise ProtocolError("batch 666 is poisoned")
+    return msg
+
+
+def test_receiver_cuts_off_a_connection_without_curve():
+    """Without CURVE each connection has its own ZAP User-Id; the bad one is cut off, the good one is not."""
+    ctx = zmq.Context()
+    pull = make_socket(ctx, zmq.PULL, rcvhwm=64, curve="server")
+    ep = f"tcp://127.0.0.1:{pull.bind_to_random_port('tcp://127.0.0.1')}"
+    rx = Receiver(pull, _check_batch_id, cut_off_after=3)
+    bad, good = (make_socket(ctx, zmq.PUSH, sndhwm=64) for _ in range(2))
+    bad.connect(ep), good.connect(ep)
+    time.sleep(0.3)
+    for _ in range(10):
+        bad.send_multipart([b"\x93garbage"])
+    for _ in range(5):
+        bad.send_multipart(encode(SampledBatch(batch_id=666)))
+    for i in range(5):
+        assert send_msg(good, SampledBatch(batch_id=i), timeout=5)
+    got = []
+    deadline = time.monotonic() + 10
+    while len(got) < 5 and time.monotonic() < deadline:
+        m = rx.recv(200)
+        if m is not None:
+            got.append(m.batch_id)
+    while rx.recv(100) is not None or pull.poll(0):
+        pass
+    assert got == [0, 1, 2, 3, 4]
+    assert rx.totals == {"bad_messages": 3, "cut_off_messages": 12, "peers_cut_off": 1}
+    assert len(rx.cut_off) == 1 and next(iter(rx.cut_off)).startswith("conn:")
+    for s in (pull, bad, good):
+        s.close(0)
+    ctx.term()
+
+
+def test_receiver_cut_off_curve_key_cannot_reconnect(tmp_path, monkeypatch):
+    keydir = tmp_path / "keys"
+    create_keys(str(keydir), clients=("client", "mallory"))
+    monkeypatch.setenv("ARGOSY_CURVE_KEYS", str(keydir))
+    ctx = zmq.Context()
+    pull = make_socket(ctx, zmq.PULL, rcvhwm=64, curve="server")
+    ep = f"tcp://127.0.0.1:{pull.bind_to_random_port('tcp://127.0.0.1')}"
+    rx = Receiver(pull, _check_batch_id, cut_off_after=2)
+    mallory = _curve_client(ctx, keydir, "mallory", ep)
+    for _ in range(2):
+        assert send_msg(mallory, SampledBatch(batch_id=666), timeout=5)
+    deadline = time.monotonic() + 10
+    while not rx.cut_off and time.monotonic() < deadline:
+        rx.recv(200)
+    assert rx.cut_off == {"curve:" + (keydir / "mallory.key").read_text().split('public-key = "')[1].split('"')[0]}
+    mallory.close(0)
+    again = _curve_client(ctx, keydir, "mallory", ep)            # reconnecting with the same key: refused
+    send_msg(again, SampledBatch(batch_id=1), timeout=0.5)
+    assert rx.recv(1000) is None and rx.totals["cut_off_messages"] == 0
+    friend = _curve_client(ctx, keydir, "client", ep)
+    assert send_msg(friend, SampledBatch(batch_id=2), timeout=5)
+    m = None
+    deadline = time.monotonic() + 5
+    while m is None and time.monotonic() < deadline:
+        m = rx.recv(200)
+    assert m is not None and m.batch_id == 2
+    for s in (pull, again, friend):
+        s.close(0)
+    ctx.term()
