@@ -148,14 +148,13 @@ class FullGraphConfig:
     """Full-graph modes (``argosy train --mode fullgraph|sar``): every step sees the whole graph.
 
     The model, its widths, the optimizer settings, ``epochs`` (the most to run) and ``patience``
-    come from :class:`TrainerConfig`, as for mini-batch runs; SAR runs ``JobConfig.num_trainers``
-    workers.
+    come from :class:`TrainerConfig`, as for mini-batch runs; the layer count is the number of hops
+    in ``SamplerConfig.fanouts`` (every neighbour is used); SAR runs ``JobConfig.num_trainers`` workers.
     """
 
     mode: Literal["fullgraph", "sar", "memory"] = "fullgraph"
     """``fullgraph``: one process, activations in the offload store; ``sar``: one worker per group of
     parts; ``memory``: plain in-memory full-batch training (the baseline)."""
-    layers: int = 2
     cache_bytes: int | str = "256M"
     """Host cache of the offload store (``fullgraph``); blocks beyond it spill to ``spill_dir``."""
     disk_bytes: int | str | None = None
@@ -175,8 +174,6 @@ class FullGraphConfig:
             raise ConfigError(f"full-graph mode must be fullgraph, sar or memory (got {self.mode!r})")
         if self.eviction not in ("belady", "lru"):
             raise ConfigError(f"eviction must be belady or lru (got {self.eviction!r})")
-        if self.layers < 1:
-            raise ConfigError(f"layers must be >= 1 (got {self.layers})")
         if self.cache_bytes < 0:
             raise ConfigError(f"cache_bytes must be >= 0 (got {self.cache_bytes})")
 

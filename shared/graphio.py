@@ -50,7 +50,7 @@ from argosy.shared.errors import GraphFormatError
 __all__ = ["Graph", "load_graph", "csr_from_edges", "iter_text_edges", "save_graph_npz", "index_dtype",
            "graph_format", "open_graph", "GraphSource", "NpyArray", "PairArrayReader", "TextEdgeReader",
            "NodeColumn", "ArrayColumn", "check_node_columns", "node_column_from_file", "SUPPORTED_FORMATS",
-           "check_num_nodes", "NODE_ARRAYS", "SPLITS", "save_graph_ogb"]
+           "check_num_nodes", "check_ids", "NODE_ARRAYS", "SPLITS", "save_graph_ogb"]
 
 logger = logging.getLogger(__name__)
 
@@ -399,22 +399,21 @@ class NpyArray:
 # ----------------------------------------------------------------------------------------------
 # edge readers
 # ----------------------------------------------------------------------------------------------
-def _check_ids(path, u: np.ndarray, v: np.ndarray, n: int | None, first_row: int, what: str = "row") -> None:
-    """Raise naming the first row with a negative or out-of-range id."""
-    for col, arr in ((0, u), (1, v)):
-        if arr.size == 0:
-            continue
-        lo = int(arr.min())
-        if lo < 0:
-            pos = int(np.argmin(arr))
-            raise GraphFormatError(f"{path}: negative vertex id {lo} in {what} {first_row + pos} (column {col})")
-    if n is None:
+def check_ids(arr: np.ndarray, n: int | None, what: str, base_index: int = 0, path=None) -> None:
+    """Raise naming the first negative id (or id ``>= n``) of ``arr``, its position and the file."""
+    if arr.size == 0:
         return
-    for col, arr in ((0, u), (1, v)):
-        if arr.size and int(arr.max()) >= n:
+    pre = f"{path}: " if path is not None else ""
+    lo = int(arr.min())
+    if lo < 0:
+        pos = int(np.argmin(arr))
+        raise GraphFormatError(f"{pre}negative vertex id {lo} in {what} at entry {base_index + pos}")
+    if n is not None:
+        hi = int(arr.max())
+        if hi >= n:
             pos = int(np.argmax(arr))
-            raise GraphFormatError(f"{path}: vertex id {int(arr.max())} in {what} {first_row + pos} (column {col}) "
-                                   f"is out of range: num_nodes={n}")
+            raise GraphFormatError(f"{pre}vertex id {hi} in {what} at entry {base_index + pos} is out of "
+                                   f"range: num_nodes={n}")
 
 
 def _as_ids(arr: np.ndarray, where: str) -> np.ndarray:
@@ -1143,7 +1142,7 @@ def _load_graph(path: Path, symmetrize: bool, num_nodes: int | None, split: str 
         if num_nodes is not None and num_nodes != n:
             raise GraphFormatError(f"{path}: num_nodes={num_nodes} but the CSR has {n} rows")
         indices = _as_ids(src.indices.read(), src.indices.where)
-        _check_ids(path, indices, indices[:0], n, 0, "indices entry")
+        check_ids(indices, n, "indices", 0, path)
         ok, _ = csr_is_symmetric(src.indptr, [(0, indices)])
         if not ok and not symmetrize:
             raise GraphFormatError(f"{path}: the CSR is not symmetric (and symmetrisation was not requested)")
@@ -1160,7 +1159,8 @@ def _load_graph(path: Path, symmetrize: bool, num_nodes: int | None, split: str 
                 vs.append(v)
         else:
             for a, u, v in src.edges.iter_blocks(1 << 22):
-                _check_ids(path, u, v, n, a)
+                check_ids(u, n, "column 0", a, path)
+                check_ids(v, n, "column 1", a, path)
                 us.append(u)
                 vs.append(v)
         if not us or sum(u.size for u in us) == 0:

@@ -40,6 +40,7 @@ import numpy as np
 
 from argosy.shared.errors import GraphFormatError
 from argosy.shared.graphio import TextEdgeReader, check_num_nodes, csr_is_symmetric, open_graph
+from argosy.shared.graphio import check_ids as _check_ids
 
 __all__ = [
     "sorted_unique",
@@ -190,21 +191,6 @@ class EdgeStream:
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
                 f"chunk_edges={self.chunk_edges}, chunks={self.num_chunks})")
-
-
-def _check_ids(arr: np.ndarray, n: Optional[int], what: str, base_index: int = 0) -> None:
-    if arr.size == 0:
-        return
-    lo = int(arr.min())
-    if lo < 0:
-        pos = int(np.argmin(arr))
-        raise GraphFormatError(f"negative vertex id {lo} in {what} at entry {base_index + pos}")
-    if n is not None:
-        hi = int(arr.max())
-        if hi >= n:
-            pos = int(np.argmax(arr))
-            raise GraphFormatError(f"vertex id {hi} in {what} at entry {base_index + pos} is out of "
-                             f"range: num_nodes={n}")
 
 
 def sorted_unique(keys: np.ndarray, return_counts: bool = False):

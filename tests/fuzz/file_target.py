@@ -39,7 +39,6 @@ try:
 except (ValueError, OSError):  # pragma: no cover - platform dependent
     pass
 
-logging.getLogger("argosy").setLevel(logging.ERROR)          # symmetrisation warnings are expected
 warnings.filterwarnings("ignore", message="Duplicate name")   # the mutator writes duplicate zip members
 _DIR = Path(tempfile.mkdtemp(prefix="argosy-fuzz-file-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
 
@@ -109,6 +108,16 @@ def _edge_set(indptr, indices):
 
 
 def run_one(data: bytes) -> None:
+    log = logging.getLogger("argosy")
+    level = log.level
+    log.setLevel(logging.ERROR)  # symmetrisation warnings are expected here
+    try:
+        _run_one(data)
+    finally:
+        log.setLevel(level)
+
+
+def _run_one(data: bytes) -> None:
     from argosy.services.partitioner.stream import open_edge_stream
     from argosy.shared.graphio import check_node_columns, load_graph
 
