@@ -16,7 +16,9 @@ import numpy as np
 
 from argosy.shared.graphio import Graph, csr_from_edges
 
-__all__ = ["generate_dcsbm", "dcsbm_edge_chunks", "write_dcsbm_edge_list"]
+__all__ = ["generate_dcsbm", "dcsbm_edge_chunks", "write_dcsbm_edge_list", "write_planted_edge_list",
+           "planted_blocks", "write_rmat_edge_list", "write_regular_edge_list",
+           "write_geometric_edge_list"]
 
 
 def _model(num_nodes: int, num_communities: int, power_law: float, rng: np.random.Generator):
@@ -248,3 +250,243 @@ def write_dcsbm_edge_list(path, num_nodes: int, num_edges: int, num_communities:
 
     os.replace(tmp, path)
     return int(num_edges)
+
+
+# ------------------------------------------------------------------------------------------------
+# more graph families on disk (partitioner family sweep): planted partition, R-MAT, near-regular
+# random, random geometric.  Same conventions as write_dcsbm_edge_list: counter-based RNG per
+# edge (any chunking gives the same file), ids shuffled, duplicates/self loops left to readers.
+# ------------------------------------------------------------------------------------------------
+_FAMILY_KERNELS = {}
+
+
+def _family_kernels():
+    if _FAMILY_KERNELS:
+        return _FAMILY_KERNELS
+    nb = _numba()
+
+    @nb.njit(cache=True)
+    def mix(x):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+    @nb.njit(cache=True)
+    def unit(x):
+        return (x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+    @nb.njit(cache=True)
+    def seed_of(seed, i):
+        return mix(np.uint64(seed) ^ (np.uint64(i) * np.uint64(0xD1B54A32D192ED03)))
+
+    @nb.njit(parallel=True, cache=True)
+    def planted(first, out, n, blocks, mixing, perm, seed):
+        size = -(-n // blocks)
+        for i in nb.prange(out.shape[0]):
+            h = seed_of(seed, first + i)
+            u = np.int64(unit(h) * n)
+            h = mix(h)
+            if unit(h) >= mixing:
+                lo = (u // size) * size
+                hi = min(lo + size, n)
+                h = mix(h)
+                v = lo + np.int64(unit(h) * (hi - lo))
+            else:
+                h = mix(h)
+                v = np.int64(unit(h) * n)
+            out[i, 0] = perm[u]
+            out[i, 1] = perm[v]
+
+    @nb.njit(parallel=True, cache=True)
+    def rmat(first, out, scale, a, b, c, perm, seed):
+        for i in nb.prange(out.shape[0]):
+            h = seed_of(seed, first + i)
+            u = np.int64(0)
+            v = np.int64(0)
+            for _ in range(scale):
+                h = mix(h)
+                r = unit(h)
+                u <<= 1
+                v <<= 1
+                if r < a:
+                    pass
+                elif r < a + b:
+                    v |= 1
+                elif r < a + b + c:
+                    u |= 1
+                else:
+                    u |= 1
+                    v |= 1
+            out[i, 0] = perm[u]
+            out[i, 1] = perm[v]
+
+    @nb.njit(parallel=True, cache=True)
+    def regular(first, out, n, half, perm, seed):
+        for i in nb.prange(out.shape[0]):
+            r = first + i
+            u = (r // half) % n
+            h = seed_of(seed, r)
+            v = np.int64(unit(h) * n)
+            out[i, 0] = perm[u]
+            out[i, 1] = perm[v]
+
+    @nb.njit(cache=True)
+    def geo_cells(x, y, g):
+        n = x.size
+        cell = np.empty(n, np.int64)
+        for i in range(n):
+            cx = min(np.int64(x[i] * g), g - 1)
+            cy = min(np.int64(y[i] * g), g - 1)
+            cell[i] = cx * g + cy
+        return cell
+
+    @nb.njit(parallel=True, cache=True)
+    def geo_edges(x, y, start, g, r2, counts, out, fill):
+        """Pairs (i < j) within distance sqrt(r2); points sorted by cell, ``start`` = cell ptr.
+        ``fill`` False: count per point into ``counts``; True: write from ``counts`` offsets."""
+        n = x.size
+        for i in nb.prange(n):
+            cx = min(np.int64(x[i] * g), g - 1)
+            cy = min(np.int64(y[i] * g), g - 1)
+            c = 0
+            w = counts[i] if fill else 0
+            for dx in range(-1, 2):
+                ax = cx + dx
+                if ax < 0 or ax >= g:
+                    continue
+                for dy in range(-1, 2):
+                    ay = cy + dy
+                    if ay < 0 or ay >= g:
+                        continue
+                    cc = ax * g + ay
+                    for j in range(start[cc], start[cc + 1]):
+                        if j <= i:
+                            continue
+                        ddx = x[i] - x[j]
+                        ddy = y[i] - y[j]
+                        if ddx * ddx + ddy * ddy <= r2:
+                            if fill:
+                                out[w + c, 0] = i
+                                out[w + c, 1] = j
+                            c += 1
+            if not fill:
+                counts[i] = c
+
+    _FAMILY_KERNELS.update(planted=planted, rmat=rmat, regular=regular, geo_cells=geo_cells,
+                           geo_edges=geo_edges)
+    return _FAMILY_KERNELS
+
+
+def _write_rows(path, num_edges: int, dtype, fill, chunk_edges: int = 1 << 23) -> int:
+    """Write ``num_edges`` rows produced by ``fill(first, buf)`` to an (m, 2) ``.npy``
+    (as ``path.tmp``, renamed when complete)."""
+    import os
+
+    tmp = str(path) + ".tmp"
+    mm = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(int(num_edges), 2))
+    buf = np.empty((min(chunk_edges, num_edges), 2), dtype)
+    for a in range(0, num_edges, chunk_edges):
+        c = min(chunk_edges, num_edges - a)
+        fill(a, buf[:c])
+        mm[a:a + c] = buf[:c]
+    mm.flush()
+    del mm
+    os.replace(tmp, path)
+    return int(num_edges)
+
+
+def write_planted_edge_list(path, num_nodes: int, num_edges: int, blocks: int = 16,
+                            mixing: float = 0.2, seed: int = 0) -> int:
+    """Planted partition: ``blocks`` equal blocks, uniform degrees; an edge stays in its source's
+    block with probability ``1 - mixing``, else goes anywhere (so about
+    ``mixing * (1 - 1/blocks)`` of the edges cross blocks).  Ids shuffled.  The block of the
+    vertex with (shuffled) id ``i`` is :func:`planted_blocks` ``[i]``."""
+    if num_nodes < 2 or num_edges < 1 or blocks < 1 or not 0 <= mixing <= 1:
+        raise ValueError(f"bad planted-partition parameters: n={num_nodes}, m={num_edges}, "
+                         f"blocks={blocks}, mixing={mixing}")
+    k = _family_kernels()
+    n = int(num_nodes)
+    perm = np.random.default_rng(seed).permutation(n).astype(np.int32)
+    return _write_rows(path, num_edges, np.int32,
+                       lambda a, buf: k["planted"](a, buf, n, int(blocks), float(mixing), perm,
+                                                   seed))
+
+
+def planted_blocks(num_nodes: int, blocks: int, seed: int = 0) -> np.ndarray:
+    """Planted block of every (shuffled) vertex id of :func:`write_planted_edge_list`."""
+    perm = np.random.default_rng(seed).permutation(num_nodes)
+    size = -(-num_nodes // blocks)
+    out = np.empty(num_nodes, np.int64)
+    out[perm] = np.arange(num_nodes) // size
+    return out
+
+
+def write_rmat_edge_list(path, scale: int, num_edges: int, a: float = 0.57, b: float = 0.19,
+                         c: float = 0.19, seed: int = 0) -> int:
+    """R-MAT / Kronecker power-law graph on ``2**scale`` vertices (Graph500 defaults
+    a, b, c = 0.57, 0.19, 0.19), ids shuffled (Graph500 permutes them too)."""
+    if not 1 <= scale <= 31 or num_edges < 1 or min(a, b, c) < 0 or a + b + c >= 1:
+        raise ValueError(f"bad R-MAT parameters: scale={scale}, m={num_edges}, a={a}, b={b}, c={c}")
+    k = _family_kernels()
+    n = 1 << int(scale)
+    perm = np.random.default_rng(seed).permutation(n).astype(np.int32)
+    return _write_rows(path, num_edges, np.int32,
+                       lambda f, buf: k["rmat"](f, buf, int(scale), float(a), float(b), float(c),
+                                                perm, seed))
+
+
+def write_regular_edge_list(path, num_nodes: int, degree: int = 20, seed: int = 0) -> int:
+    """Near-regular random graph: every vertex sends ``degree // 2`` edges to uniformly random
+    vertices (degree = degree/2 + Poisson(degree/2)); no structure to find."""
+    half = max(1, int(degree) // 2)
+    if num_nodes < 2:
+        raise ValueError(f"num_nodes must be >= 2 (got {num_nodes})")
+    k = _family_kernels()
+    n = int(num_nodes)
+    perm = np.random.default_rng(seed).permutation(n).astype(np.int32)
+    return _write_rows(path, n * half, np.int32,
+                       lambda a, buf: k["regular"](a, buf, n, half, perm, seed))
+
+
+def write_geometric_edge_list(path, num_nodes: int, avg_degree: float = 10.0,
+                              seed: int = 0) -> int:
+    """Random geometric graph in the unit square (road-/mesh-like: tiny optimal cuts, no hubs):
+    points uniform, an edge between points closer than ``r`` with ``n pi r^2 = avg_degree``.
+    Ids shuffled.  Memory ~ 40 bytes per vertex plus the output rows' count."""
+    import math
+
+    if num_nodes < 2 or avg_degree <= 0:
+        raise ValueError(f"bad geometric parameters: n={num_nodes}, avg_degree={avg_degree}")
+    k = _family_kernels()
+    n = int(num_nodes)
+    rng = np.random.default_rng(seed)
+    x = rng.random(n)
+    y = rng.random(n)
+    r = math.sqrt(avg_degree / (math.pi * n))
+    g = max(1, int(1.0 / r))
+    cell = k["geo_cells"](x, y, g)
+    o = np.argsort(cell, kind="stable")
+    x, y, cell = x[o], y[o], cell[o]
+    del o
+    start = np.zeros(g * g + 1, np.int64)
+    np.cumsum(np.bincount(cell, minlength=g * g), out=start[1:])
+    del cell
+    counts = np.zeros(n, np.int64)
+    dummy = np.empty((1, 2), np.int32)
+    k["geo_edges"](x, y, start, g, r * r, counts, dummy, False)
+    m = int(counts.sum())
+    offs = np.zeros(n, np.int64)
+    np.cumsum(counts[:-1], out=offs[1:])
+    perm = rng.permutation(n).astype(np.int32)
+    tmp = str(path) + ".tmp"
+    mm = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.int32, shape=(m, 2))
+    k["geo_edges"](x, y, start, g, r * r, offs, mm, True)
+    for a in range(0, m, 1 << 23):  # shuffle ids in place, chunk by chunk
+        mm[a:a + (1 << 23)] = perm[mm[a:a + (1 << 23)]]
+    mm.flush()
+    del mm
+    import os
+
+    os.replace(tmp, path)
+    return m

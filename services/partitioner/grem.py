@@ -68,6 +68,11 @@ __all__ = ["grem_partition", "group_order", "count_cut", "force_balance",
            "capacity"]
 
 
+def cluster_budget(n: int) -> int:
+    """Most cluster-graph entries GREM builds in memory: O(n) (4 per vertex, at least 4M)."""
+    return max(4 * int(n), 1 << 22)
+
+
 def capacity(n: int, k: int, eps: float) -> int:
     """Hard block capacity ``ceil((1 + eps) * n / k)``."""
     return int(math.ceil((1.0 + eps) * n / k - 1e-9))
@@ -469,6 +474,194 @@ def _chunk_fm(src, dst, starts, part, size, k, cap, local, rounds, stall, state)
 
 
 # --------------------------------------------------------------------------------------------
+# streamed cluster merging (coarsening beyond the first level without a cluster graph)
+# --------------------------------------------------------------------------------------------
+MERGE_SLOTS = 4
+
+
+@numba.njit(cache=True)
+def _merge_rate_chunk(src, dst, starts, label, labs, cand, cnt, rnd, rndw, state):
+    """Rate neighbouring clusters for every cluster, over one chunk.
+
+    Each vertex gathers its neighbours' cluster ids, sorts them in cache and feeds every run
+    ``(cluster d, r edges)`` with ``d`` != its own cluster ``c`` into ``c``'s weighted
+    Misra-Gries summary (``cand[c]``, ``cnt[c]``: ``MERGE_SLOTS`` heaviest-neighbour
+    candidates).  Memory is O(clusters), not O(cluster-graph entries): the summary keeps the
+    heavy neighbours that matter for merging and forgets the long tail of weight-1 pairs.
+
+    On graphs without local structure (random-like, every pair of clusters joined by at most
+    one edge) the summary cancels out to zero; ``rnd[c]`` then holds one neighbouring cluster
+    drawn with probability proportional to its edge count (weighted reservoir sampling), so
+    that a merge still follows an edge, as heavy-edge matching does on unit weights.
+
+    Returns:
+        int: sum over the chunk's vertices of their distinct neighbouring clusters (an upper
+        bound on their share of the cluster graph's entries).
+    """
+    ns = cand.shape[1]
+    distinct = 0
+    for g in range(starts.size - 1):
+        a = starts[g]
+        b = starts[g + 1]
+        c = label[src[a]]
+        d = b - a
+        for e in range(a, b):
+            labs[e - a] = label[dst[e]]
+        sort_range(labs, 0, d)
+        i = 0
+        while i < d:
+            x = labs[i]
+            j = i + 1
+            while j < d and labs[j] == x:
+                j += 1
+            r = j - i
+            i = j
+            if x == c:
+                continue
+            distinct += 1
+            rndw[c] += r
+            if _rand_below(state, rndw[c]) < r:
+                rnd[c] = x
+            hit = -1
+            emp = -1
+            lo = 0
+            for t in range(ns):
+                if cand[c, t] == x:
+                    hit = t
+                elif cnt[c, t] == 0 and emp < 0:
+                    emp = t
+                if cnt[c, t] < cnt[c, lo]:
+                    lo = t
+            if hit >= 0:
+                cnt[c, hit] += r
+            elif emp >= 0:
+                cand[c, emp] = x
+                cnt[c, emp] = r
+            else:
+                m = cnt[c, lo]
+                if r > m:  # weighted Misra-Gries: the newcomer keeps what exceeds the minimum
+                    for t in range(ns):
+                        cnt[c, t] -= m
+                    cand[c, lo] = x
+                    cnt[c, lo] = r - m
+                else:
+                    for t in range(ns):
+                        cnt[c, t] -= r
+    return distinct
+
+
+@numba.njit(cache=True)
+def _find(parent, c):
+    r = c
+    while parent[r] != r:
+        r = parent[r]
+    while parent[c] != r:
+        nxt = parent[c]
+        parent[c] = r
+        c = nxt
+    return r
+
+
+@numba.njit(cache=True)
+def _merge_apply(cand, cnt, rnd, csize, maxw, state, cpart, use_part):
+    """Each cluster (random order) joins the cluster of its heaviest surviving candidate (or
+    its sampled neighbour ``rnd`` if no candidate kept a weight) if the union stays within
+    ``maxw`` vertices (and inside one block with ``use_part``).  A cluster that another one
+    joined in this pass does not move itself, so a pass forms stars, not long chains of
+    merges that each followed a weak edge.
+
+    Returns:
+        np.ndarray: int64 (nc,) root cluster of every cluster.
+    """
+    nc = csize.size
+    ns = cand.shape[1]
+    parent = np.arange(nc)
+    hub = np.zeros(nc, np.bool_)
+    order = _permutation(nc, state)
+    for i in range(nc):
+        c = order[i]
+        if hub[c] or parent[c] != c:
+            continue
+        rc = c
+        best = -1
+        bw = 0
+        for t in range(ns):
+            w = cnt[c, t]
+            if w <= bw:
+                continue
+            d = cand[c, t]
+            rd = _find(parent, d)
+            if rd == rc or csize[rc] + csize[rd] > maxw:
+                continue
+            if use_part and cpart[rd] != cpart[rc]:
+                continue
+            best = rd
+            bw = w
+        if best < 0 and rnd[c] >= 0:
+            rd = _find(parent, rnd[c])
+            if rd != rc and csize[rc] + csize[rd] <= maxw and \
+                    (not use_part or cpart[rd] == cpart[rc]):
+                best = rd
+        if best >= 0:
+            hub[best] = True
+            parent[rc] = best
+            csize[best] += csize[rc]
+    for c in range(nc):
+        parent[c] = _find(parent, c)
+    return parent
+
+
+def _stream_merge(stream, cmap, nc, maxw, budget, part, state, max_passes=16):
+    """Coarsen the clustering further by streamed merge passes until the cluster graph is
+    certain to fit ``budget`` entries.
+
+    The cluster graph has at most ``nc**2`` entries and at most the sum over vertices of their
+    distinct neighbouring clusters; merging stops once either bound is within ``budget``, when
+    a pass shrinks the clustering by less than 5 %, or after ``max_passes``.  One pass reads
+    the stream once and holds O(nc) state.
+
+    Returns:
+        tuple: ``(cmap, nc, passes, entries_bound)``.
+    """
+    bound = nc * nc
+    passes = 0
+    use_part = part is not None
+    cpart = np.zeros(1, np.int32)
+    labs = np.empty(0, np.int64)
+    while bound > budget and passes < max_passes:
+        cand = np.full((nc, MERGE_SLOTS), -1, np.int32)
+        cnt = np.zeros((nc, MERGE_SLOTS), np.int32)
+        rnd = np.full(nc, -1, np.int32)
+        rndw = np.zeros(nc, np.int64)
+        distinct = 0
+        for src, dst, starts in stream.iter_groups():
+            need = max_group_size(starts) + 1
+            if labs.size < need:
+                labs = np.empty(need, np.int64)
+            distinct += _merge_rate_chunk(src, dst, starts, cmap, labs, cand, cnt, rnd, rndw,
+                                          state)
+        del rndw
+        passes += 1
+        if distinct <= budget:  # the cluster graph already fits: keep the clusters as they are
+            bound = distinct
+            break
+        csize = np.bincount(cmap, minlength=nc).astype(np.int64)
+        if use_part:
+            cpart = np.empty(nc, np.int32)
+            cpart[cmap] = part
+        root = _merge_apply(cand, cnt, rnd, csize, maxw, state, cpart, use_part)
+        del cand, cnt, rnd
+        cmap, nc2 = _compact(root[cmap].astype(np.int32))
+        logger.info("GREM merge pass %d: %d -> %d clusters", passes, nc, nc2)
+        shrink = nc2 / max(nc, 1)
+        nc = nc2
+        bound = min(nc * nc, distinct)
+        if shrink > 0.95:
+            break
+    return cmap, nc, passes, bound
+
+
+# --------------------------------------------------------------------------------------------
 # cluster graph
 # --------------------------------------------------------------------------------------------
 def _merge_keys(keys: np.ndarray, w: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -518,6 +711,8 @@ def _dense_to_csr(w, nc):
 
 
 DENSE_CLUSTER_GRAPH_BYTES = 64 << 20
+# cluster-graph entries up to which the in-memory partitioner repeats its runs
+ML_EFFORT_ENTRIES = 1 << 21
 
 
 def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_every: int):
@@ -637,16 +832,25 @@ def _stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=
 
 
 def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_rounds):
+    """Streaming refinement passes: label-propagation moves, then buffered FM per chunk.
+
+    FM costs several times an LP pass and only pays once LP has converged: while an LP pass
+    still removes more than 2 % of the cut (a poor start, e.g. the projection of a coarse
+    partition of a graph without local structure) the passes are LP only, and they do not
+    count against ``passes`` (at most ``passes`` more of them run).
+    """
     conn = np.zeros(k, np.int64)
     ktouch = np.empty(k, np.int64)
-    use_fm = fm_rounds > 0 and stream.grouped
-    local = np.full(part.size, -1, np.int32) if use_fm else None
-    total_gain, rp = 0, 0
+    can_fm = fm_rounds > 0 and stream.grouped
+    local = np.full(part.size, -1, np.int32) if can_fm else None
+    total_gain, rp, lp_only = 0, 0, 0
+    cut_est = ref_cut
+    use_fm = can_fm and ref_cut <= 0
     # a pass over a long stream is cut short once its first eighth shows (almost) no gain:
     # the partition is then already locally optimal for these moves, and the rest of the pass
     # would cost a full read with random accesses for nothing
     probe = stream.num_chunks >= 16 and ref_cut > 0 and stream.stream_entries > 0
-    for _ in range(passes):
+    while rp - lp_only < passes:
         pg, pm, seen_entries, short = 0, 0, 0, False
         for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
             go = group_order(starts, order, state)
@@ -661,13 +865,22 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
                 pg += g_
             seen_entries += src.size
             frac = seen_entries / stream.stream_entries
-            if probe and frac >= 0.125 and pg * 2 < 0.0005 * ref_cut * frac:
+            if probe and frac >= 0.125 and pg * 2 < 0.0005 * cut_est * frac:
                 short = True
                 break
         rp += 1
         total_gain += pg
-        logger.info("GREM refinement pass %d: %d moves, cut -%d edges%s", rp, pm, pg,
+        was_fm = use_fm
+        if not use_fm:
+            lp_only += 1
+        logger.info("GREM refinement pass %d%s: %d moves, cut -%d edges%s", rp,
+                    "" if was_fm else " (LP)", pm, pg,
                     f" (stopped after {100 * frac:.0f}% of the stream: no gain)" if short else "")
+        big = cut_est > 0 and pg * 2 > 0.02 * cut_est
+        cut_est = max(cut_est - 2 * pg, 0)
+        if can_fm and not use_fm and (not big or lp_only >= passes):
+            use_fm = True  # LP has converged: switch FM on (this pass does not end the loop)
+            continue
         if short or pm == 0 or pg <= 0 or (ref_cut > 0 and pg * 2 < 0.001 * ref_cut):
             break
     return rp, total_gain
@@ -753,7 +966,11 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                                                         greedy)
         if greedy is not None:
             _place_unseen(gpart, gsize, k)
-        cd.update(cluster_passes=passes, clusters=int(nc), max_cluster=maxw)
+        nc1 = nc
+        cmap, nc, mpasses, bound = _stream_merge(stream, cmap, nc, maxw, cluster_budget(n),
+                                                 part, state)
+        cd.update(cluster_passes=passes, clusters_level1=int(nc1), merge_passes=mpasses,
+                  clusters=int(nc), max_cluster=maxw)
         logger.info("GREM cycle %d: %d clusters in %.1f s; building the cluster graph", cyc,
                     nc, time.perf_counter() - t0)
         t1 = time.perf_counter()
@@ -770,9 +987,13 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                 cpart = np.arange(nc, dtype=np.int64) % k
             else:
                 cpart, bc = None, None
-                for r in range(max(1, repeats)):
+                # effort scales down with size: repeats and V-cycles while the cluster graph
+                # is small, one multilevel run (many tries at its coarsest level) when large
+                runs = max(1, min(repeats, ML_EFFORT_ENTRIES // max(ca.size, 1)))
+                vc = vcycles if ca.size * (1 + vcycles) <= 2 * ML_EFFORT_ENTRIES else 0
+                for r in range(runs):
                     cp = multilevel_partition(cx, ca, ce, cvw, k, cap, eps,
-                                              seed=seed * 1000003 + r, vcycles=vcycles,
+                                              seed=seed * 1000003 + r, vcycles=vc,
                                               initial=initial)
                     cc = int(edge_cut_csr(cx, ca, ce, cp))
                     if bc is None or cc < bc:
@@ -780,8 +1001,9 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         else:
             cpart = np.empty(nc, np.int64)
             cpart[cmap] = part
+            vc = vcycles if ca.size * (1 + vcycles) <= 2 * ML_EFFORT_ENTRIES else 1
             cpart = improve_partition(cx, ca, ce, cvw, cpart, k, cap, eps,
-                                      seed=seed * 1000003 + 17 * cyc, vcycles=vcycles)
+                                      seed=seed * 1000003 + 17 * cyc, vcycles=vc)
         coarse_cut = int(edge_cut_csr(cx, ca, ce, cpart)) * 2  # directed entries
         del cx, ca, ce
         part = cpart.astype(np.int32)[cmap]
