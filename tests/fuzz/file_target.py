@@ -294,6 +294,16 @@ def _mutate_text(raw: bytes, rng: random.Random) -> bytes:
 
 
 def mutate(data: bytes, rng: random.Random) -> bytes:
+    """Format-aware mutation; a mutator bug falls back to plain byte mutation (never stops a run)."""
+    from tests.fuzz import mutate_bytes
+
+    try:
+        return _mutate(data, rng)
+    except Exception:                                          # noqa: BLE001
+        return mutate_bytes(data, rng)
+
+
+def _mutate(data: bytes, rng: random.Random) -> bytes:
     from tests.fuzz import mutate_bytes
 
     if not data:
