@@ -1,0 +1,51 @@
+"""Early stopping bookkeeping of the trainer's epoch driver: best epoch, ties, patience."""
+import pytest
+
+from argosy.shared.config import JobConfig, TrainerConfig
+from argosy.services.trainer.service import TrainerProc
+
+
+def _driver(patience: int) -> TrainerProc:
+    proc = TrainerProc.__new__(TrainerProc)          # the bookkeeping only: no sockets, no Redis
+    proc.cfg = JobConfig(trainer=TrainerConfig(patience=patience))
+    proc.best_val, proc.best_val_loss, proc.since_best, proc.result = -1.0, float("inf"), 0, {}
+    return proc
+
+
+def _run(proc, curve):
+    """Feed (val_accuracy, val_loss) per epoch as the driver does; return the epochs that ran."""
+    ran = []
+    for epoch, (acc, loss) in enumerate(curve):
+        if proc._patience_spent():
+            break
+        rec = {"val_accuracy": acc, "val_loss": loss}
+        rec["test_accuracy"] = epoch / 100 if proc._improves(rec) else None     # test only when it improves
+        proc._track_best(epoch, rec)
+        ran.append(epoch)
+    return ran
+
+
+def test_stops_after_patience_epochs_without_improvement():
+    curve = [(0.5, 1.0), (0.6, 0.9), (0.7, 0.8), (0.69, 0.7), (0.7, 0.81), (0.65, 0.9), (0.9, 0.1)]
+    proc = _driver(patience=3)
+    ran = _run(proc, curve)
+    assert ran == [0, 1, 2, 3, 4, 5]                  # epoch 6's 0.9 is never reached
+    assert proc.result["best_epoch"] == 2 and proc.result["test_accuracy"] == 0.02
+    assert proc.result["stopped_early"] is True
+
+
+def test_equal_accuracy_with_lower_loss_is_better():
+    proc = _driver(patience=2)
+    _run(proc, [(0.7, 0.9), (0.7, 0.8), (0.7, 0.85), (0.7, 0.95)])
+    assert proc.result["best_epoch"] == 1 and proc.result["val_loss"] == 0.8
+
+
+def test_patience_zero_runs_every_epoch():
+    proc = _driver(patience=0)
+    assert _run(proc, [(0.9, 0.1)] + [(0.1, 2.0)] * 30) == list(range(31))
+    assert proc.result["best_epoch"] == 0 and "stopped_early" not in proc.result
+
+
+def test_config_rejects_negative_patience():
+    with pytest.raises(ValueError, match="patience must be >= 0"):
+        TrainerConfig(patience=-1)
