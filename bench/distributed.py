@@ -12,6 +12,8 @@ its own parts and the halo crosses a real (here: simulated, tc-shaped) link.  Ev
 * ``accuracy``: the real trainer, 1 host vs 4 hosts: same test accuracy (batches are deterministic).
 * ``kill``: 4 hosts; host h2's sampler and loader are SIGKILLed mid-epoch: parts taken over,
   every seed trained exactly once.
+* ``rss`` (opt-in): a generated 1M-vertex DC-SBM graph with 128-d features (0.6 GB), 4 hosts:
+  peak RSS of each sampler/loader against the whole graph.
 * ``scaling``: no namespaces, simulated GPU, 1 -> 2 samplers (and loaders): batches/s.
 
 The graph is Citeseer (3,327 vertices, 3,703-d features: 49 MB of features, so each batch's
@@ -55,6 +57,27 @@ def wide_split(name: str, out: Path) -> Path:
         d = {k: z[k] for k in z.files}
     d["train_mask"] = ~(d["val_mask"] | d["test_mask"]) & (d["labels"] >= 0)
     np.savez(dst, **d)
+    return dst
+
+
+def large_graph(out: Path, nodes: int, train: int) -> Path:
+    """A generated DC-SBM graph (``argosy generate``, 128-d features, community structure) with
+    ``train`` random train seeds kept (an epoch of a fixed size, whatever the graph size)."""
+    out.mkdir(parents=True, exist_ok=True)
+    raw, dst = out / f"dcsbm-{nodes}.npz", out / f"dcsbm-{nodes}-t{train}.npz"
+    if dst.exists():
+        return dst
+    if not raw.exists():
+        subprocess.run([sys.executable, "-m", "argosy.services.launch", "generate", "--nodes", str(nodes),
+                        "--avg-degree", "10", "--feature-dim", "128", "--seed", "0", "--out", str(raw)],
+                       cwd=ROOT, check=True)
+    with np.load(raw) as z:
+        d = {k: z[k] for k in z.files}
+    keep = np.random.default_rng(0).permutation(np.flatnonzero(d["train_mask"]))[:train]
+    d["train_mask"] = np.zeros_like(d["train_mask"])
+    d["train_mask"][keep] = True
+    np.savez(dst, **d)
+    raw.unlink()
     return dst
 
 
@@ -137,6 +160,8 @@ def main() -> None:
     ap.add_argument("--gpu-step", default="5ms", help="simulated GPU step per batch")
     ap.add_argument("--link-rate", default="1gbit")
     ap.add_argument("--halo-cache", default="4M")
+    ap.add_argument("--large-nodes", type=int, default=1_000_000, help="rss: vertices of the generated graph")
+    ap.add_argument("--large-methods", default="grem", help="rss: partitioners to run on the generated graph")
     args = ap.parse_args()
     from argosy.services.netsim import available
     why = available()
@@ -172,6 +197,18 @@ def main() -> None:
     if "kill" in only:
         run("kill-4hosts", *common, *sim, *hosts4, "--partition-method", "grem", "--claim-timeout", "3",
             kill_after_epoch=1)
+    if "rss" in only:                      # memory per process on a graph much larger than a batch
+        big = large_graph(work, args.large_nodes, 12800)
+        for m in args.large_methods.split(","):
+            r = train(big, work / f"large-4hosts-{m}", "--parts", "4", "--epochs", "1", "--batch-size", "256",
+                      "--eval-fanouts", "10,10", "--eval-max-nodes", "1000", "--halo-cache", "16M", *sim, *hosts4,
+                      "--partition-method", m, timeout=1500)
+            rows.append(row(f"large-4hosts-{m}", r))
+            print(json.dumps(rows[-1]), file=sys.stderr)
+            with open(RESULTS / "distributed.jsonl", "a") as f:
+                f.write(json.dumps({"t": time.time(), "graph": big.name, "cores": os.cpu_count(), "load": load,
+                                    **rows[-1], "peak_rss_bytes": r.get("peak_rss_bytes"),
+                                    "base_rss_bytes": r.get("base_rss_bytes"), "store_bytes": r["store_bytes"]}) + "\n")
     if "scaling" in only:
         for n in (1, 2):
             run(f"scale-{n}", *common, *sim, "--partition-method", "random", "--samplers", str(n), "--loaders", str(n))
