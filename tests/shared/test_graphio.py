@@ -167,3 +167,36 @@ def test_npz_aliases_and_formats_by_content(tmp_path):
     q = tmp_path / "edges.txt"                                # an .npz under a text name is still an .npz
     q.write_bytes(p.read_bytes())
     assert load_graph(q).num_edges == g.num_edges
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(edges=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), min_size=1, max_size=60),
+       sep=st.sampled_from([" ", "\t", ",", ", ", " \t "]), eol=st.sampled_from(["\n", "\r\n"]),
+       bom=st.booleans(), header=st.booleans(), weights=st.booleans(), comments=st.booleans(),
+       gz=st.booleans())
+def test_text_dialects_parse_to_the_same_graph(tmp_path_factory, edges, sep, eol, bom, header, weights,
+                                               comments, gz):
+    import gzip
+    lines = [f"{a}{sep}{b}" + (f"{sep}{0.25 * a:.2f}" if weights else "") for a, b in edges]
+    if comments:
+        lines.insert(len(lines) // 2, "# a comment")
+    if header:
+        lines.insert(0, sep.join(["src", "dst"] + (["w"] if weights else [])))
+    data = (("\ufeff" if bom else "") + eol.join(lines) + eol).encode()
+    p = tmp_path_factory.mktemp("t") / ("g.txt.gz" if gz else "g.txt")
+    p.write_bytes(gzip.compress(data) if gz else data)
+    u = np.array([a for a, _ in edges])
+    v = np.array([b for _, b in edges])
+    n = int(max(u.max(), v.max())) + 1
+    if (u == v).all():
+        g = load_graph(p)
+        assert g.num_edges == 0 and g.num_nodes == n
+        return
+    ref = csr_from_edges(u, v, num_nodes=n)
+    g = load_graph(p)
+    np.testing.assert_array_equal(g.indptr, ref.indptr)
+    np.testing.assert_array_equal(g.indices, ref.indices)
