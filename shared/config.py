@@ -73,7 +73,7 @@ class LoaderConfig:
 
 MODEL_DEFAULTS: dict[str, dict] = {
     "gcn": {"hidden": 16, "dropout": 0.5, "lr": 0.01},
-    "sage": {"hidden": 64, "dropout": 0.5, "lr": 0.01},
+    "sage": {"hidden": 64, "dropout": 0.5, "lr": 0.005},
     "gat": {"hidden": 8, "dropout": 0.6, "lr": 0.005},
     "custom": {"hidden": 64, "dropout": 0.5, "lr": 0.01},
 }
