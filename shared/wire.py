@@ -119,10 +119,11 @@ def decode(frames: list, limits: Limits = DEFAULT_LIMITS) -> Message:
         dtype = np.dtype(spec[1])
         # Python ints: a declared shape like [2**31, 2**31, 2**31, 4] must not wrap to 0 bytes
         # (numpy's int64 product would) and then pass the frame-length check with an empty frame.
+        # Zero dims count as 1 in the bound: numpy refuses ``np.empty([0, 2**39, 2**39])`` too.
         nbytes = math.prod(spec[2]) * dtype.itemsize
-        if nbytes > limits.max_frame_bytes:
-            raise ProtocolError(f"{cls.__name__}.{name}: declared shape {spec[2]} of {spec[1]} needs {nbytes} bytes, "
-                                f"over the frame limit of {limits.max_frame_bytes}")
+        if math.prod(max(d, 1) for d in spec[2]) * dtype.itemsize > limits.max_frame_bytes:
+            raise ProtocolError(f"{cls.__name__}.{name}: declared shape {spec[2]} of {spec[1]} exceeds the limit "
+                                f"of {limits.max_frame_bytes} bytes per frame")
         if view.nbytes > limits.max_frame_bytes:
             raise ProtocolError(f"{cls.__name__}.{name}: frame of {view.nbytes} bytes exceeds the limit of {limits.max_frame_bytes}")
         if nbytes != view.nbytes:

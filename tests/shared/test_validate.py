@@ -8,7 +8,7 @@ import pytest
 from argosy.shared import keys
 from argosy.shared.config import JobConfig, SamplerConfig, TrainerConfig
 from argosy.shared.errors import InvalidMessageError, ProtocolError
-from argosy.shared.protocol import FeatureBatch, Hello, SampledBatch
+from argosy.shared.protocol import ErrorReply, FeatureBatch, SampledBatch
 from argosy.shared.store import PartitionStore
 from argosy.shared.validate import BatchBounds, MessageValidator, job_plan
 from argosy.shared.wire import decode, encode
@@ -128,7 +128,11 @@ def test_overflowing_declared_shape_rejected_before_allocation():
     h = msgpack.unpackb(frames[0], raw=False)
     h[3][0][2] = [2**32, 2**32, 2**32, 4]      # int64 product wraps to 0; an empty frame would "match"
     frames[0], frames[1] = msgpack.packb(h), b""
-    with pytest.raises(ProtocolError, match="declared shape .* over the frame limit"):
+    with pytest.raises(ProtocolError, match=r"declared shape \[4294967296, .* exceeds the limit of"):
+        decode(frames)
+    h[3][0][2] = [2**39, 2**39, 0]              # zero bytes, yet numpy cannot even make the empty array
+    frames[0] = msgpack.packb(h)
+    with pytest.raises(ProtocolError, match=r"declared shape \[549755813888, 549755813888, 0\] .* exceeds the limit of"):
         decode(frames)
 
 
@@ -200,8 +204,8 @@ def test_wrong_message_type(env):
     cfg, _, sb, fb = env
     with pytest.raises(InvalidMessageError, match="a loader accepts SampledBatch only .got FeatureBatch"):
         _loader(cfg)(fb)
-    with pytest.raises(InvalidMessageError, match="a trainer accepts FeatureBatch only .got Hello"):
-        _trainer(cfg, 0)(Hello())
+    with pytest.raises(InvalidMessageError, match="a trainer accepts FeatureBatch only .got ErrorReply"):
+        _trainer(cfg, 0)(ErrorReply())
 
 
 def test_trainer_plan_handed_in_is_used(env):
