@@ -21,7 +21,7 @@ from argosy.shared import envs
 from argosy.shared.errors import ArgosyError
 from argosy.shared.records import JobState, Role
 from argosy.services.train_args import (TRAIN_EPILOG, add_mode_args, add_train_args, expand_job_file, finish_args,
-                                        fullgraph_argv)
+                                        fullgraph_config)
 
 __all__ = ["main", "build_parser"]
 
@@ -30,9 +30,8 @@ logger = logging.getLogger("argosy")
 
 def cmd_train(args) -> int:
     if args.mode != "minibatch":
-        if not args.data:
-            raise ArgosyError(f"--mode {args.mode} needs --data FILE.npz (a graph with features, labels and splits)")
-        return subprocess.call(fullgraph_argv(args))
+        cmd = [sys.executable, "-m", "argosy.services.fullgraph", "train", "--config", str(fullgraph_config(args))]
+        return subprocess.call(cmd + (["--json"] if args.json else []))
     from argosy.services.driver import run_local
     res = run_local(args)
     _print_result(res, args.json)
@@ -204,9 +203,10 @@ def cmd_status(args) -> int:
     now = time.time()
     services = []
     for role in Role:
-        for s in coord.services(role.value, include_dead=True):
-            s["heartbeat_age"] = round(now - s["heartbeat"], 2) if "heartbeat" in s else None
-            services.append(s)
+        for s in coord.service_infos(role.value, include_dead=True):
+            age = s.heartbeat_age(now)
+            services.append({**s.extra, "role": s.role, "id": s.id, "alive": s.alive, "host": s.host, "pid": s.pid,
+                             "heartbeat_age": None if age is None else round(age, 2)})
     print(json.dumps({"job": info["job"], "state": coord.get_state(), "phase": coord.get_phase(),
                       "epochs_done": len(coord.epochs()), "metrics": coord.metrics(), "services": services,
                       "missing": [s["id"] for s in services if not s["alive"]]}))

@@ -1,19 +1,20 @@
 """The training flags of ``argosy demo|train|up|submit`` and their mapping to :class:`JobConfig`.
 
 One place: a new flag is added in :func:`add_train_args` and read in :func:`job_config` (or, for
-the full-graph modes, in :func:`fullgraph_argv`).
+the full-graph modes, in :func:`fullgraph_config`).
 """
 from __future__ import annotations
 
 import argparse
-import sys
+import json
+from dataclasses import asdict
 from pathlib import Path
 
-from argosy.shared.config import (MODEL_DEFAULTS, CoordConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig,
+from argosy.shared.config import (MODEL_DEFAULTS, CoordConfig, FullGraphConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig,
                                   parse_size)
 from argosy.shared.errors import ConfigError
 
-__all__ = ["add_train_args", "add_mode_args", "job_config", "fullgraph_argv", "finish_args", "expand_job_file",
+__all__ = ["add_train_args", "add_mode_args", "job_config", "fullgraph_config", "finish_args", "expand_job_file",
            "TRAIN_EPILOG"]
 
 
@@ -215,15 +216,23 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
         coord=CoordConfig(claim_timeout=args.claim_timeout, peer_timeout=args.peer_timeout))
 
 
-def fullgraph_argv(args: argparse.Namespace) -> list[str]:
-    """The command line of the full-graph trainer entry point for ``train --mode fullgraph|sar``."""
-    cmd = [sys.executable, "-m", "argosy.services.fullgraph", "train", "--data", args.data, "--mode", args.mode,
-           "--model", args.model, "--epochs", str(args.epochs), "--lr", str(args.lr), "--hidden", str(args.hidden),
-           "--dropout", str(args.dropout), "--weight-decay", str(args.weight_decay), "--seed", str(args.seed),
-           "--parts", str(args.parts), "--trainers", str(args.trainers), "--cache-bytes", args.cache_bytes,
-           "--eviction", args.eviction, "--device", "cuda" if args.device == "cuda" else "cpu"]
-    if args.spill_dir:
-        cmd += ["--spill-dir", args.spill_dir]
-    if args.json:
-        cmd.append("--json")
-    return cmd
+def fullgraph_config(args: argparse.Namespace) -> Path:
+    """``train --mode fullgraph|sar``: partition ``--data`` if needed, then write the job and fullgraph
+    sections to ``RUN_DIR/fullgraph.json`` for ``python -m argosy.services.fullgraph train --config``."""
+    from argosy.services.driver import new_job_id, partition_to_store
+    job = args.job or new_job_id()
+    run_dir = Path(args.run_dir or Path("runs") / job)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if args.store:
+        store = Path(args.store)
+    elif args.data:
+        store = run_dir / "store"
+        partition_to_store(args.data, store, args.parts, args.partition_method, args.seed, args.json)
+    else:
+        raise ConfigError(f"--mode {args.mode} needs --data FILE or --store DIR")
+    cfg = job_config(args, store, job, run_dir)
+    fg = FullGraphConfig(mode=args.mode, cache_bytes=args.cache_bytes, spill_dir=args.spill_dir,
+                         eviction=args.eviction)
+    path = run_dir / "fullgraph.json"
+    path.write_text(json.dumps({"job": asdict(cfg), "fullgraph": asdict(fg)}, indent=1))
+    return path

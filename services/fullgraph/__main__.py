@@ -18,7 +18,7 @@ import logging
 import sys
 from pathlib import Path
 
-from argosy.shared.config import FullGraphConfig, JobConfig, TrainerConfig, parse_size
+from argosy.shared.config import FullGraphConfig, JobConfig, SamplerConfig, TrainerConfig, parse_size
 from argosy.shared.errors import ArgosyError, ConfigError
 
 __all__ = ["main", "build_parser", "configs_from_args"]
@@ -36,16 +36,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--mode", choices=["fullgraph", "sar", "memory"], default="fullgraph")
     t.add_argument("--model", choices=["gcn", "sage"], default="gcn")
     t.add_argument("--trainers", type=int, default=2, help="SAR worker processes")
-    t.add_argument("--max-epochs", type=int, default=FullGraphConfig.max_epochs)
-    t.add_argument("--patience", type=int, default=FullGraphConfig.patience,
+    t.add_argument("--epochs", type=int, default=TrainerConfig.epochs, help="most epochs to run")
+    t.add_argument("--patience", type=int, default=TrainerConfig.patience,
                    help="stop after this many epochs without a better validation accuracy (0 = never)")
-    t.add_argument("--lr", type=float, default=0.01)
-    t.add_argument("--hidden", type=int, default=16)
-    t.add_argument("--layers", type=int, default=2)
-    t.add_argument("--dropout", type=float, default=0.5)
-    t.add_argument("--weight-decay", type=float, default=5e-4)
+    t.add_argument("--lr", type=float, default=None, help="default: the model's (MODEL_DEFAULTS)")
+    t.add_argument("--hidden", type=int, default=None, help="default: the model's (MODEL_DEFAULTS)")
+    t.add_argument("--layers", type=int, default=2, help="GNN layers (every neighbour of every hop)")
+    t.add_argument("--dropout", type=float, default=None, help="default: the model's (MODEL_DEFAULTS)")
+    t.add_argument("--weight-decay", type=float, default=TrainerConfig.weight_decay)
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--normalize-features", action="store_true", help="row-normalise features to sum 1")
+    t.add_argument("--normalize-features", action=argparse.BooleanOptionalAction, default=None,
+                   help="row-normalise features to sum 1 (default: when every feature is non-negative)")
     t.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     t.add_argument("--cache-bytes", default="256M", help="host cache budget, e.g. 512M, 2G")
     t.add_argument("--disk-bytes", default=None, help="spill budget (default unlimited)")
@@ -74,10 +75,12 @@ def configs_from_args(a: argparse.Namespace) -> tuple[JobConfig, FullGraphConfig
     if not a.store:
         raise ConfigError("train needs --store DIR (or --config FILE)")
     trainer = TrainerConfig(model=a.model, hidden=a.hidden, dropout=a.dropout, lr=a.lr, weight_decay=a.weight_decay,
-                            device=a.device, normalize_features=a.normalize_features)
-    job = JobConfig(store=a.store, run_dir=a.run_dir, num_trainers=a.trainers, seed=a.seed, trainer=trainer)
-    fg = FullGraphConfig(mode=a.mode, layers=a.layers, max_epochs=a.max_epochs, patience=a.patience,
-                         cache_bytes=a.cache_bytes, disk_bytes=a.disk_bytes, spill_dir=a.spill_dir,
+                            epochs=a.epochs, patience=a.patience, device=a.device,
+                            normalize_features=a.normalize_features)
+    every = SamplerConfig(fanouts=(-1,) * a.layers, eval_fanouts=(-1,) * a.layers)  # full graph: all neighbours
+    job = JobConfig(store=a.store, run_dir=a.run_dir, num_trainers=a.trainers, seed=a.seed, sampler=every,
+                    trainer=trainer)
+    fg = FullGraphConfig(mode=a.mode, cache_bytes=a.cache_bytes, disk_bytes=a.disk_bytes, spill_dir=a.spill_dir,
                          eviction=a.eviction, prefetch=not a.no_prefetch, store_addr=a.store_addr)
     return job, fg
 

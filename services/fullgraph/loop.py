@@ -16,9 +16,9 @@ from typing import Callable, Protocol
 
 import torch
 
-from argosy.shared.config import FullGraphConfig
+from argosy.shared.config import JobConfig, TrainerConfig
 
-__all__ = ["FullGraphTrainer", "fit", "save_checkpoint"]
+__all__ = ["FullGraphTrainer", "fit", "save_best"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,28 +29,32 @@ class FullGraphTrainer(Protocol):
     def evaluate(self) -> dict[str, float]: ...
 
 
-def save_checkpoint(path: str | Path, model: torch.nn.Module, epoch: int, result: dict, fingerprint: str,
-                    mode: str) -> None:
-    """Atomically write the model (the mini-batch trainer's ``model`` key, so either mode can load it)."""
-    path = Path(path)
+def save_best(job: JobConfig, model: torch.nn.Module, epoch: int, rec: dict, in_dim: int, num_classes: int,
+              num_layers: int) -> None:
+    """Atomically write ``best.pt`` in the mini-batch trainer's format, so :func:`argosy.load_model`
+    and ``argosy predict`` read a full-graph run like any other."""
+    if not job.run_dir:
+        return
+    path = Path(job.run_dir) / "best.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save({"model": model.state_dict(), "epoch": epoch, "result": result, "fingerprint": fingerprint,
-                "mode": mode}, tmp)
+    tmp = path.with_suffix(".tmp-best")
+    torch.save({"format": 1, "model": model.state_dict(), "epoch": epoch, "val_accuracy": rec["val_accuracy"],
+                "test_accuracy": rec["test_accuracy"], "spec": job.to_json(), "in_dim": in_dim,
+                "num_classes": num_classes, "num_layers": num_layers, "store": str(job.store)}, tmp)
     os.replace(tmp, path)
 
 
-def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Optimizer, fg: FullGraphConfig,
+def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Optimizer, cfg: TrainerConfig,
         device: torch.device, remote_fraction: float = 0.0,
         on_best: Callable[[int, dict], None] | None = None) -> tuple[list[dict], dict]:
-    """Train until validation accuracy has not improved for ``fg.patience`` epochs (or ``fg.max_epochs``).
+    """Train until validation accuracy has not improved for ``cfg.patience`` epochs (or ``cfg.epochs``).
 
     The model ends with its best-validation weights.  Returns the per-epoch records (the keys the
     run report plots) and the result: accuracies at the best-validation epoch, epoch count, times.
     """
     epochs: list[dict] = []
     best_val, best_epoch, best_state = -1.0, -1, None
-    for epoch in range(fg.max_epochs):
+    for epoch in range(cfg.epochs):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = trainer.step(epoch)
@@ -71,7 +75,7 @@ def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Opti
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             if on_best is not None:
                 on_best(epoch, rec)
-        elif fg.patience and epoch - best_epoch >= fg.patience:
+        elif cfg.patience and epoch - best_epoch >= cfg.patience:
             break
         if epoch % 50 == 0:
             logger.info("epoch %d: loss %.4f train %.3f val %.3f test %.3f (%.3f s)", epoch, loss,
@@ -82,7 +86,7 @@ def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Opti
     times = [e["epoch_seconds"] for e in epochs]
     result = {"test_accuracy": best["test_accuracy"], "val_accuracy": best["val_accuracy"],
               "train_accuracy": best["train_accuracy"], "best_epoch": best_epoch, "epochs": len(epochs),
-              "stopped_early": len(epochs) < fg.max_epochs,
+              "stopped_early": len(epochs) < cfg.epochs,
               "final_test_accuracy": epochs[-1]["test_accuracy"], "final_val_accuracy": epochs[-1]["val_accuracy"],
               "final_loss": epochs[-1]["train_loss"],
               "epoch_seconds": statistics.median(times[1:] if len(times) > 1 else times),

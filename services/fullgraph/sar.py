@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -36,7 +35,7 @@ from argosy.shared.store.reader import PartitionStore
 
 from .graph import normalize_rows
 from .kernels import CSR, csr_from_coo, spmm
-from .loop import fit, save_checkpoint
+from .loop import fit, save_best
 from .memory import configure_malloc, current_rss_bytes, peak_rss_bytes
 from .model import build_model, dropout_mask, flat_grads, layer_forward, make_optimizer, masked_loss_sum, post_activation
 
@@ -239,7 +238,7 @@ class SARWorker:
         cnt = torch.tensor([int((masks["train_mask"] & (labels >= 0)).sum())], dtype=torch.float64, device=device)
         dist.all_reduce(cnt, group=group)
         self.n_train = int(cnt.item())
-        self.model, self.spec = build_model(job.trainer, m.feature_dim, m.num_classes, fg.layers, job.seed, device)
+        self.model, self.spec = build_model(job.trainer, m.feature_dim, m.num_classes, len(job.sampler.fanouts), job.seed, device)
         for t in self.model.parameters():  # identical replicas even if init ever became rank-dependent
             dist.broadcast(t.data, self._global(0), group=group)
         self.seed = job.seed
@@ -329,18 +328,13 @@ def _run_job(rank: int, sj: SARJob, group: dist.ProcessGroup | None, base_rss: i
         tot = torch.tensor([w.remote_entries, w.local_entries + w.remote_entries], dtype=torch.float64)
         dist.all_reduce(tot, group=group)
         remote = float(tot[0] / max(float(tot[1]), 1.0))
-        last_save = [0.0]
+        m = PartitionStore(job.store).manifest
 
-        def on_best(epoch: int, rec: dict) -> None:  # a crash keeps the best weights so far
-            if rank == 0 and job.run_dir and time.monotonic() - last_save[0] > 30:
-                save_checkpoint(os.path.join(job.run_dir, "checkpoint.pt"), w.model, epoch, rec,
-                                job.fingerprint(), "sar")
-                last_save[0] = time.monotonic()
+        def on_best(epoch: int, rec: dict) -> None:
+            if rank == 0:
+                save_best(job, w.model, epoch, rec, m.feature_dim, m.num_classes, len(job.sampler.fanouts))
 
-        epochs, res = fit(w, w.model, make_optimizer(w.model, job.trainer), fg, device, remote, on_best)
-        if rank == 0 and job.run_dir:
-            save_checkpoint(os.path.join(job.run_dir, "checkpoint.pt"), w.model, res["best_epoch"], res,
-                            job.fingerprint(), "sar")
+        epochs, res = fit(w, w.model, make_optimizer(w.model, job.trainer), job.trainer, device, remote, on_best)
         result.update(res, remote_fraction=remote, epoch_records=epochs if rank == 0 else [])
     result["peak_rss_bytes"] = peak_rss_bytes()
     result["base_rss_bytes"] = base_rss

@@ -1,7 +1,7 @@
 """The full-graph run: ``fullgraph`` (offloaded), ``sar`` or ``memory`` over a partitioned store.
 
 Why this module exists: the CLI, the bench and the integration tests all need "train this model
-on this store in this mode, keep the best-validation weights, write the checkpoint and the run
+on this store in this mode, keep the best-validation weights (``best.pt``) and write the run
 report", so that lives here once.  ``memory`` is the plain in-memory baseline the bench compares
 against.
 """
@@ -20,13 +20,14 @@ import torch
 
 from argosy.shared.config import FullGraphConfig, JobConfig
 from argosy.shared.errors import ConfigError
+from argosy.shared.preflight import check_trainable
 from argosy.shared.report import write_report
 from argosy.shared.store.reader import PartitionStore
 
 from .fullgraph import OffloadTrainer
 from .graph import build_plan, load_store_graph
 from .inmemory import InMemoryTrainer
-from .loop import fit, save_checkpoint
+from .loop import fit, save_best
 from .memory import current_rss_bytes, peak_rss_bytes
 from .model import build_model, make_optimizer
 from .sar import launch_sar
@@ -57,7 +58,9 @@ def run(job: JobConfig, fg: FullGraphConfig) -> dict:
     t_start = time.time()
     if not job.store:
         raise ConfigError("full-graph training needs a partitioned store (--store DIR, or --data FILE to partition)")
-    out: dict = {"mode": fg.mode, "model": job.trainer.model, "store": job.store}
+    check_trainable(job.store, job)  # refuses a store without features/labels/splits; resolves normalisation
+    out: dict = {"mode": fg.mode, "model": job.trainer.model, "store": job.store,
+                 "normalize_features": job.trainer.normalize_features}
     made: list[str] = []
     try:
         if fg.mode == "sar":
@@ -86,7 +89,7 @@ def run(job: JobConfig, fg: FullGraphConfig) -> dict:
         report_result = {k: v for k, v in out.items() if not isinstance(v, (list, dict))}
         out["report"] = str(write_report(job.run_dir, report_result, epochs, [], {
             "job": job.job, "store": job.store, "config": asdict(job), "fullgraph": asdict(fg)}))
-        out["checkpoint"] = str(Path(job.run_dir) / "checkpoint.pt")
+        out["checkpoint"] = str(Path(job.run_dir) / "best.pt")
     return out
 
 
@@ -95,7 +98,7 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
     device = pick_device(job.trainer.device)
     g, owner = load_store_graph(store, job.trainer.normalize_features)
     m = store.manifest
-    model, spec = build_model(job.trainer, m.feature_dim, m.num_classes, fg.layers, job.seed, device)
+    model, spec = build_model(job.trainer, m.feature_dim, m.num_classes, len(job.sampler.fanouts), job.seed, device)
     opt = make_optimizer(model, job.trainer)
     out.update(device=str(device), num_nodes=m.num_nodes, dims=list(spec.dims), trainers=1)
     ostore = None
@@ -120,16 +123,11 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
                    eviction=fg.eviction, prefetch=fg.prefetch)
         ostore.stats(reset=True)
     del g
-    last_save = [0.0]
-    ck = os.path.join(job.run_dir, "checkpoint.pt") if job.run_dir else None
-
-    def on_best(epoch: int, rec: dict) -> None:  # a crash keeps the best weights so far
-        if ck and time.monotonic() - last_save[0] > 30:
-            save_checkpoint(ck, model, epoch, rec, job.fingerprint(), fg.mode)
-            last_save[0] = time.monotonic()
+    def on_best(epoch: int, rec: dict) -> None:
+        save_best(job, model, epoch, rec, m.feature_dim, m.num_classes, len(job.sampler.fanouts))
 
     try:
-        epochs, res = fit(trainer, model, opt, fg, device, remote, on_best)
+        epochs, res = fit(trainer, model, opt, job.trainer, device, remote, on_best)
         if ostore is not None:
             st = ostore.stats()
             out.update(cache_hit_rate=st["hit_rate"], bytes_read=st["bytes_read"],
@@ -137,8 +135,6 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
     finally:
         if ostore is not None:
             ostore.close()
-    if ck:
-        save_checkpoint(ck, model, res["best_epoch"], res, job.fingerprint(), fg.mode)
     out.update(res, remote_fraction=remote)
     if device.type == "cuda":
         out["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated(device))

@@ -1,4 +1,4 @@
-"""`python -m argosy.services.fullgraph train ... --json` in every mode ends with one JSON line of metrics."""
+"""`argosy train --mode fullgraph|sar` from a graph file: partitioned store, early stopping, best.pt, report."""
 
 from __future__ import annotations
 
@@ -7,33 +7,53 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
-from argosy.services.fullgraph.synthetic import planted_graph, save_npz
+from argosy.services.fullgraph.graph import load_store_graph
+from argosy.services.fullgraph.inmemory import InMemoryTrainer
+from argosy.services.fullgraph.synthetic import planted_graph
+from argosy.shared.graphio import save_graph_npz
+from argosy.shared.store.reader import PartitionStore
 
-COMMON = {"test_accuracy", "val_accuracy", "epochs", "epoch_seconds", "peak_rss_bytes", "mode", "parts",
-          "trainers"}
 
-
-def _run(args: list[str]) -> dict:
-    out = subprocess.run([sys.executable, "-m", "argosy.services.fullgraph", "train", *args, "--json"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
-    assert len(lines) == 1, out.stdout
-    return json.loads(lines[0])
+def _train(args: list[str]) -> dict:
+    out = subprocess.run([sys.executable, "-m", "argosy.services.launch", "train", *args, "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.integration
-def test_fullgraph_and_sar_cli(tmp_path):
+def test_fullgraph_and_sar_from_a_graph_file(tmp_path):
+    g = planted_graph(600, avg_degree=8, num_classes=3, feat_dim=16, noise=0.5, seed=1)
     data = tmp_path / "g.npz"
-    save_npz(planted_graph(600, avg_degree=8, num_classes=3, feat_dim=16, noise=0.5, seed=1), str(data))
-    base = ["--data", str(data), "--epochs", "30", "--hidden", "16", "--lr", "0.05", "--no-feature-norm"]
-    fg = _run(base + ["--mode", "fullgraph", "--model", "gcn", "--parts", "4", "--cache-bytes", "20K",
-                      "--spill-dir", str(tmp_path), "--eviction", "lru"])
-    assert COMMON | {"cache_hit_rate", "bytes_read", "bytes_written"} <= fg.keys()
-    assert fg["mode"] == "fullgraph" and fg["parts"] == 4 and fg["trainers"] == 1 and fg["epochs"] == 30
+    save_graph_npz(g, data)
+    common = ["--data", str(data), "--model", "gcn", "--epochs", "25", "--patience", "5", "--parts", "4",
+              "--lr", "0.05", "--no-normalize-features"]
+    fg = _train(common + ["--mode", "fullgraph", "--run-dir", str(tmp_path / "fg"), "--cache-bytes", "20K",
+                          "--spill-dir", str(tmp_path), "--eviction", "lru"])
+    assert fg["mode"] == "fullgraph" and fg["parts"] == 4 and fg["normalize_features"] is False
     assert fg["bytes_written"] > 0 and 0 <= fg["cache_hit_rate"] <= 1
     assert fg["test_accuracy"] > 0.8  # planted classes are easy
-    sar = _run(base + ["--mode", "sar", "--model", "sage", "--trainers", "2"])
-    assert COMMON <= sar.keys() and sar["trainers"] == 2 and len(sar["rank_peak_rss_bytes"]) == 2
-    assert sar["test_accuracy"] > 0.8
+    assert fg["epochs"] == len(fg["epoch_seconds_all"]) <= 25
+    assert fg["stopped_early"] == (fg["epochs"] < 25) and fg["epochs"] - 1 - fg["best_epoch"] <= 5
+    report = json.loads((tmp_path / "fg" / "report.json").read_text())
+    assert len(report["epochs"]) == fg["epochs"] and (tmp_path / "fg" / "report.md").exists()
+    assert max(e["val_accuracy"] for e in report["epochs"]) == fg["val_accuracy"]
+
+    # best.pt holds the best-validation weights: they reproduce the reported validation accuracy
+    ck = torch.load(tmp_path / "fg" / "best.pt", weights_only=True)
+    assert ck["format"] == 1 and ck["epoch"] == fg["best_epoch"] and ck["num_layers"] == 2
+    from argosy.services.fullgraph.model import build_model
+    from argosy.shared.config import JobConfig
+    job = JobConfig.from_json(ck["spec"])
+    model, spec = build_model(job.trainer, ck["in_dim"], ck["num_classes"], ck["num_layers"], 0)
+    model.load_state_dict(ck["model"])
+    store_graph, _ = load_store_graph(PartitionStore(job.store), normalize=False)
+    acc = InMemoryTrainer(spec, store_graph, model).evaluate()
+    assert abs(acc["val_accuracy"] - fg["val_accuracy"]) < 1e-6
+
+    sar = _train(common + ["--mode", "sar", "--trainers", "2", "--run-dir", str(tmp_path / "sar")])
+    assert sar["mode"] == "sar" and sar["trainers"] == 2 and sar["rank_parts"] == [[0, 2], [1, 3]]
+    assert len(sar["rank_peak_rss_bytes"]) == 2 and sar["test_accuracy"] > 0.8
+    assert (tmp_path / "sar" / "best.pt").exists() and (tmp_path / "sar" / "report.md").exists()

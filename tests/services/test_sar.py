@@ -17,7 +17,7 @@ from argosy.services.fullgraph.graph import load_store_graph
 from argosy.services.fullgraph.inmemory import InMemoryTrainer
 from argosy.services.fullgraph.model import flat_grads
 from argosy.services.fullgraph.sar import SARJob, launch_sar_jobs, owned_parts
-from argosy.shared.config import FullGraphConfig, JobConfig, TrainerConfig
+from argosy.shared.config import FullGraphConfig, JobConfig, SamplerConfig, TrainerConfig
 from argosy.shared.store.reader import PartitionStore
 
 from .fullgraph_helpers import make_store, model
@@ -36,13 +36,13 @@ def test_ownership_covers_every_part_once():
 def test_sar_gradients_match_in_memory(tmp_path):
     _, _, store = make_store(tmp_path, n=300, parts=4)
     g, _ = load_store_graph(PartitionStore(store), normalize=True)
-    fg = json.dumps(asdict(FullGraphConfig(mode="sar", layers=3)))
+    fg = json.dumps(asdict(FullGraphConfig(mode="sar")))
     jobs, refs = [], []
     for kind, workers in CASES:
         m, spec = model(kind, 20, 4, 3, seed=5)
         loss = InMemoryTrainer(spec, g, m, 5).step(0)
         refs.append((loss, flat_grads(m)))
-        job = JobConfig(store=store, seed=5, num_trainers=workers,
+        job = JobConfig(store=store, seed=5, num_trainers=workers, sampler=SamplerConfig(fanouts=(-1, -1, -1), eval_fanouts=(-1, -1, -1)),
                         trainer=TrainerConfig(model=kind, hidden=16, dropout=0.0, normalize_features=True))
         jobs.append(SARJob(job.to_json(), fg, workers, str(tmp_path / f"{kind}{workers}"), task="grads"))
     results = launch_sar_jobs(jobs)
