@@ -96,7 +96,7 @@ def start_job(a, work: Path) -> dict:
     job = f"autoscale-{time.strftime('%H%M%S')}"
     p = argosy("up", "--data", str(graph), "--parts", str(a.parts), "--samplers", "1", "--loaders", str(a.loaders),
                "--trainers", str(a.trainers),
-               "--epochs", "1000", "--batch-size", str(a.batch_size), "--fanouts", a.fanouts, "--hidden", str(a.hidden), "--dropout", str(a.dropout),
+               "--epochs", "1000", "--patience", "0", "--batch-size", str(a.batch_size), "--fanouts", a.fanouts, "--hidden", str(a.hidden), "--dropout", str(a.dropout),
                "--work-factor", str(a.work_factor), "--eval-max-nodes", str(a.eval_max_nodes), "--job", job,
                "--run-dir", str(work / job), "--peer-timeout", "600", "--device", a.device)
     if p.returncode:
@@ -133,10 +133,10 @@ def run(a) -> dict:
             obs = read_autoscale_observation(coord) or {}
             epochs = coord.epochs()
             for e in epochs[seen_epochs:]:
-                epoch_rows.append({"t": now - t0, "epoch": e["epoch"], "samplers": reps["sampler"], "loaders": reps["loader"],
-                                   "idle": e["trainer_idle_fraction"], "batches_per_second": e["batches_per_second"],
-                                   "epoch_seconds": e["epoch_seconds"], "compute_seconds": e.get("compute_seconds"),
-                                   "batches": e.get("batches")})
+                epoch_rows.append({"t": now - t0, "epoch": e.epoch, "samplers": reps["sampler"], "loaders": reps["loader"],
+                                   "idle": e.trainer_idle_fraction, "batches_per_second": e.batches_per_second,
+                                   "epoch_seconds": e.epoch_seconds, "compute_seconds": e.compute_seconds,
+                                   "batches": e.batches})
             seen_epochs = len(epochs)
             decisions = read_autoscale_decisions(coord)
             changes = [d for d in decisions if d.get("action") != "hold"]

@@ -5,6 +5,7 @@
 #   offload [ARGS]                 python -m argosy.services.fullgraph serve ARGS
 #   partition-job                  generate a demo graph if needed, partition it into $ARGOSY_STORE
 #   anything else                  exec'd as is (e.g. `argosy submit ...`, `bash`)
+#   (no arguments)                 the image's role ($ARGOSY_ROLE, set by docker/Dockerfile) with its defaults
 #
 # ARGOSY_ADVERTISE_HOST (the address peers connect to) defaults to this container's IP address:
 # under compose there is no stable per-replica DNS name, and under Kubernetes the chart sets it
@@ -19,6 +20,14 @@ if [ -d /opt/numba-cache ] && [ -n "${NUMBA_CACHE_DIR:-}" ] && [ ! -e "$NUMBA_CA
     cp -a /opt/numba-cache "$NUMBA_CACHE_DIR" 2>/dev/null || true
 fi
 host=${HOSTNAME:-$(cat /etc/hostname)}
+if [ $# -eq 0 ]; then
+    case "${ARGOSY_ROLE:-}" in
+        sampler|loader|trainer) set -- "$ARGOSY_ROLE" ;;
+        partitioner) set -- partition-job ;;
+        offload) set -- offload --bind tcp://0.0.0.0:5580 --spill-dir /data/spill --cache-bytes 1G ;;
+        *) echo "no command given and ARGOSY_ROLE=${ARGOSY_ROLE:-} is not a role" >&2; exit 64 ;;
+    esac
+fi
 case "${1:-}" in
     sampler|loader|trainer)
         role=$1; shift

@@ -8,39 +8,36 @@ container's fault, so it counts as alive (restarting every pod would not help).
 
 The service id is worked out exactly as ``docker/entrypoint.sh`` does: ``$ARGOSY_SERVICE_ID``,
 else ``<role>-$HOSTNAME``; the role comes from ``$ARGOSY_ROLE`` (set in each image).
-Key names come from :mod:`shared.keys`; the probe only reads.
+Redis is read through :meth:`Coordinator.probe` (one round trip, no retries); the probe only reads.
 """
 from __future__ import annotations
 
-import os
 import socket
 import sys
 
-import redis
-
-from argosy.shared import keys
+from argosy.shared import envs
+from argosy.shared.coord import Coordinator
+from argosy.shared.errors import CoordinationError
+from argosy.shared.records import STOP_STATES, JobState, Role
 
 
 def main(argv: list[str]) -> int:
     mode = argv[1] if len(argv) > 1 else "ready"
-    role = os.environ.get("ARGOSY_ROLE", "")
-    job = os.environ.get("ARGOSY_JOB", "default")
-    url = os.environ.get("ARGOSY_REDIS_URL")
-    if role not in ("sampler", "loader", "trainer") or not url:
+    role = envs.get(envs.ROLE) or ""
+    url = envs.get(envs.REDIS_URL)
+    if role not in {r.value for r in Role} or not url:
         return 0                                   # nothing to check beyond "the process runs"
-    sid = os.environ.get("ARGOSY_SERVICE_ID") or f"{role}-{os.environ.get('HOSTNAME') or socket.gethostname()}"
+    job = envs.get(envs.JOB)
+    sid = envs.get(envs.SERVICE_ID) or f"{role}-{envs.get(envs.HOSTNAME) or socket.gethostname()}"
     try:
-        r = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-        state = r.get(keys.state(job))
-        has_spec = r.exists(keys.spec(job))
-        registered = r.exists(keys.service(job, role, sid))
-    except redis.RedisError as e:
+        coord = Coordinator(url, job, connect_timeout=0, retries=0, socket_timeout=2.0)
+        state, has_spec, registered = coord.probe(role, sid)
+    except CoordinationError as e:
         print(f"redis unreachable: {e}")
         return 0 if mode == "live" else 1
-    state = state.decode() if state else None
-    if registered or not has_spec or state in ("done", "failed", "stopping"):
+    if registered or not has_spec or state in {s.value for s in STOP_STATES}:
         return 0
-    if mode == "live" and state != "running":
+    if mode == "live" and state != JobState.RUNNING.value:
         return 0                                   # starting up: loading the store, waiting for peers
     print(f"{sid}: no heartbeat in Redis for job {job} (state {state})")
     return 1

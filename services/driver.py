@@ -111,11 +111,12 @@ def decide(obs: Observation, history: Sequence[Exit], trainer_restarts: int,
         return Decision(Phase.RESTARTING, restart_trainers=True, reason=why)
     restart = []
     for e in obs.exits:
-        if e.code == 0 or not e.wanted:
+        if not e.wanted:
             continue
+        # code 0: the replica drained on its own (it saw the job fail before the trainers restarted)
         recent = [h for h in (*history, *obs.exits) if h.role == e.role and h.code != 0 and h.wanted
                   and obs.t - h.t <= policy.crash_window]
-        if len(recent) >= policy.crash_loop:
+        if e.code != 0 and len(recent) >= policy.crash_loop:
             return Decision(Phase.FAILED, reason=f"{e.role} keeps exiting ({len(recent)} times in "
                                                  f"{policy.crash_window:.0f} s); last: {e.sid} code {e.code}"
                                                  + (f": {e.last_line}" if e.last_line else ""))
@@ -175,7 +176,7 @@ class JobDriver:
             exits = tuple(Exit(sid, code, now, self._last_line(sid), wanted)
                           for sid, code, wanted in self.stack.exits())
         state = _state(self.coord.get_state())
-        error = (self.coord.get_result() or {}).get("error") if state == JobState.FAILED else None
+        error = self.coord.job_result().error if state == JobState.FAILED else None
         return Observation(now, state, exits, error)
 
     def _last_line(self, sid: str) -> str:
@@ -235,8 +236,8 @@ class JobDriver:
                     e = epochs[-1]
                     bar.update(len(epochs) - seen)
                     seen = len(epochs)
-                    bar.set_postfix(loss=f"{e['train_loss']:.3f}", val=f"{e['val_accuracy']:.3f}",
-                                    bps=f"{e['batches_per_second']:.1f}", idle=f"{e['trainer_idle_fraction']:.0%}")
+                    bar.set_postfix(loss=f"{e.train_loss:.3f}", val=f"{e.val_accuracy or 0:.3f}",
+                                    bps=f"{e.batches_per_second:.1f}", idle=f"{e.trainer_idle_fraction:.0%}")
                 self.timeline.append({"t": time.time(), **self.coord.metrics()})
                 if not d.restart and not d.restart_trainers:
                     time.sleep(self.poll)

@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 from argosy.services.stack import scale_local
+from argosy.shared import envs
 from argosy.shared.errors import ArgosyError
 
 __all__ = ["scale", "main", "ScaleResult", "SCALABLE", "TARGETS", "compose_command"]
@@ -111,7 +111,7 @@ def scale(service: str, replicas: int, target: Target = "local", **opts) -> Scal
         replicas: wanted replica count, 0..1024.
         target: ``local`` (an ``argosy up`` stack), ``compose`` or ``k8s``.
         **opts: per target:
-            local: ``job`` (default: the current stack), ``wait`` (seconds to wait until the Redis
+            local: ``job`` (default: the only job running here), ``wait`` (seconds to wait until the Redis
             registry shows ``replicas`` live services, default 0), ``stop_timeout`` (seconds to
             wait for stopped processes to exit, default 0).
             compose: ``project`` (default ``$COMPOSE_PROJECT_NAME`` or ``argosy``), ``files``
@@ -174,7 +174,7 @@ def compose_command() -> list[str]:
 def _scale_compose(service: str, replicas: int, project: str | None = None, files: list[str] | None = None,
                    compose: list[str] | str | None = None, dry_run: bool = False, **unused) -> ScaleResult:
     _ignore(unused)
-    project = project or os.environ.get("COMPOSE_PROJECT_NAME") or "argosy"
+    project = project or envs.get(envs.COMPOSE_PROJECT) or "argosy"
     if isinstance(compose, str):
         compose = compose.split()
     base = list(compose) if compose else (["docker", "compose"] if dry_run else compose_command())
@@ -227,8 +227,8 @@ def _scale_k8s(service: str, replicas: int, namespace: str | None = None, releas
     _ignore(unused)
     api = api or _apps_api(host)
     from kubernetes.client.rest import ApiException
-    ns = namespace or os.environ.get("ARGOSY_NAMESPACE") or _default_namespace()
-    name = f"{release or os.environ.get('ARGOSY_RELEASE') or 'argosy'}-{service}"
+    ns = namespace or envs.get(envs.NAMESPACE) or _default_namespace()
+    name = f"{release or envs.get(envs.RELEASE) or 'argosy'}-{service}"
     try:
         prev = api.read_namespaced_deployment_scale(name, ns).spec.replicas
         out = api.patch_namespaced_deployment_scale(name, ns, {"spec": {"replicas": int(replicas)}})
@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("replicas", type=int, help="wanted number of replicas")
     p.add_argument("--target", choices=TARGETS, default="local",
                    help="local (an `argosy up` stack, default), compose or k8s")
-    p.add_argument("--job", default=None, help="local: job id (default: the current stack)")
+    p.add_argument("--job", default=None, help="local: job id (default: the only job running here)")
     p.add_argument("--wait", type=float, default=0.0,
                    help="local: seconds to wait until the Redis registry shows the new count")
     p.add_argument("--project", default=None, help="compose: project name (default $COMPOSE_PROJECT_NAME or argosy)")

@@ -105,13 +105,6 @@ class StackFile:
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
         self.path.with_suffix(".lock").unlink(missing_ok=True)
-        cur = self.path.parent / "current"
-        with contextlib.suppress(OSError):
-            if cur.read_text().strip() == self.job:
-                cur.unlink()
-
-    def make_current(self) -> None:
-        (self.path.parent / "current").write_text(self.job)
 
     def _write(self, info: StackInfo) -> None:
         tmp = self.path.with_suffix(".json.tmp")
@@ -145,19 +138,14 @@ def list_stacks() -> list[StackInfo]:
 
 
 def find_stack(job: str | None) -> StackFile:
-    """The stack file of ``job``; without a job, the current stack or else the only running one."""
-    d = stack_dir()
+    """The stack file of ``job``; without a job, the only job running on this machine."""
     if job is None:
-        cur = d / "current"
-        if cur.exists() and StackFile(cur.read_text().strip()).exists():
-            job = cur.read_text().strip()
-        else:
-            running = list_stacks()
-            if len(running) > 1:
-                raise ArgosyError(f"several jobs run on this machine ({', '.join(s.job for s in running)}): pass --job")
-            if not running:
-                raise ArgosyError(f"no running stack in {d}: start one with `argosy up`, or pass --job")
-            job = running[0].job
+        running = list_stacks()
+        if len(running) > 1:
+            raise ArgosyError(f"several jobs run on this machine ({', '.join(s.job for s in running)}): pass --job")
+        if not running:
+            raise ArgosyError(f"no running stack in {stack_dir()}: start one with `argosy up`, or pass --job")
+        job = running[0].job
     sf = StackFile(job)
     if not sf.exists():
         raise ArgosyError(f"no stack file {sf.path}: was job {job!r} started on this machine?")
@@ -249,7 +237,6 @@ class LocalStack:
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.file.write(StackInfo(job=job, redis=redis_url, run_dir=str(self.run_dir.resolve()), redis_pid=redis_pid,
                                   launcher_pid=os.getpid()))
-        self.file.make_current()
         self.reaper = start_reaper(self.file, self.run_dir / "logs" / "reaper.log")
 
     def log_path(self, sid: str) -> Path:

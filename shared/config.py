@@ -2,7 +2,7 @@
 
 The whole :class:`JobConfig` is written to Redis as the job spec, and every process reads it
 from there, so all roles of a job agree on it.  :meth:`JobConfig.fingerprint` hashes the fields
-that change results; it is exchanged in :class:`~shared.protocol.Hello` and stored in reports.
+that change results; it is stored in reports and checked when a trainer resumes.
 """
 from __future__ import annotations
 

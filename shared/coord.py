@@ -21,9 +21,10 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from argosy.shared import keys
+from argosy.shared import envs, keys
 from argosy.shared.config import JobConfig
 from argosy.shared.errors import CoordinationError
+from argosy.shared.records import EpochRecord, JobResult, JobState, ServiceInfo
 
 __all__ = ["Coordinator", "redact_url"]
 
@@ -47,16 +48,19 @@ class Coordinator:
         connect_timeout: seconds to keep retrying the first connection before failing.
     """
 
-    def __init__(self, url: str | None, job: str, connect_timeout: float = 30.0):
-        url = url or os.environ.get("ARGOSY_REDIS_URL")
+    def __init__(self, url: str | None, job: str, connect_timeout: float = 30.0, retries: int | None = None,
+                 socket_timeout: float = 30.0):
+        url = url or envs.get(envs.REDIS_URL)
         if not url:
             raise CoordinationError("no Redis URL: pass --redis URL or set ARGOSY_REDIS_URL")
         self.url = url
         self.job = job
         # ~60 s of retries with backoff: every command rides out a Redis restart transparently,
         # then fails with a clear error instead of spinning or hanging forever.
-        retry = Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=int(os.environ.get("ARGOSY_REDIS_RETRIES", "35")))
-        self.r = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5, retry=retry,
+        retry = Retry(ExponentialBackoff(cap=2.0, base=0.1),
+                      retries=envs.get(envs.REDIS_RETRIES) if retries is None else retries)
+        self.r = redis.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=min(5.0, socket_timeout),
+                                      retry=retry,
                                       retry_on_error=[redis.ConnectionError, redis.TimeoutError],
                                       health_check_interval=15, decode_responses=False)
         self._hb_stop = threading.Event()
@@ -96,9 +100,9 @@ class Coordinator:
                 raise CoordinationError(f"job {self.job!r} has no spec in Redis {redact_url(self.url)}")
             time.sleep(0.2)
 
-    def set_state(self, state: str, result: dict | None = None) -> None:
+    def set_state(self, state: JobState | str, result: dict | None = None) -> None:
         pipe = self.r.pipeline()
-        pipe.set(keys.state(self.job), state)
+        pipe.set(keys.state(self.job), JobState(state).value)
         if result is not None:
             pipe.set(keys.result(self.job), json.dumps(result))
         pipe.execute()
@@ -110,6 +114,10 @@ class Coordinator:
     def get_result(self) -> dict | None:
         raw = self.r.get(keys.result(self.job))
         return json.loads(raw) if raw else None
+
+    def job_result(self) -> JobResult:
+        """The result record (empty when the job has not ended)."""
+        return JobResult.from_dict(self.get_result())
 
     # ---- registry -----------------------------------------------------------------------------
     def register(self, role: str, service_id: str, info: dict, interval: float = 1.0, ttl: float = 5.0) -> None:
@@ -162,6 +170,10 @@ class Coordinator:
             elif include_dead:
                 out.append({"role": role, "id": i, "alive": False})
         return out
+
+    def service_infos(self, role: str, include_dead: bool = False) -> list[ServiceInfo]:
+        """:meth:`services` as records."""
+        return [ServiceInfo.from_dict(d) for d in self.services(role, include_dead)]
 
     # ---- work streams -------------------------------------------------------------------------
     def ensure_groups(self, num_parts: int) -> None:
@@ -262,8 +274,9 @@ class Coordinator:
     def metrics(self) -> dict[str, float]:
         return {k.decode(): float(v) for k, v in self.r.hgetall(keys.metrics(self.job)).items()}
 
-    def append_epoch(self, record: dict) -> None:
-        self.r.rpush(keys.epoch_metrics(self.job), json.dumps(record))
+    def append_epoch(self, record: EpochRecord | dict) -> None:
+        rec = record if isinstance(record, EpochRecord) else EpochRecord.from_dict(record)
+        self.r.rpush(keys.epoch_metrics(self.job), json.dumps(rec.to_dict()))
 
     def trim_epochs(self, n: int) -> None:
         """Keep only the first ``n`` epoch records (a resumed job re-runs the rest)."""
@@ -272,14 +285,8 @@ class Coordinator:
         else:
             self.r.ltrim(keys.epoch_metrics(self.job), 0, n - 1)
 
-    def epochs(self) -> list[dict]:
-        return [json.loads(x) for x in self.r.lrange(keys.epoch_metrics(self.job), 0, -1)]
-
-    def append_timeline(self, record: dict) -> None:
-        self.r.rpush(keys.timeline(self.job), json.dumps(record))
-
-    def timeline(self) -> list[dict]:
-        return [json.loads(x) for x in self.r.lrange(keys.timeline(self.job), 0, -1)]
+    def epochs(self) -> list[EpochRecord]:
+        return [EpochRecord.from_dict(json.loads(x)) for x in self.r.lrange(keys.epoch_metrics(self.job), 0, -1)]
 
     def publish_dist_url(self, url: str) -> None:
         self.r.set(keys.dist(self.job), url)
@@ -292,6 +299,48 @@ class Coordinator:
                 return raw.decode()
             time.sleep(0.2)
         raise CoordinationError(f"trainer rank 0 did not publish a rendezvous address within {timeout:.0f} s")
+
+    def count_work_streams(self) -> int:
+        """Work streams that exist (one per partition once rank 0 created the groups)."""
+        return sum(1 for _ in self.r.scan_iter(match=keys.work_stream(self.job, "*"), count=1000))  # type: ignore[arg-type]
+
+    # ---- autoscaler records -------------------------------------------------------------------
+    def record_autoscale(self, decision: dict | None = None, replicas: dict[str, int] | None = None,
+                         observation: dict | None = None, max_decisions: int = 1000) -> None:
+        """Append a decision and/or overwrite the replica targets and last observation (one round trip)."""
+        pipe = self.r.pipeline(transaction=False)
+        if decision is not None:
+            pipe.rpush(keys.autoscale(self.job, "decisions"), json.dumps(decision))
+            pipe.ltrim(keys.autoscale(self.job, "decisions"), -max_decisions, -1)
+        if replicas:
+            pipe.hset(keys.autoscale(self.job, "replicas"), mapping={k: int(v) for k, v in replicas.items()})
+        if observation is not None:
+            pipe.set(keys.autoscale(self.job, "observation"), json.dumps(observation))
+        pipe.execute()
+
+    def autoscale_decisions(self, last: int = 0) -> list[dict]:
+        raw = self.r.lrange(keys.autoscale(self.job, "decisions"), -last if last else 0, -1)
+        return [json.loads(x) for x in raw]
+
+    def autoscale_replicas(self) -> dict[str, int]:
+        return {k.decode(): int(v) for k, v in self.r.hgetall(keys.autoscale(self.job, "replicas")).items()}
+
+    def autoscale_observation(self) -> dict | None:
+        raw = self.r.get(keys.autoscale(self.job, "observation"))
+        return json.loads(raw) if raw else None
+
+    # ---- health probe -------------------------------------------------------------------------
+    def probe(self, role: str, service_id: str) -> tuple[str | None, bool, bool]:
+        """``(state, has_spec, registered)`` in one round trip, for container health checks."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.get(keys.state(self.job))
+        pipe.exists(keys.spec(self.job))
+        pipe.exists(keys.service(self.job, role, service_id))
+        try:
+            state, spec, reg = pipe.execute()
+        except redis.RedisError as e:
+            raise CoordinationError(f"Redis at {redact_url(self.url)}: {e}") from None
+        return (state.decode() if state else None), bool(spec), bool(reg)
 
     def delete_job(self) -> int:
         """Delete every key of the job; returns how many."""

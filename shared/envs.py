@@ -1,9 +1,18 @@
-"""Every ``ARGOSY_*`` environment variable, declared once with its default and meaning."""
+"""Every environment variable Argosy reads, declared once with its default and meaning.
+
+A name is declared as a constant with its docstring, and once in :data:`TABLE` with its default
+and type; code reads it only through :func:`get` (an undeclared name is an error, a malformed
+value a :class:`ConfigError` naming the variable).
+"""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-__all__ = ["REDIS_URL", "TORCH_THREADS", "LOG_LEVEL", "ADVERTISE_HOST", "BIND_HOST", "torch_threads"]
+__all__ = ["REDIS_URL", "TORCH_THREADS", "LOG_LEVEL", "ADVERTISE_HOST", "BIND_HOST", "SPEC_WAIT", "PORT", "RANK",
+           "DIST_URL", "CURVE_KEYS", "JOB", "HOST_LABEL", "LOCAL_STORE", "HOME", "LAUNCHER_PID", "METRICS_PORT",
+           "REDIS_RETRIES", "NAMESPACE", "ROLE", "SERVICE_ID", "RELEASE", "DATASETS", "COMPOSE_PROJECT", "LOCAL_RANK", "HOSTNAME",
+           "EnvVar", "TABLE", "get", "torch_threads"]
 
 REDIS_URL = "ARGOSY_REDIS_URL"
 """Redis URL used when ``--redis`` is not given (``redis://[:password@]host:port/db``)."""
@@ -43,11 +52,71 @@ HOME = "ARGOSY_HOME"
 """Directory of the launcher's per-machine state (default ``~/.argosy``; stack files under ``stacks/``)."""
 LAUNCHER_PID = "ARGOSY_LAUNCHER_PID"
 """Set by the launcher for its children: the pid of the process that drives the job."""
+METRICS_PORT = "ARGOSY_METRICS_PORT"
+"""Port a service serves Prometheus metrics on (default 0 = off)."""
+REDIS_RETRIES = "ARGOSY_REDIS_RETRIES"
+"""Retries (exponential backoff, capped at 2 s) of a Redis command before it fails (default 35, ~60 s)."""
+NAMESPACE = "ARGOSY_NAMESPACE"
+"""Kubernetes namespace ``argosy scale --target k8s`` acts in (default: the pod's namespace, else ``default``)."""
+RELEASE = "ARGOSY_RELEASE"
+"""Helm release name ``argosy scale --target k8s`` prefixes deployments with (default ``argosy``)."""
+DATASETS = "ARGOSY_DATASETS"
+"""Directory of the benchmark datasets (cora.npz, ...) used by tests and bench scripts."""
+COMPOSE_PROJECT = "COMPOSE_PROJECT_NAME"
+"""docker compose project of ``argosy scale --target compose`` (default ``argosy``)."""
+LOCAL_RANK = "LOCAL_RANK"
+"""CUDA device index of a trainer on a multi-GPU host (set by torchrun-style launchers; default 0)."""
+ROLE = "ARGOSY_ROLE"
+"""Role of a container image (``sampler`` | ``loader`` | ``trainer`` | ...), set by the Dockerfile."""
+SERVICE_ID = "ARGOSY_SERVICE_ID"
+"""Service id of a container (default ``<role>-$HOSTNAME``, as docker/entrypoint.sh sets it)."""
+HOSTNAME = "HOSTNAME"
+"""Pod name; a StatefulSet trainer takes its rank from the ordinal suffix when ARGOSY_RANK is unset."""
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One variable: ``default`` (a string, as it would be set, or None) parsed with ``kind``."""
+    name: str
+    default: str | None = None
+    kind: type = str
+
+
+TABLE: dict[str, EnvVar] = {v.name: v for v in (
+    EnvVar(REDIS_URL), EnvVar(TORCH_THREADS, "1", int), EnvVar(LOG_LEVEL, "INFO"),
+    EnvVar(ADVERTISE_HOST, "127.0.0.1"), EnvVar(BIND_HOST, "127.0.0.1"), EnvVar(SPEC_WAIT, "600", float),
+    EnvVar(PORT, "0", int), EnvVar(RANK, None, int), EnvVar(DIST_URL), EnvVar(CURVE_KEYS), EnvVar(JOB, "default"),
+    EnvVar(HOST_LABEL), EnvVar(LOCAL_STORE), EnvVar(HOME), EnvVar(LAUNCHER_PID, None, int),
+    EnvVar(METRICS_PORT, "0", int), EnvVar(REDIS_RETRIES, "35", int), EnvVar(NAMESPACE), EnvVar(RELEASE),
+    EnvVar(DATASETS), EnvVar(COMPOSE_PROJECT), EnvVar(LOCAL_RANK, "0", int), EnvVar(HOSTNAME), EnvVar(ROLE),
+    EnvVar(SERVICE_ID),
+)}
+"""Every variable read anywhere; a new constant above needs its entry here (tests check it)."""
+
+
+_UNSET = object()
+
+
+def get(name: str, default=_UNSET):
+    """The value of ``name`` parsed with its declared type; unset or empty gives ``default`` if
+    passed, else the declared default (parsed)."""
+    try:
+        var = TABLE[name]
+    except KeyError:
+        raise KeyError(f"environment variable {name} is not declared in argosy.shared.envs.TABLE") from None
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        if default is not _UNSET:
+            return default
+        raw = var.default
+        if raw is None:
+            return None
+    try:
+        return var.kind(raw)
+    except ValueError:
+        from argosy.shared.errors import ConfigError
+        raise ConfigError(f"${name}={raw!r} is not a valid {var.kind.__name__}") from None
 
 
 def torch_threads() -> int:
-    return max(1, int(os.environ.get(TORCH_THREADS, "1")))
-
-
-def get(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(name, default)
+    return max(1, get(TORCH_THREADS))

@@ -6,7 +6,7 @@ delete a job by prefix.
 from __future__ import annotations
 
 __all__ = ["prefix", "spec", "state", "result", "service", "members", "work_stream", "WORK_GROUP",
-           "applied", "metrics", "epoch_metrics", "phase", "barrier", "timeline"]
+           "applied", "metrics", "epoch_metrics", "phase", "dist", "autoscale", "AUTOSCALE_RECORDS"]
 
 WORK_GROUP = "samplers"
 """Consumer group every sampler reads work streams through."""
@@ -22,7 +22,7 @@ def spec(job: str) -> str:
 
 
 def state(job: str) -> str:
-    """``starting`` | ``running`` | ``done`` | ``failed``."""
+    """A :class:`~argosy.shared.records.JobState` value."""
     return f"argosy:{job}:state"
 
 
@@ -66,15 +66,17 @@ def phase(job: str) -> str:
     return f"argosy:{job}:phase"
 
 
-def barrier(job: str, name: str) -> str:
-    return f"argosy:{job}:barrier:{name}"
-
-
-def timeline(job: str) -> str:
-    """List of JSON throughput samples (per service, over time) for the report."""
-    return f"argosy:{job}:timeline"
-
-
 def dist(job: str) -> str:
     """torch.distributed rendezvous URL published by trainer rank 0."""
     return f"argosy:{job}:dist"
+
+
+AUTOSCALE_RECORDS = ("decisions", "replicas", "observation")
+
+
+def autoscale(job: str, what: str) -> str:
+    """Autoscaler records: ``decisions`` (list of JSON decisions, oldest first), ``replicas`` (hash
+    role -> count last asked for), ``observation`` (JSON of the last observation)."""
+    if what not in AUTOSCALE_RECORDS:
+        raise ValueError(f"unknown autoscale key {what!r} (expected one of {', '.join(AUTOSCALE_RECORDS)})")
+    return f"argosy:{job}:autoscale:{what}"

@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
+import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from argosy.shared import envs
 from argosy.shared.config import JobConfig
 from argosy.shared.coord import Coordinator
+from argosy.shared.errors import ConfigError, GraphFormatError, MemoryBudgetError, StoreFormatError
 
-__all__ = ["ServiceContext", "common_args", "start_service", "setup_logging", "EXIT_CANNOT_START"]
+if TYPE_CHECKING:
+    from argosy.shared.metrics import ServiceMetrics
+
+__all__ = ["ServiceContext", "common_args", "start_service", "run_service", "setup_logging", "EXIT_CANNOT_START"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,17 +33,17 @@ launcher fails the job with the logged reason instead of restarting the service.
 
 
 def setup_logging(role: str, sid: str) -> None:
-    logging.basicConfig(level=os.environ.get(envs.LOG_LEVEL, "INFO").upper(),
+    logging.basicConfig(level=envs.get(envs.LOG_LEVEL).upper(),
                         format=f"%(asctime)s {role}[{sid}] %(levelname)s %(name)s: %(message)s")
 
 
 def common_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--redis", default=os.environ.get(envs.REDIS_URL), help="Redis URL (default $ARGOSY_REDIS_URL)")
-    parser.add_argument("--job", default=os.environ.get("ARGOSY_JOB", "default"), help="job id")
+    parser.add_argument("--redis", default=envs.get(envs.REDIS_URL), help="Redis URL (default $ARGOSY_REDIS_URL)")
+    parser.add_argument("--job", default=envs.get(envs.JOB), help="job id")
     parser.add_argument("--id", default=None, help="service id (default: role-<random>)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("ARGOSY_PORT", "0")),
+    parser.add_argument("--port", type=int, default=envs.get(envs.PORT),
                         help="ZeroMQ port to bind (0 = a random free port)")
-    parser.add_argument("--metrics-port", type=int, default=int(os.environ.get("ARGOSY_METRICS_PORT", "0")),
+    parser.add_argument("--metrics-port", type=int, default=envs.get(envs.METRICS_PORT),
                         help="serve Prometheus metrics on this port (0 = off)")
     return parser
 
@@ -53,9 +58,6 @@ class ServiceContext:
     metrics: "ServiceMetrics | None" = None
     stop: threading.Event = field(default_factory=threading.Event)
 
-    def job_over(self) -> bool:
-        return self.stop.is_set() or self.coord.get_state() in ("done", "failed", "stopping")
-
 
 def start_service(role: str, args: argparse.Namespace, info: dict | None = None) -> ServiceContext:
     sid = args.id or f"{role}-{uuid.uuid4().hex[:6]}"
@@ -66,7 +68,7 @@ def start_service(role: str, args: argparse.Namespace, info: dict | None = None)
     except ImportError:
         pass
     coord = Coordinator(args.redis, args.job)
-    cfg = coord.get_spec(wait=float(os.environ.get("ARGOSY_SPEC_WAIT", "600")))
+    cfg = coord.get_spec(wait=envs.get(envs.SPEC_WAIT))
     ctx = ServiceContext(role=role, service_id=sid, coord=coord, cfg=cfg, port=args.port)
     from argosy.shared.metrics import ServiceMetrics
     ctx.metrics = ServiceMetrics(role, sid, args.job)
@@ -80,3 +82,28 @@ def start_service(role: str, args: argparse.Namespace, info: dict | None = None)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return ctx
+
+
+_CANNOT_START = (ConfigError, GraphFormatError, StoreFormatError, MemoryBudgetError, ValueError, FileNotFoundError)
+"""Errors that a restart of the same process with the same spec and store would meet again."""
+
+
+def run_service(role: str, args: argparse.Namespace, body) -> None:
+    """Start the service and run ``body(ctx)``; exit with a code the launcher understands.
+
+    Every error is logged once with its traceback (the log is where a user looks).  A
+    deterministic error (bad spec, store or input) exits with :data:`EXIT_CANNOT_START`, so the
+    launcher fails the job with that message instead of restarting the process; anything else
+    exits with 1 and the launcher's restart policy decides.
+    """
+    try:
+        body(start_service(role, args))
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except _CANNOT_START as e:
+        logger.exception("%s cannot run: %s: %s", role, type(e).__name__, e)
+        print(f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_CANNOT_START)
+    except Exception as e:
+        logger.exception("%s failed: %s: %s", role, type(e).__name__, e)
+        sys.exit(1)

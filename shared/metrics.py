@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 __all__ = ["MetricSpec", "COUNTERS", "GAUGES", "ServiceMetrics", "RedisCollector", "metrics_from_redis",
-           "serve_registry", "RateTracker", "work_queue_depths", "prometheus_available", "autoscale_key",
+           "serve_registry", "RateTracker", "work_queue_depths", "prometheus_available",
            "record_autoscale", "read_autoscale_decisions", "read_autoscale_replicas", "read_autoscale_observation"]
 
 logger = logging.getLogger(__name__)
@@ -326,10 +326,9 @@ def work_queue_depths(coord) -> tuple[int, int]:
     in flight in the sampler->loader->trainer queues, so ``pending / sum of high-water marks`` is how
     full the pipeline is.
     """
-    from argosy.shared import keys
     n = _NUM_PARTS.get((coord.url, coord.job), 0)
     if not n:                                          # work streams are argosy:{job}:work:0..k-1
-        n = sum(1 for _ in coord.r.scan_iter(match=keys.work_stream(coord.job, "*"), count=1000))  # type: ignore[arg-type]
+        n = coord.count_work_streams()
         if n:
             _NUM_PARTS[(coord.url, coord.job)] = n
     if not n:
@@ -386,9 +385,9 @@ class RedisCollector:
             g = GaugeMetricFamily(*GAUGES[key], labels=("job",))
             g.add_metric([job], value)
             yield g
-        if epochs and "trainer_idle_fraction" in epochs[-1]:
+        if epochs:
             g = GaugeMetricFamily(*GAUGES["trainer_idle_fraction"], labels=_BASE_LABELS)
-            g.add_metric([job, "trainer", "all"], float(epochs[-1]["trainer_idle_fraction"]))
+            g.add_metric([job, "trainer", "all"], float(epochs[-1].trainer_idle_fraction))
             yield g
         reps = read_autoscale_replicas(coord)
         if reps:
@@ -414,46 +413,25 @@ def serve_registry(registry, port: int, addr: str = "0.0.0.0"):
 
 
 # ---------------------------------------------------------------------------------------------
-# Autoscaler records.  Key names live here (not in shared/keys.py) so the autoscaler, the status
-# view and the report can all read them; every key is under ``argosy:{job}:autoscale``.
-def autoscale_key(job: str, what: str) -> str:
-    """``decisions`` (list of JSON decisions, oldest first), ``replicas`` (hash role -> count the
-    autoscaler last asked for), ``observation`` (JSON of the last observation)."""
-    if what not in ("decisions", "replicas", "observation"):
-        raise ValueError(f"unknown autoscale key {what!r} (expected decisions, replicas or observation)")
-    return f"argosy:{job}:autoscale:{what}"
-
-
+# Autoscaler records (keys in shared/keys.py, commands in shared/coord.py); the autoscaler, the
+# status view and the report read them through these functions.
 def record_autoscale(coord, decision: dict | None = None, replicas: dict[str, int] | None = None,
                      observation: dict | None = None, max_decisions: int = 1000) -> None:
     """Append a decision and/or overwrite the replica targets and last observation (one round trip)."""
-    pipe = coord.r.pipeline(transaction=False)
-    if decision is not None:
-        pipe.rpush(autoscale_key(coord.job, "decisions"), json.dumps(decision))
-        pipe.ltrim(autoscale_key(coord.job, "decisions"), -max_decisions, -1)
-    if replicas:
-        pipe.hset(autoscale_key(coord.job, "replicas"), mapping={k: int(v) for k, v in replicas.items()})
-    if observation is not None:
-        pipe.set(autoscale_key(coord.job, "observation"), json.dumps(observation))
-    pipe.execute()
+    coord.record_autoscale(decision, replicas, observation, max_decisions)
 
 
 def read_autoscale_decisions(coord, last: int = 0) -> list[dict]:
     """Decisions the autoscaler recorded (all, or the ``last`` N), oldest first."""
-    raw = coord.r.lrange(autoscale_key(coord.job, "decisions"), -last if last else 0, -1)
-    return [json.loads(x) for x in raw]
+    return coord.autoscale_decisions(last)
 
 
 def read_autoscale_replicas(coord) -> dict[str, int]:
-    try:
-        return {k.decode(): int(v) for k, v in coord.r.hgetall(autoscale_key(coord.job, "replicas")).items()}
-    except Exception:  # noqa: BLE001
-        return {}
+    return coord.autoscale_replicas()
 
 
 def read_autoscale_observation(coord) -> dict | None:
-    raw = coord.r.get(autoscale_key(coord.job, "observation"))
-    return json.loads(raw) if raw else None
+    return coord.autoscale_observation()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,18 +22,17 @@ from typing import ClassVar
 import numpy as np
 
 __all__ = ["PROTOCOL_VERSION", "MsgKind", "Message", "SampledBatch", "FeatureBatch", "ErrorReply",
-           "Hello", "Dead", "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS",
+           "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS",
            "HaloRequest", "AdjacencyRows", "FeatureRows", "HALO_WHAT"]
 
 PROTOCOL_VERSION = 1
 
 
 class MsgKind(IntEnum):
-    HELLO = 1
+    # 1 and 5 were a handshake and a death notice that nothing sent; the numbers stay retired
     SAMPLED_BATCH = 2
     FEATURE_BATCH = 3
     ERROR = 4
-    DEAD = 5
     STORE_REQUEST = 6
     STORE_REPLY = 7
     HALO_REQUEST = 8
@@ -51,25 +50,6 @@ class Message:
     @classmethod
     def scalar_fields(cls) -> list[str]:
         return [f.name for f in fields(cls) if f.name not in cls.ARRAYS]
-
-
-@dataclass
-class Hello(Message):
-    """First message on a new connection, both ways: who is talking and with which config."""
-
-    KIND: ClassVar[MsgKind] = MsgKind.HELLO
-    role: str = ""
-    service_id: str = ""
-    config_fingerprint: str = ""
-
-
-@dataclass
-class Dead(Message):
-    """Sent by a dying process so peers fail fast instead of waiting for a timeout."""
-
-    KIND: ClassVar[MsgKind] = MsgKind.DEAD
-    service_id: str = ""
-    reason: str = ""
 
 
 @dataclass
@@ -143,7 +123,7 @@ class FeatureBatch(SampledBatch):
 
 
 MESSAGE_TYPES: dict[int, type[Message]] = {
-    cls.KIND: cls for cls in (Hello, Dead, ErrorReply, SampledBatch, FeatureBatch)}
+    cls.KIND: cls for cls in (ErrorReply, SampledBatch, FeatureBatch)}
 
 
 # --------------------------------------------------------------------------- offload-store service

@@ -6,9 +6,11 @@ dataclass's fields and nothing else reads it by key.
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
+from typing import Any
 
-__all__ = ["JobState", "Role", "FINAL_STATES", "STOP_STATES"]
+__all__ = ["JobState", "Role", "FINAL_STATES", "STOP_STATES", "EpochRecord", "ServiceInfo", "JobResult"]
 
 
 class JobState(str, Enum):
@@ -42,3 +44,104 @@ class Role(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+def _split(cls, d: dict) -> tuple[dict, dict]:
+    names = {f.name for f in fields(cls)} - {"extra"}
+    return {k: v for k, v in d.items() if k in names}, {k: v for k, v in d.items() if k not in names}
+
+
+@dataclass
+class EpochRecord:
+    """One epoch as trainer rank 0 appends it to ``keys.epoch_metrics`` (all ranks reduced).
+
+    Fields a role adds that are not declared here travel in ``extra`` and come back out of
+    :meth:`to_dict` unchanged.
+    """
+    epoch: int
+    train_loss: float = 0.0
+    train_accuracy: float = 0.0
+    val_loss: float | None = None
+    val_accuracy: float | None = None
+    test_loss: float | None = None
+    test_accuracy: float | None = None
+    epoch_seconds: float = 0.0
+    val_seconds: float = 0.0
+    test_seconds: float = 0.0
+    batches: int = 0
+    batches_per_second: float = 0.0
+    sampled_edges: int = 0
+    sampled_edges_per_second: float = 0.0
+    seeds_planned: int = 0
+    seeds_trained: int = 0
+    seeds_dropped: int = 0
+    duplicates: int = 0
+    duplicate_arrivals: int = 0
+    remote_fraction: float = 0.0
+    halo_fraction: float = 0.0
+    trainer_idle_fraction: float = 0.0
+    compute_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EpochRecord":
+        known, extra = _split(cls, d)
+        if "epoch" not in known:
+            raise ValueError(f"an epoch record needs 'epoch' (got keys {sorted(d)})")
+        return cls(**known, extra={**d.get("extra", {}), **{k: v for k, v in extra.items() if k != "extra"}})
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        return {**{k: v for k, v in d.items() if k != "extra"}, **self.extra}
+
+
+@dataclass
+class ServiceInfo:
+    """A registered service as ``coord.services`` sees it (``keys.service``, refreshed by heartbeats).
+
+    ``alive`` is False for a member whose heartbeat key expired (only the id is then known);
+    role-specific fields (``endpoint``, ``held``, ``rank``, ``metrics``, ...) are in ``extra``.
+    """
+    role: str
+    id: str
+    alive: bool = True
+    host: str | None = None
+    pid: int | None = None
+    started: float | None = None
+    heartbeat: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ServiceInfo":
+        known, extra = _split(cls, d)
+        return cls(**known, extra=extra)
+
+    def heartbeat_age(self, now: float) -> float | None:
+        return None if self.heartbeat is None else now - self.heartbeat
+
+
+@dataclass
+class JobResult:
+    """The job's result (``keys.result``): written by trainer rank 0 when it ends, completed by the
+    launcher (``wall_seconds``, ``restarts``, ``report``); ``error`` is set when the job failed or
+    was interrupted.  Other summary figures travel in ``extra``."""
+    error: str | None = None
+    epochs: int | None = None
+    test_accuracy: float | None = None
+    val_accuracy: float | None = None
+    best_epoch: int | None = None
+    wall_seconds: float | None = None
+    restarts: int = 0
+    trainer_restarts: int = 0
+    report: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "JobResult":
+        known, extra = _split(cls, d or {})
+        return cls(**known, extra=extra)
+
+    def to_dict(self) -> dict:
+        """Flat JSON (the ``--json`` line, report.json): declared fields that are set, then ``extra``."""
+        d = {k: v for k, v in asdict(self).items() if k != "extra" and v is not None}
+        return {**self.extra, **d}

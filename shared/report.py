@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from argosy.shared.records import EpochRecord
+
 __all__ = ["write_report"]
 
 
@@ -50,6 +52,7 @@ def _plot(run_dir: Path, epochs: list[dict], timeline: list[dict]) -> list[str]:
 
 def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline: list[dict], extra: dict) -> Path:
     """Write the report files; returns the path of ``report.md``."""
+    epochs = [e.to_dict() if isinstance(e, EpochRecord) else e for e in epochs]
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "report.json").write_text(json.dumps({"result": result, "epochs": epochs, "timeline": timeline,

@@ -91,7 +91,7 @@ def status_dict(coord, now: float | None = None, tracker: RateTracker | None = N
         s["batches_per_second"] = r
         s["busy_fraction"] = None if b is None else min(1.0, max(0.0, b))
     return {"job": coord.job, "state": coord.get_state(), "phase": coord.get_phase(), "epochs_done": len(epochs),
-            "last_epoch": epochs[-1] if epochs else None, "metrics": counters, "rates": rates,
+            "last_epoch": epochs[-1].to_dict() if epochs else None, "metrics": counters, "rates": rates,
             "queues": {"work_backlog": backlog, "in_flight": pending}, "services": services,
             "missing": [s["id"] for s in services if not s["alive"]],
             "autoscale": {"replicas": read_autoscale_replicas(coord), "last_decisions": read_autoscale_decisions(coord, 3)}}

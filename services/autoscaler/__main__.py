@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 
@@ -18,8 +17,8 @@ __all__ = ["main", "build_parser"]
 
 def build_parser(prog: str = "argosy-autoscaler") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    p.add_argument("--redis", default=os.environ.get(envs.REDIS_URL), help="Redis URL (default $ARGOSY_REDIS_URL)")
-    p.add_argument("--job", default=os.environ.get("ARGOSY_JOB", "default"), help="job id")
+    p.add_argument("--redis", default=envs.get(envs.REDIS_URL), help="Redis URL (default $ARGOSY_REDIS_URL)")
+    p.add_argument("--job", default=envs.get(envs.JOB), help="job id")
     p.add_argument("--target", default="local", choices=("local", "compose", "k8s"), help="where replicas run")
     p.add_argument("--roles", default="sampler,loader", help="roles to scale (default sampler,loader)")
     p.add_argument("--min", type=int, default=1, dest="min_replicas", help="fewest replicas per role (default 1)")
@@ -50,7 +49,7 @@ def build_parser(prog: str = "argosy-autoscaler") -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=os.environ.get(envs.LOG_LEVEL, "INFO").upper(),
+    logging.basicConfig(level=envs.get(envs.LOG_LEVEL).upper(),
                         format="%(asctime)s autoscaler %(levelname)s %(name)s: %(message)s")
     from argosy.shared.coord import Coordinator
     from argosy.services.autoscaler.policy import ScalerConfig

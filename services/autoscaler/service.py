@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import replace
 
+from argosy.shared.records import STOP_STATES
 from argosy.shared.metrics import RateTracker, metrics_from_redis, record_autoscale, serve_registry, work_queue_depths
 from argosy.services.autoscaler.policy import Decision, Observation, ScalerConfig, ScalerState, decide
 
@@ -75,11 +76,11 @@ class Observer:
         epochs = coord.epochs()
         if self._initial_epochs is None:
             self._initial_epochs = len(epochs)                 # records already there: their time is unknown
-        if len(epochs) > self._epochs_seen and epochs[-1].get("epoch") != 0:   # epoch 0: start-up (JIT), not capacity
+        if len(epochs) > self._epochs_seen and epochs[-1].epoch != 0:   # epoch 0: start-up (JIT), not capacity
             e = epochs[-1]
-            span = e.get("epoch_seconds", 0.0) + e.get("val_seconds", 0.0) + e.get("test_seconds", 0.0)
+            span = e.epoch_seconds + e.val_seconds + e.test_seconds
             start = t - span if len(epochs) > self._initial_epochs else -math.inf
-            self._epoch_idle = (float(e["trainer_idle_fraction"]), start, float(e.get("batches_per_second", 0)))
+            self._epoch_idle = (float(e.trainer_idle_fraction), start, float(e.batches_per_second))
         self._epochs_seen = len(epochs)
         w = self.tracker.window
         if self._flow_t is None and (counters.get("trainer_batches", 0) > 0 or counters.get("loader_batches", 0) > 0):
@@ -243,7 +244,7 @@ class AutoscalerProc:
     def run(self, until_done: bool = True) -> None:
         while not self.stop.is_set():
             t0 = time.monotonic()
-            if until_done and self.coord.get_state() in ("done", "failed", "stopping"):
+            if until_done and self.coord.get_state() in STOP_STATES:
                 logger.info("job %s is %s; autoscaler exits", self.coord.job, self.coord.get_state())
                 break
             try:

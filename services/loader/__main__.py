@@ -1,14 +1,13 @@
 """``python -m argosy.services.loader --redis URL --job JOB``: one loader process."""
 import argparse
 
-from argosy.shared.lifecycle import common_args, start_service
+from argosy.shared.lifecycle import common_args, run_service
 
 
 def main(argv=None) -> None:
     args = common_args(argparse.ArgumentParser(prog="argosy-loader", description=__doc__)).parse_args(argv)
-    ctx = start_service("loader", args)
     from argosy.services.loader.service import LoaderProc
-    LoaderProc(ctx).run()
+    run_service("loader", args, lambda ctx: LoaderProc(ctx).run())
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import time
 
 import zmq
 
+from argosy.shared.records import STOP_STATES
 from argosy.shared import envs
 from argosy.shared.errors import ProtocolError, RequestFailedError
 from argosy.shared.halo import (HaloClient, HaloServer, Membership, WireCounter, frames_bytes, host_label,
@@ -105,7 +106,7 @@ class LoaderProc:
             while not ctx.stop.is_set():
                 now = time.monotonic()
                 if now - last_refresh > 1.0:
-                    if coord.get_state() in ("done", "failed"):
+                    if coord.get_state() in STOP_STATES:
                         break
                     self.refresh()
                     last_refresh = now

@@ -15,6 +15,7 @@ import time
 
 import zmq
 
+from argosy.shared.records import STOP_STATES
 from argosy.shared import envs
 from argosy.shared.errors import RequestFailedError
 from argosy.shared.halo import (HaloClient, HaloServer, Membership, WireCounter, frames_bytes, host_label,
@@ -121,7 +122,7 @@ class SamplerProc:
             while not ctx.stop.is_set():
                 now = time.monotonic()
                 if now - last_refresh > 1.0:
-                    if coord.get_state() in ("done", "failed"):
+                    if coord.get_state() in STOP_STATES:
                         break
                     self.refresh()
                     last_refresh = now

@@ -1,9 +1,8 @@
 """``python -m argosy.services.trainer --redis URL --job JOB --rank R``: one trainer process."""
 import argparse
-import os
-import sys
 
-from argosy.shared.lifecycle import common_args, start_service
+from argosy.shared import envs
+from argosy.shared.lifecycle import common_args, run_service
 
 
 def main(argv=None) -> None:
@@ -13,15 +12,11 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     rank = args.rank
     if rank is None:
-        rank = int(os.environ.get("ARGOSY_RANK", os.environ.get("HOSTNAME", "x-0").rsplit("-", 1)[-1] or 0))
-    ctx = start_service("trainer", args)
+        rank = envs.get(envs.RANK)
+    if rank is None:
+        rank = int((envs.get(envs.HOSTNAME) or "x-0").rsplit("-", 1)[-1] or 0)
     from argosy.services.trainer.service import TrainerProc
-    try:
-        TrainerProc(ctx, rank).run()
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except Exception:
-        sys.exit(1)
+    run_service("trainer", args, lambda ctx: TrainerProc(ctx, rank).run())
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ The same object runs inside the trainer service, in the in-process baseline of
 """
 from __future__ import annotations
 
-import os
 import time
 import warnings
 
@@ -14,7 +13,9 @@ import torch
 import torch.nn.functional as F
 
 from argosy.shared.config import TrainerConfig
+from argosy.shared import envs
 from argosy.shared.envs import torch_threads
+from argosy.shared.errors import ConfigError
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.models import Blocks, build_model
 
@@ -26,8 +27,8 @@ warnings.filterwarnings("ignore", message="The given NumPy array is not writable
 def pick_device(name: str) -> torch.device:
     if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise RuntimeError("--device cuda was requested but no CUDA device is available")
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+            raise ConfigError("--device cuda was requested but no CUDA device is available")
+        return torch.device("cuda", envs.get(envs.LOCAL_RANK) % torch.cuda.device_count())
     return torch.device("cpu")
 
 

@@ -25,6 +25,7 @@ import zmq
 from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from argosy.shared.records import JobState
 from argosy.shared import envs
 from argosy.shared.errors import PeerDeadError, ProtocolError
 from argosy.shared.lifecycle import ServiceContext
@@ -235,7 +236,7 @@ class TrainerProc:
                 coord.trim_epochs(0)
                 for rec in self.epochs:
                     coord.append_epoch(rec)
-                coord.set_state("running")
+                coord.set_state(JobState.RUNNING)
             self.init_distributed()
             last = self.start_epoch - 1
             for epoch in range(self.start_epoch, cfg.trainer.epochs):
@@ -277,10 +278,10 @@ class TrainerProc:
                 if last >= 0:
                     self._save_checkpoint(last)
                 self.result.update(self._summary())
-                coord.set_state("done", self.result)
+                coord.set_state(JobState.DONE, self.result)
         except BaseException as e:
             if self.rank == 0 or isinstance(e, PeerDeadError):
-                coord.set_state("failed", {"error": f"{type(e).__name__}: {e}", "rank": self.rank})
+                coord.set_state(JobState.FAILED, {"error": f"{type(e).__name__}: {e}", "rank": self.rank})
             logger.error("trainer failed: %s", e)
             raise
         finally:

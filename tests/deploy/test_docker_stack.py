@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 PROJECT = "argosy-test"
 JOB = "dockertest"
 CONTEXT_FILES = ("pyproject.toml", "README.md", ".dockerignore", "docker-compose.yml", "docker-compose.cpu.yml")
-CONTEXT_DIRS = ("shared", "services", "docker")
+CONTEXT_DIRS = ("shared", "services", "argosy", "docker")
 
 
 def _build_context(dest: Path) -> Path:

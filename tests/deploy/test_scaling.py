@@ -157,7 +157,7 @@ def test_local_scale_samplers_mid_run(tmp_path, monkeypatch, redis_url):
     monkeypatch.setenv("ARGOSY_HOME", str(tmp_path / "home"))
     env = {**os.environ, "ARGOSY_HOME": str(tmp_path / "home")}
     job, epochs = f"scale-{os.getpid()}", 80
-    up = _argosy(env, "up", "--data", str(data), "--epochs", str(epochs), "--partition-method", "random",
+    up = _argosy(env, "up", "--data", str(data), "--epochs", str(epochs), "--patience", "0", "--partition-method", "random",
                  "--batch-size", "32", "--samplers", "1", "--claim-timeout", "3", "--redis", redis_url,
                  "--job", job, "--run-dir", str(tmp_path / "run"), "--json")
     assert up.returncode == 0, up.stderr[-3000:]

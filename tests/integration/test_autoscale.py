@@ -47,7 +47,7 @@ def test_autoscaler_adds_a_sampler_to_a_running_job(redis_url, tmp_path):
                env=env)
     assert p.returncode == 0, p.stderr
     job = "as-integration"
-    p = argosy("up", "--data", str(tmp_path / "g.npz"), "--parts", "4", "--samplers", "1", "--epochs", "200",
+    p = argosy("up", "--data", str(tmp_path / "g.npz"), "--parts", "4", "--samplers", "1", "--epochs", "200", "--patience", "0",
                "--batch-size", "64", "--hidden", "16", "--eval-max-nodes", "200", "--job", job, "--redis", redis_url,
                "--run-dir", str(tmp_path / "run"), env=env)
     assert p.returncode == 0, p.stderr[-3000:]

@@ -61,9 +61,19 @@ def test_crashes_spread_over_time_are_restarted_forever():
     assert len(ds) == 29 and all(d.phase == Phase.RESTARTING for d in ds)
 
 
-def test_scaled_away_or_drained_replicas_are_not_restarted():
-    ds = replay([Observation(1, R, (Exit("sampler-1", -15, 1, wanted=False), Exit("sampler-0", 0, 1)))])
+def test_scaled_away_replicas_are_not_restarted():
+    ds = replay([Observation(1, R, (Exit("sampler-1", -15, 1, wanted=False),))])
     assert ds == [Decision(Phase.RUNNING)]
+
+
+def test_replicas_that_drained_after_a_trainer_failure_come_back():
+    """Recorded: rank 0 set ``failed``; the sampler and loader saw it and exited with 0 while the
+    trainers restarted, and the restarted trainer starved."""
+    ds = replay([Observation(1, F, error="PeerDeadError: no batch for 6 s"),
+                 Observation(2, S, (Exit("sampler-0", 0, 2), Exit("loader-0", 0, 2))),
+                 *[Observation(3 + i, S, (Exit(f"sampler-r{i}", 0, 3 + i),)) for i in range(8)]])
+    assert ds[0].restart_trainers and ds[1].restart == ("sampler-0", "loader-0")
+    assert all(d.phase == Phase.RESTARTING for d in ds[2:])    # clean exits never count as a crash loop
 
 
 def test_trainer_death_restarts_the_world_until_the_limit():

@@ -62,8 +62,12 @@ def test_metrics_and_epochs(coord):
     coord.incr(a=1, b=2.5)
     coord.incr(a=2)
     assert coord.metrics() == {"a": 3.0, "b": 2.5}
-    coord.append_epoch({"epoch": 0})
-    assert coord.epochs() == [{"epoch": 0}]
+    coord.append_epoch({"epoch": 0, "train_loss": 1.5, "wire_bytes": 7})
+    (rec,) = coord.epochs()
+    assert rec.epoch == 0 and rec.train_loss == 1.5 and rec.extra == {"wire_bytes": 7}
+    assert rec.to_dict()["wire_bytes"] == 7 and rec.to_dict()["train_loss"] == 1.5
+    with pytest.raises(ValueError, match="needs 'epoch'"):
+        coord.append_epoch({"train_loss": 1.0})
 
 
 def test_password_auth_and_redaction():

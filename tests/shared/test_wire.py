@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from argosy.shared.errors import ProtocolError
-from argosy.shared.protocol import PROTOCOL_VERSION, ErrorReply, FeatureBatch, Hello, MsgKind, SampledBatch
+from argosy.shared.protocol import PROTOCOL_VERSION, ErrorReply, FeatureBatch, MsgKind, SampledBatch
 from argosy.shared.wire import Limits, decode, encode
 
 
@@ -39,8 +39,7 @@ def test_round_trip_non_contiguous_and_empty():
 
 
 def test_small_messages():
-    for msg in (Hello(role="sampler", service_id="s1", config_fingerprint="abc"),
-                ErrorReply(request_id="r", code="E", message="bad")):
+    for msg in (ErrorReply(), ErrorReply(request_id="r", code="E", message="bad")):
         frames = encode(msg)
         assert len(frames) == 1
         assert decode(frames) == msg
@@ -63,7 +62,7 @@ def test_rejects_wrong_version():
 
 
 def test_rejects_unknown_kind():
-    frames = encode(Hello())
+    frames = encode(ErrorReply())
     h = _header(frames)
     h[1] = 99
     with pytest.raises(ProtocolError, match="unknown message kind 99"):
@@ -113,7 +112,7 @@ def test_rejects_oversized():
 
 
 def test_msgpack_bomb_is_bounded():
-    bomb = msgpack.packb([PROTOCOL_VERSION, int(MsgKind.HELLO), {"x": "a" * 200_000}, []])
+    bomb = msgpack.packb([PROTOCOL_VERSION, int(MsgKind.ERROR), {"x": "a" * 200_000}, []])
     with pytest.raises(ProtocolError):
         decode([bomb])
 
