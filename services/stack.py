@@ -107,13 +107,17 @@ class StackFile:
         self.path.with_suffix(".lock").unlink(missing_ok=True)
 
     def _write(self, info: StackInfo) -> None:
+        # 0600 from creation: the Redis URL in it carries the job's password.
         tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(asdict(info)))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(asdict(info)))
         os.replace(tmp, self.path)
 
     @contextlib.contextmanager
     def _locked(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         lock = open(self.path.with_suffix(".lock"), "w")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
