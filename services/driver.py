@@ -23,7 +23,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Sequence
 
@@ -38,16 +38,13 @@ __all__ = ["Phase", "Exit", "Observation", "Decision", "RestartPolicy", "decide"
 logger = logging.getLogger("argosy")
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     PARTITIONING = "partitioning"
     STARTING = "starting"
     RUNNING = "running"
     RESTARTING = "restarting"
     DONE = "done"
     FAILED = "failed"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

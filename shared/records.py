@@ -7,13 +7,13 @@ dataclass's fields and nothing else reads it by key.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 __all__ = ["JobState", "Role", "FINAL_STATES", "STOP_STATES", "EpochRecord", "ServiceInfo", "JobResult"]
 
 
-class JobState(str, Enum):
+class JobState(StrEnum):
     """The job's state in Redis (``keys.state``).
 
     ``starting``: spec written, trainers not yet running; ``running``: trainer rank 0 started
@@ -26,9 +26,6 @@ class JobState(str, Enum):
     DONE = "done"
     FAILED = "failed"
 
-    def __str__(self) -> str:
-        return self.value
-
 
 FINAL_STATES = frozenset({JobState.DONE, JobState.FAILED})
 """States after which nothing of the job runs any more."""
@@ -36,14 +33,11 @@ STOP_STATES = frozenset({JobState.STOPPING, JobState.DONE, JobState.FAILED})
 """States in which samplers, loaders and the autoscaler stop taking new work and exit."""
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     """The processes of a job; ``python -m argosy.services.<value>`` starts one."""
     TRAINER = "trainer"
     LOADER = "loader"
     SAMPLER = "sampler"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def _split(cls, d: dict) -> tuple[dict, dict]:
