@@ -163,7 +163,7 @@ def expand_job_file(argv: list[str]) -> list[str]:
         dest = str(key).replace("-", "_")
         act = table.get(dest)
         if act is None or dest == "config":
-            raise ConfigError(f"--config {path}: unknown key {key!r} (known: {', '.join(sorted(table))})")
+            raise ConfigError(f"--config {path}: unknown key {key!r} (known: {', '.join(sorted(k for k in table if k != 'config'))})")
         opt = act.option_strings[0]
         if isinstance(act, argparse.BooleanOptionalAction):
             flags.append(opt if value else f"--no-{opt[2:]}")

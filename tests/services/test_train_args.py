@@ -1,0 +1,42 @@
+"""Training flags: defaults come from the config dataclasses; the YAML job file; flags override it."""
+import argparse
+
+import pytest
+
+from argosy.services.launch import build_parser
+from argosy.services.train_args import expand_job_file, finish_args, job_config
+from argosy.shared.config import MODEL_DEFAULTS, JobConfig, SamplerConfig, TrainerConfig
+from argosy.shared.errors import ConfigError
+
+
+def _args(*argv):
+    return finish_args(build_parser().parse_args(expand_job_file(["train", *argv])))
+
+
+def test_defaults_are_the_dataclasses(tmp_path):
+    cfg = job_config(_args("--data", "g.npz"), tmp_path, "j", tmp_path)
+    t, s = TrainerConfig(), SamplerConfig()
+    assert (cfg.trainer.epochs, cfg.trainer.patience, cfg.trainer.model) == (t.epochs, t.patience, t.model)
+    assert (cfg.sampler.fanouts, cfg.sampler.batch_size) == (s.fanouts, s.batch_size)
+    assert cfg.trainer.normalize_features is None                        # decided by the preflight check
+    for model in ("gcn", "gat"):
+        c = job_config(_args("--model", model), tmp_path, "j", tmp_path).trainer
+        assert (c.hidden, c.dropout, c.lr) == tuple(MODEL_DEFAULTS[model][k] for k in ("hidden", "dropout", "lr"))
+
+
+def test_job_file_values_and_command_line_override(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("model: gat\nfanouts: [5, 3]\nbatch-size: 64\nnormalize_features: false\njson: true\nepochs: 7\n")
+    a = _args("--config", str(job), "--epochs", "3")
+    assert (a.model, a.fanouts, a.batch_size, a.normalize_features, a.json, a.epochs) == \
+        ("gat", "5,3", 64, False, True, 3)
+    assert a.lr == MODEL_DEFAULTS["gat"]["lr"]
+
+
+@pytest.mark.parametrize("text, match", [("modle: gat\n", "unknown key 'modle'"), ("- 1\n- 2\n", "expected a mapping"),
+                                         ("json: 3\n", "json must be true or false"), ("a: [\n", "not valid YAML")])
+def test_bad_job_files_are_clear_errors(tmp_path, text, match):
+    job = tmp_path / "job.yaml"
+    job.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        expand_job_file(["train", "--config", str(job)])
