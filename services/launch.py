@@ -267,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     sb.set_defaults(func=cmd_submit)
     k = sub.add_parser("keys", help="create ZeroMQ CURVE keys; set ARGOSY_CURVE_KEYS=DIR to encrypt service traffic")
     k.add_argument("dir")
+    k.add_argument("--clients", default="client", help="comma-separated client key pairs to create and allow "
+                   "(each a peer that can be cut off on its own; services use 'client')")
     k.set_defaults(func=cmd_keys)
     g = sub.add_parser("generate", help="write a synthetic DC-SBM graph (.npz, or .npy edge list for big graphs)")
     g.add_argument("--nodes", type=int, default=100_000)
@@ -320,8 +322,9 @@ def cmd_predict(args) -> int:
 
 def cmd_keys(args) -> int:
     from argosy.shared.transport import create_keys
-    create_keys(args.dir)
-    print(f"wrote CURVE keys to {args.dir}; export {envs.CURVE_KEYS}={args.dir}")
+    create_keys(args.dir, clients=tuple(c for c in args.clients.split(",") if c) or ("client",))
+    print(f"wrote CURVE keys to {args.dir} (secret files 0600; allowed clients in {args.dir}/authorized); "
+          f"export {envs.CURVE_KEYS}={args.dir}")
     return 0
 
 
