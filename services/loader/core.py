@@ -70,16 +70,20 @@ class LoaderCore:
     def set_held(self, parts: list[int]) -> None:
         """Hold exactly ``parts`` in memory: load new ones once, drop the others, rebuild the cache."""
         parts = sorted(int(p) for p in parts)
-        for p in [p for p in self._feats if p not in parts]:
-            del self._feats[p], self._labels[p]
+        feats = {p: v for p, v in self._feats.items() if p in parts}
+        labels = {p: v for p, v in self._labels.items() if p in parts}
         for p in parts:
-            if p not in self._feats:
+            if p not in feats:
                 a = self.store.read_part(p, ("features", "labels"))
                 if a["features"] is None:
                     raise ValueError(f"store {self.store.root}: part {p} has no features.npy; the loader needs them")
-                self._feats[p], self._labels[p] = a["features"], a["labels"]
-        self.held[:] = False
-        self.held[parts] = True
+                feats[p], labels[p] = a["features"], a["labels"]
+        held = np.zeros(self.held.shape[0], np.bool_)
+        held[parts] = True
+        # swapped, never edited in place: the halo server thread may be reading the old ones
+        self.held = np.zeros(held.shape[0], np.bool_)
+        self._feats, self._labels = feats, labels
+        self.held = held
         row = self.feature_dim * self.dtype.itemsize
         limit = self.cache_bytes // row if self.cache_bytes and not self.held.all() else 0
         hot = hot_halo([self.store.part(p).indices for p in parts], self._assign, self.held, limit)

@@ -76,17 +76,19 @@ class SamplerCore:
         """Hold exactly ``parts`` in memory: load new ones once, drop the others, rebuild the cache."""
         k = self.store.num_parts
         parts = sorted(int(p) for p in parts)
-        for p in [p for p in self._loaded if p not in parts]:
-            del self._loaded[p]
+        self._loaded = {p: v for p, v in self._loaded.items() if p in parts}
         for p in parts:
             if p not in self._loaded:
                 a = self.store.read_part(p, ("indptr", "indices"))
                 self._loaded[p] = (a["indptr"].astype(np.int64, copy=False), a["indices"].astype(self._dtype, copy=False))
         empty_ptr, empty_ind = np.zeros(1, np.int64), np.empty(0, self._dtype)
+        held = np.zeros(k, np.bool_)
+        held[parts] = True
+        # swapped, never edited in place: the halo server thread may be reading the old ones
+        self.held = np.zeros(k, np.bool_)
         self._indptr = typed.List([self._loaded[p][0] if p in self._loaded else empty_ptr for p in range(k)])
         self._indices = typed.List([self._loaded[p][1] if p in self._loaded else empty_ind for p in range(k)])
-        self.held[:] = False
-        self.held[parts] = True
+        self.held = held
         self._orders.clear()
         m = self.store.manifest
         row_bytes = max(2.0 * m.num_edges / max(m.num_nodes, 1), 1.0) * self._dtype.itemsize
