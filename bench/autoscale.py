@@ -98,7 +98,8 @@ def start_job(a, work: Path) -> dict:
                "--trainers", str(a.trainers),
                "--epochs", "1000", "--patience", "0", "--batch-size", str(a.batch_size), "--fanouts", a.fanouts, "--hidden", str(a.hidden), "--dropout", str(a.dropout),
                "--work-factor", str(a.work_factor), "--eval-max-nodes", str(a.eval_max_nodes), "--job", job,
-               "--run-dir", str(work / job), "--peer-timeout", "600", "--device", a.device)
+               "--run-dir", str(work / job), "--peer-timeout", "600", "--device", a.device,
+               *(["--simulate-gpu-step", a.simulate_gpu_step] if a.simulate_gpu_step else []))
     if p.returncode:
         raise SystemExit(f"argosy up failed:\n{p.stderr[-3000:]}")
     info = json.loads(p.stdout.strip().splitlines()[-1])
@@ -260,6 +261,8 @@ def main(argv=None) -> int:
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--work-factor", type=int, default=1)
+    p.add_argument("--simulate-gpu-step", default=None, metavar="TIME",
+                   help="SIMULATION: trainers wait TIME per batch instead of computing (a stand-in GPU, e.g. 5ms)")
     p.add_argument("--eval-max-nodes", type=int, default=1000)
     p.add_argument("--loaders", type=int, default=1)
     p.add_argument("--trainers", type=int, default=1, help="DDP trainer ranks (each needs its own batches)")
