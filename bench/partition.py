@@ -52,33 +52,54 @@ def _rss_kib(field: str = "VmRSS") -> int:
     return 0
 
 
-def _kaminpar(path: str, k: int, eps: float, seed: int, preset: str):
-    """KaMinPar (optional, benchmark only): graph written as METIS text, load excluded."""
-    import tempfile
+def _parhip_path(path: str) -> str:
+    return str(path) + ".parhip"
 
-    import kaminpar
 
+def _write_parhip(path: str) -> str:
+    """ParHIP binary twin of a graph (KaMinPar's fast input; 64-bit ids): written once, next to
+    the graph, streamed from its CSR so that the KaMinPar worker's peak is its own."""
     from argosy.services.partitioner.baselines import _gather_csr
     from argosy.services.partitioner.stream import open_edge_stream
 
+    out = _parhip_path(path)
+    if os.path.exists(out):
+        return out
+    indptr, indices = _gather_csr(open_edge_stream(path, chunk_edges=1 << 22))
+    n, m = indptr.size - 1, indices.size
+    with open(out + ".tmp", "wb") as fh:
+        np.array([3, n, m], np.uint64).tofile(fh)
+        ((3 + n + 1) * 8 + indptr.astype(np.uint64) * 8).astype(np.uint64).tofile(fh)
+        for a in range(0, m, 1 << 24):
+            indices[a:a + (1 << 24)].astype(np.uint64).tofile(fh)
+    os.replace(out + ".tmp", out)
+    return out
+
+
+def _kaminpar(path: str, k: int, eps: float, seed: int, preset: str):
+    """KaMinPar (optional, benchmark only), single thread, on the ParHIP twin of the graph
+    (TeraPart presets load it compressed, as TeraPart is meant to run).
+
+    Returns:
+        tuple: ``(stream, part, partition seconds, load seconds)``.
+    """
+    import kaminpar
+
+    from argosy.services.partitioner.stream import open_edge_stream
+
     st = open_edge_stream(path)
-    indptr, indices = _gather_csr(st)
-    n, m2 = indptr.size - 1, indices.size
-    with tempfile.TemporaryDirectory() as td:
-        f = os.path.join(td, "g.metis")
-        words = (indices.astype(np.int64) + 1).astype(str)
-        with open(f, "w") as fh:
-            fh.write(f"{n} {m2 // 2}\n")
-            fh.writelines(" ".join(words[indptr[v]:indptr[v + 1]]) + "\n" for v in range(n))
-        del words
-        g = kaminpar.load_graph(f, kaminpar.GraphFileFormat.METIS)
-        kaminpar.reseed(seed)
-        ctx = getattr(kaminpar, f"{preset}_context")()
-        solver = kaminpar.KaMinPar(num_threads=1, ctx=ctx)
-        t0 = time.perf_counter()
-        part = np.asarray(solver.compute_partition(g, k, eps), dtype=np.int32)
-        secs = time.perf_counter() - t0
-    return st, part, secs
+    f = _parhip_path(path)
+    t0 = time.perf_counter()
+    g = kaminpar.load_graph(f, kaminpar.GraphFileFormat.PARHIP,
+                            compress=preset.startswith("terapart"))
+    t_load = time.perf_counter() - t0
+    kaminpar.reseed(seed)
+    ctx = getattr(kaminpar, f"{preset}_context")()
+    solver = kaminpar.KaMinPar(num_threads=1, ctx=ctx)
+    t0 = time.perf_counter()
+    part = np.asarray(solver.compute_partition(g, k, eps), dtype=np.int32)
+    secs = time.perf_counter() - t0
+    return st, part, secs, t_load
 
 
 def _warm_up(method: str) -> None:
@@ -109,7 +130,12 @@ def _worker(args) -> None:
     from argosy.services.partitioner.core import evaluate_partition, partition_stream
     from argosy.services.partitioner.stream import open_edge_stream
 
-    if not args.method.startswith("kaminpar"):
+    if args.method.startswith("kaminpar"):
+        _write_parhip(args.graph)
+        import gc
+
+        gc.collect()
+    else:
         _warm_up(args.method)
     reset = _reset_peak()
     import_kib = _rss_kib()
@@ -118,9 +144,9 @@ def _worker(args) -> None:
     t0 = time.perf_counter()
     if args.method.startswith("kaminpar"):
         preset = args.method.split("-", 1)[1] if "-" in args.method else "default"
-        st, part, secs = _kaminpar(args.graph, args.k, args.eps, args.seed, preset)
+        st, part, secs, t_load = _kaminpar(args.graph, args.k, args.eps, args.seed, preset)
         ev = evaluate_partition(st, part, args.k)
-        rec.update(seconds=secs, edge_cut=int(ev["edge_cut"]),
+        rec.update(seconds=secs, load_seconds=t_load, edge_cut=int(ev["edge_cut"]),
                    edge_cut_fraction=ev["edge_cut_fraction"], balance=ev["balance"],
                    n=st.num_nodes, entries=st.num_edges)
     else:
@@ -420,6 +446,175 @@ def scale_mode(args) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# graph-family sweep (--sweep)
+# --------------------------------------------------------------------------------------------
+def _families():
+    """name -> (description, writer(path, n, m, seed)) of the sweep's generated graphs."""
+    from argosy.shared import synthetic as syn
+
+    return {
+        "planted": ("planted partition, 16 equal blocks, 20 % of edge ends drawn anywhere "
+                    "(18.75 % cross blocks), uniform degrees",
+                    lambda p, n, m, s: syn.write_planted_edge_list(p, n, m, 16, 0.2, s)),
+        "planted4": ("planted partition, 4 equal blocks, 30 % drawn anywhere (22.5 % cross)",
+                     lambda p, n, m, s: syn.write_planted_edge_list(p, n, m, 4, 0.3, s)),
+        "rmat": ("R-MAT / Kronecker, Graph500 a, b, c = 0.57, 0.19, 0.19, 2^scale vertices",
+                 lambda p, n, m, s: syn.write_rmat_edge_list(p, max(1, round(math.log2(n))), m,
+                                                            seed=s)),
+        "regular": ("near-regular random: every vertex sends 2m/n/2 edges to random vertices",
+                    lambda p, n, m, s: syn.write_regular_edge_list(p, n, max(2, 2 * m // n), s)),
+        "geometric": ("random geometric graph in the unit square (road/mesh-like)",
+                      lambda p, n, m, s: syn.write_geometric_edge_list(p, n, 2.0 * m / n, s)),
+        "dcsbm": ("DC-SBM, 1024 communities, 10 % mixing, Pareto(1.5) degrees",
+                  lambda p, n, m, s: syn.write_dcsbm_edge_list(p, n, m, 1024, 0.1, 1.5, s)),
+    }
+
+
+def _npz_twin(npy: Path) -> Path:
+    """CSR ``.npz`` (uncompressed, symmetric, deduplicated, no self loops) of an edge list."""
+    out = npy.with_suffix(".npz")
+    if out.exists():
+        return out
+    e = np.load(npy, mmap_mode="r")
+    n = int(e.max()) + 1
+    u = np.concatenate([e[:, 0], e[:, 1]]).astype(np.int64)
+    v = np.concatenate([e[:, 1], e[:, 0]]).astype(np.int64)
+    keep = u != v
+    key = np.unique(u[keep] * n + v[keep])
+    del u, v, keep
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(key // n, minlength=n), out=indptr[1:])
+    indices = (key % n).astype(np.int32)
+    del key
+    tmp = out.with_suffix(".tmp.npz")
+    np.savez(tmp, indptr=indptr, indices=indices)
+    os.replace(tmp, out)
+    return out
+
+
+def run_cli(graph: str, k: int, store: Path, timeout: float) -> dict:
+    """``argosy partition GRAPH --parts K --out STORE`` in a subprocess: wall time (process
+    start, numba cache load, reading, partitioning and store writing) and peak RSS."""
+    import shutil
+
+    cmd = [sys.executable, "-m", "argosy.services.partitioner", graph, "--parts", str(k),
+           "--out", str(store), "--overwrite", "--json", "--tmpdir", str(store.parent)]
+    t0 = time.perf_counter()
+    proc = _RusagePopen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                        cwd=str(ROOT))
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return {"error": f"timeout after {timeout}s"}
+    wall = time.perf_counter() - t0
+    shutil.rmtree(store, ignore_errors=True)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"error": (err.strip().splitlines() or ["failed"])[-1][:500]}
+    r = json.loads(lines[-1])
+    ru = getattr(proc, "_argosy_rusage", None) or 0
+    return {"seconds": wall, "peak_rss_mib": ru / 1024.0,
+            "edge_cut_fraction": r.get("edge_cut_fraction"), "balance": r.get("balance")}
+
+
+SWEEP_TOOLS = ("grem-cli", "grem", "metis", "kaminpar-default", "kaminpar-terapart", "fennel")
+
+
+def sweep_mode(args) -> None:
+    """Generate every family once (``.npy`` and its ``.npz`` CSR twin) and run every tool on
+    every (family, format) in its own process, one at a time; records are appended to
+    ``partition_sweep.jsonl`` as they finish (a rerun skips cells already recorded) and
+    ``partition_sweep.md`` is rebuilt from them."""
+    sys.path.insert(0, str(ROOT))
+    results = Path(args.out)
+    results.mkdir(parents=True, exist_ok=True)
+    work = Path(args.scale_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    fams = _families()
+    names = list(fams) if args.sweep_families == "all" else args.sweep_families.split(",")
+    tools = SWEEP_TOOLS if args.sweep_tools == "all" else tuple(args.sweep_tools.split(","))
+    formats = args.sweep_formats.split(",")
+    n, m, k = args.sweep_n, args.sweep_m, args.scale_k
+    jl = results / "partition_sweep.jsonl"
+    recs = [json.loads(x) for x in jl.read_text().splitlines() if x.strip()] if jl.exists() else []
+    done = {(r["family"], r["format"], r["tool"]) for r in recs if "error" not in r}
+    for fam in names:
+        npy = work / f"{fam}_n{n}_m{m}.npy"
+        if not npy.exists():
+            t0 = time.perf_counter()
+            fams[fam][1](str(npy), n, m, args.seed)
+            print(f"generated {npy} in {time.perf_counter() - t0:.1f}s", flush=True)
+        for fmt in formats:
+            path = npy if fmt == "npy" else _npz_twin(npy)
+            for tool in tools:
+                if (fam, fmt, tool) in done:
+                    continue
+                if tool == "grem-cli":
+                    r = run_cli(str(path), k, work / "store", args.timeout)
+                else:
+                    r = run_one(str(path), fam, tool, k, args.order, args.seed, args.eps,
+                                args.scale_chunk, args.timeout)
+                r.update(family=fam, format=fmt, tool=tool, k=k,
+                         loadavg_1min=os.getloadavg()[0])
+                print(json.dumps({x: r.get(x) for x in ("family", "format", "tool", "seconds",
+                                                        "peak_rss_mib", "edge_cut_fraction",
+                                                        "balance", "error")}), flush=True)
+                with open(jl, "a") as f:
+                    f.write(json.dumps(r, default=str) + "\n")
+                recs.append(r)
+                _sweep_report(recs, results / "partition_sweep.md", fams, k)
+
+
+def _sweep_report(recs, out_md: Path, fams, k) -> None:
+    last = {}
+    for r in recs:
+        last[(r["family"], r["format"], r["tool"])] = r
+    lines = [f"# Graph-family sweep (rebuilt {time.strftime('%Y-%m-%d %H:%M')})", "",
+             f"k = {k}, eps 0.03, file order, one process per cell, run one at a time under "
+             "`nice` on the shared 2-core machine (the load column is the 1-minute load average "
+             "after the cell: other work shared the cores, so compare times within a row's "
+             "load). **grem-cli** = `argosy partition G --parts 16 --out STORE` end to end "
+             "(process start, reading, partitioning, store writing); the other tools time the "
+             "partitioning call (GREM and Fennel include reading the stream; KaMinPar excludes "
+             "loading its ParHIP file, shown separately). Peak RSS = the process's.", "",
+             "Families: " + "; ".join(f"**{f}**: {d}" for f, (d, _) in fams.items()), "",
+             "| family | format | tool | seconds | peak RSS MiB | cut % | balance | cut / METIS "
+             "| load |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for (fam, fmt, tool), r in sorted(last.items()):
+        if "error" in r:
+            lines.append(f"| {fam} | {fmt} | {tool} | error: {r['error'][:80]} | | | | | |")
+            continue
+        mt = last.get((fam, fmt, "metis")) or last.get((fam, "npy", "metis"))
+        ratio = "-"
+        if mt and "error" not in mt and mt.get("edge_cut_fraction"):
+            ratio = f"{r['edge_cut_fraction'] / mt['edge_cut_fraction']:.3f}"
+        extra = f" (+{r['load_seconds']:.1f} load)" if r.get("load_seconds") else ""
+        lines.append(f"| {fam} | {fmt} | {tool} | {r['seconds']:.1f}{extra} | "
+                     f"{r['peak_rss_mib']:,.0f} | {100 * r['edge_cut_fraction']:.3f} | "
+                     f"{r['balance']:.3f} | {ratio} | {r.get('loadavg_1min', float('nan')):.1f} |")
+    lines += ["", "Targets per cell, GREM against the others in the same (family, format): "
+              "peak RSS <= 0.2x METIS and <= 0.5x KaMinPar default, time (grem-cli) <= 0.5x "
+              "METIS, cut <= 1.03x METIS.", ""]
+    for (fam, fmt, tool), r in sorted(last.items()):
+        if tool != "grem-cli" or "error" in r:
+            continue
+        mt, kd = last.get((fam, fmt, "metis")), last.get((fam, fmt, "kaminpar-default"))
+        g = last.get((fam, fmt, "grem"), r)
+        parts = []
+        if mt and "error" not in mt:
+            parts.append(f"RSS {r['peak_rss_mib'] / mt['peak_rss_mib']:.2f}x METIS")
+            parts.append(f"time {r['seconds'] / mt['seconds']:.2f}x METIS")
+            parts.append(f"cut {g['edge_cut_fraction'] / mt['edge_cut_fraction']:.3f}x METIS")
+        if kd and "error" not in kd:
+            parts.append(f"RSS {r['peak_rss_mib'] / kd['peak_rss_mib']:.2f}x KaMinPar-default")
+        if parts:
+            lines.append(f"- {fam} ({fmt}): " + ", ".join(parts))
+    out_md.write_text("\n".join(lines) + "\n")
+
+
+# --------------------------------------------------------------------------------------------
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--graphs", default="all", help="comma list of dataset names, or 'all'")
@@ -444,6 +639,12 @@ def main(argv=None) -> int:
     ap.add_argument("--scale-grem-only", action="store_true",
                     help="with --scale: run GREM only (e.g. the 1B-edge graph METIS cannot hold)")
     # worker
+    ap.add_argument("--sweep", action="store_true", help="graph-family sweep (see sweep_mode)")
+    ap.add_argument("--sweep-families", default="all")
+    ap.add_argument("--sweep-tools", default="all", help="comma list of " + ",".join(SWEEP_TOOLS))
+    ap.add_argument("--sweep-formats", default="npy,npz")
+    ap.add_argument("--sweep-n", type=int, default=2_000_000)
+    ap.add_argument("--sweep-m", type=int, default=20_000_000)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--graph", help=argparse.SUPPRESS)
     ap.add_argument("--graph-name", help=argparse.SUPPRESS)
@@ -456,6 +657,9 @@ def main(argv=None) -> int:
         return 0
     if args.scale:
         scale_mode(args)
+        return 0
+    if args.sweep:
+        sweep_mode(args)
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
