@@ -20,7 +20,7 @@ from argosy.shared.protocol import Message
 from argosy.shared.wire import DEFAULT_LIMITS, Limits, decode, encode
 
 __all__ = ["make_socket", "bind_random", "send_msg", "recv_msg", "advertise_host", "create_keys", "CurveKeys",
-           "ZapHandler", "Receiver", "peer_of"]
+           "ZapHandler", "Receiver", "peer_of", "rendezvous_store"]
 
 logger = logging.getLogger(__name__)
 
@@ -325,3 +325,38 @@ class Receiver:
         except ProtocolError as e:
             self._strike(peer, e)
             return None
+
+
+def rendezvous_store(world: int, timeout: float, url: str | None = None):
+    """The torch.distributed TCPStore of a trainer group; returns ``(store, url)``.
+
+    Rank 0 (``url`` None) binds the listening socket itself on ``ARGOSY_BIND_HOST`` (loopback by
+    default) and hands its fd to the store: a plain ``init_method="tcp://127.0.0.1:P"`` makes
+    torch listen on every interface whatever the URL says.  The port is ``ARGOSY_DIST_URL``'s, or
+    a free one.  On a loopback-only host gloo's and NCCL's own sockets are kept on ``lo`` too.
+    Other ranks pass the published ``url`` and connect.
+    """
+    import datetime
+    import socket
+    from urllib.parse import urlparse
+    import torch.distributed as dist
+    bind = os.environ.get(envs.BIND_HOST, "127.0.0.1")
+    if bind.startswith("127.") or bind == "localhost":
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+    td = datetime.timedelta(seconds=timeout)
+    if url is not None:
+        u = urlparse(url)
+        return dist.TCPStore(u.hostname, u.port, world, False, td), url
+    want = os.environ.get(envs.DIST_URL)
+    port = urlparse(want).port if want else 0
+    sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((bind, port or 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    # wait_for_workers=False: the URL is published only after this returns (the group's own
+    # barrier waits for the other ranks); the store owns the fd from now on.
+    store = dist.TCPStore(bind if bind not in ("0.0.0.0", "::") else "127.0.0.1", port, world, True, td,
+                          wait_for_workers=False, master_listen_fd=sock.detach())
+    return store, want or f"tcp://{advertise_host()}:{port}"

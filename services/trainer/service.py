@@ -33,7 +33,7 @@ from argosy.shared.plan import PHASES, WorkItem, plan_phase
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.redis_server import free_port
 from argosy.shared.store import PartitionStore
-from argosy.shared.transport import advertise_host, bind_random, make_socket, recv_msg
+from argosy.shared.transport import advertise_host, bind_random, make_socket, recv_msg, rendezvous_store
 from argosy.shared.validate import job_receiver
 from argosy.services.trainer.core import TrainerCore
 
@@ -101,14 +101,15 @@ class TrainerProc:
         if self.world == 1:
             return
         coord = self.ctx.coord
-        if self.rank == 0:
-            url = envs.get(envs.DIST_URL) or f"tcp://{advertise_host()}:{free_port()}"
+        if self.rank == 0:                  # the store listens on ARGOSY_BIND_HOST only (loopback by default)
+            store, url = rendezvous_store(self.world, self.cfg.coord.peer_timeout)
             coord.publish_dist_url(url)
         else:
             url = coord.wait_dist_url(self.cfg.coord.peer_timeout)
+            store, _ = rendezvous_store(self.world, self.cfg.coord.peer_timeout, url=url)
         backend = "nccl" if self.core.device.type == "cuda" else "gloo"
         logger.info("joining torch.distributed %s world=%d rank=%d via %s", backend, self.world, self.rank, url)
-        dist.init_process_group(backend, init_method=url, world_size=self.world, rank=self.rank,
+        dist.init_process_group(backend, store=store, world_size=self.world, rank=self.rank,
                                 timeout=__import__("datetime").timedelta(seconds=self.cfg.coord.peer_timeout))
         self.core.module = DDP(self.core.model, device_ids=None if backend == "gloo" else [self.core.device.index])
 
