@@ -33,10 +33,12 @@ logger = logging.getLogger(__name__)
 
 def redact_url(url: str) -> str:
     """``redis://:secret@host:6379/0`` -> ``redis://***@host:6379/0`` (passwords are never logged)."""
+    import re
     u = urlparse(url)
     if u.password or u.username:
-        return url.replace(u.netloc, "***@" + (u.hostname or "") + (f":{u.port}" if u.port else ""))
-    return url
+        url = url.replace(u.netloc, "***@" + (u.hostname or "") + (f":{u.port}" if u.port else ""), 1)
+    # redis-py also takes ``?password=...`` in the query string
+    return re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
 
 
 class Coordinator:

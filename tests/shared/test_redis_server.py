@@ -37,3 +37,10 @@ def test_auth_can_be_turned_off():
     with EmbeddedRedis(auth=False) as srv:
         assert srv.password is None and "@" not in srv.url
         assert redis.Redis(host="127.0.0.1", port=srv.port).ping()
+
+
+@pytest.mark.parametrize("url", ["redis://:pw-secret@h:1/0", "redis://user:pw-secret@h:1/0?password=pw-secret",
+                                 "redis://h:1/0?password=pw-secret", "rediss://h/0?db=1&Password=pw-secret&x=1"])
+def test_printed_urls_never_carry_the_password(url):
+    out = redact_url(url)
+    assert "pw-secret" not in out and "h" in out
