@@ -185,11 +185,17 @@ def reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
+try:                                      # resolved here: the child of a fork must not dlopen
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):         # not Linux: the reaper alone stops orphans
+    _prctl = None
+
+
 def _die_with_parent(parent: int):
     """``preexec_fn``: SIGTERM this child when the process that started it exits (Linux)."""
     def preexec() -> None:
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
         if os.getppid() != parent:                 # the parent died before prctl took effect
             os.kill(os.getpid(), signal.SIGTERM)
     return preexec
