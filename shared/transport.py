@@ -20,13 +20,41 @@ from argosy.shared.protocol import Message
 from argosy.shared.wire import DEFAULT_LIMITS, Limits, decode, encode
 
 __all__ = ["make_socket", "bind_random", "send_msg", "recv_msg", "advertise_host", "create_keys", "CurveKeys",
-           "ZapHandler", "Receiver", "peer_of", "rendezvous_store"]
+           "ZapHandler", "Receiver", "peer_of", "rendezvous_store",
+           "bind_host"]
 
 logger = logging.getLogger(__name__)
 
 
+def _is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
 def advertise_host() -> str:
-    return os.environ.get(envs.ADVERTISE_HOST, "127.0.0.1")
+    """Where peers reach this process: ``ARGOSY_ADVERTISE_HOST``; ``auto`` = this host's own address."""
+    host = os.environ.get(envs.ADVERTISE_HOST, "127.0.0.1")
+    if host == "auto":
+        import socket
+        host = socket.gethostbyname(socket.gethostname())
+    return host
+
+
+def bind_host() -> str:
+    """The one interface to listen on: ``ARGOSY_BIND_HOST`` if set (``auto`` = the advertised
+    address), else loopback on one host, else (a non-loopback advertised host, as in containers)
+    that advertised interface, never every interface unless ``0.0.0.0`` is asked for explicitly."""
+    host = os.environ.get(envs.BIND_HOST, "")
+    if host and host != "auto":
+        return host
+    adv = advertise_host()
+    if not host and _is_loopback(adv):
+        return "127.0.0.1"
+    import socket
+    try:
+        return socket.gethostbyname(adv)
+    except OSError as e:
+        raise ValueError(f"cannot resolve the advertised host {adv!r} to bind to ({e}); set "
+                         f"{envs.BIND_HOST} to an interface address") from None
 
 
 class CurveKeys:
@@ -209,8 +237,8 @@ def make_socket(ctx: zmq.Context, kind: int, *, sndhwm: int = 8, rcvhwm: int = 8
 
 
 def bind_random(sock: zmq.Socket, port: int = 0) -> str:
-    """Bind on ``ARGOSY_BIND_HOST`` (a fixed ``port`` or a random free one); return the endpoint peers should connect to."""
-    host = os.environ.get(envs.BIND_HOST, "127.0.0.1")
+    """Bind on :func:`bind_host` (a fixed ``port`` or a random free one); return the endpoint peers should connect to."""
+    host = bind_host()
     if port:
         sock.bind(f"tcp://{host}:{port}")
     else:
@@ -340,8 +368,8 @@ def rendezvous_store(world: int, timeout: float, url: str | None = None):
     import socket
     from urllib.parse import urlparse
     import torch.distributed as dist
-    bind = os.environ.get(envs.BIND_HOST, "127.0.0.1")
-    if bind.startswith("127.") or bind == "localhost":
+    bind = bind_host()
+    if _is_loopback(bind):
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
     td = datetime.timedelta(seconds=timeout)

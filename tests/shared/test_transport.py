@@ -172,3 +172,29 @@ def test_receiver_cut_off_curve_key_cannot_reconnect(tmp_path, monkeypatch):
     for s in (pull, again, friend):
         s.close(0)
     ctx.term()
+
+
+@pytest.mark.parametrize("bind, adv, want", [(None, None, "127.0.0.1"), (None, "localhost", "127.0.0.1"),
+                                             ("0.0.0.0", None, "0.0.0.0"), ("127.0.0.2", "10.1.2.3", "127.0.0.2"),
+                                             (None, "10.1.2.3", "10.1.2.3"), ("auto", "10.1.2.3", "10.1.2.3")])
+def test_bind_host_is_one_interface(monkeypatch, bind, adv, want):
+    """Loopback on one host; the advertised interface in containers; every interface only when asked."""
+    from argosy.shared.transport import bind_host
+    for k, v in (("ARGOSY_BIND_HOST", bind), ("ARGOSY_ADVERTISE_HOST", adv)):
+        monkeypatch.delenv(k, raising=False)
+        if v:
+            monkeypatch.setenv(k, v)
+    assert bind_host() == want
+
+
+def test_rendezvous_store_listens_on_loopback_only(monkeypatch):
+    import psutil
+    from argosy.shared.transport import rendezvous_store
+    monkeypatch.delenv("ARGOSY_BIND_HOST", raising=False)
+    monkeypatch.delenv("ARGOSY_ADVERTISE_HOST", raising=False)
+    store, url = rendezvous_store(1, 10)
+    port = int(url.rsplit(":", 1)[1])
+    listening = [c.laddr for c in psutil.Process().net_connections("tcp") if c.status == "LISTEN" and c.laddr.port == port]
+    assert listening and all(a.ip == "127.0.0.1" for a in listening)
+    store.set("k", "v")
+    assert store.get("k") == b"v"
