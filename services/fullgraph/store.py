@@ -85,7 +85,7 @@ class StoreStats:
 
 class _Block:
     __slots__ = ("key", "shape", "dtype", "nbytes", "data", "on_disk", "dirty", "pins", "loading",
-                 "staged")
+                 "staged", "version")
 
     def __init__(self, key: BlockKey, shape: tuple[int, ...], dtype: torch.dtype) -> None:
         self.key = key
@@ -98,6 +98,7 @@ class _Block:
         self.pins = 0
         self.loading = False
         self.staged: torch.Tensor | None = None  # prefetched data in a staging buffer, not admitted
+        self.version = 0  # bumped by every spill write: a prefetch of an older version is stale
 
 
 def _key(kind: str, layer: int, part: int) -> BlockKey:
@@ -543,6 +544,7 @@ class OffloadStore:
                     blk.loading = False
                     self._cond.notify_all()
                 return
+            version = blk.version
         try:
             data = self._read(blk)
         except BaseException:
@@ -554,7 +556,8 @@ class OffloadStore:
         with self._cond:
             blk.loading = False
             self._stats.prefetch_loads += 1
-            if self._blocks.get(key) is blk and blk.data is None:
+            # a read-through scatter_add may have written the block while this read ran
+            if self._blocks.get(key) is blk and blk.data is None and blk.version == version:
                 blk.staged = data  # staging buffer; admission is decided at the demand read
                 self._staged_bytes += blk.nbytes
             self._cond.notify_all()
@@ -647,6 +650,10 @@ class OffloadStore:
                 raise DiskBudgetError(f"disk full while spilling block {b.key} ({b.nbytes} bytes) to "
                                       f"{self.spill_dir}: {e}") from e
             raise
+        b.version += 1
+        if b.staged is not None:  # staged from the previous contents
+            self._unstage(b)
+            self._stats.prefetch_dropped += 1
         self._stats.bytes_written += b.nbytes
         self._stats.disk_bytes += grow
         self._stats.peak_disk_bytes = max(self._stats.peak_disk_bytes, self._stats.disk_bytes)
