@@ -550,19 +550,26 @@ class TextEdgeStream(EdgeStream):
     """Text edge list (plain or gzip; see :class:`~argosy.shared.graphio.TextEdgeReader`).
 
     Opening runs one validation scan (errors carry the line number) that also counts the
-    edges and, if ``num_nodes`` is not given, finds the largest id.
+    edges and, if ``num_nodes`` is not given, finds the largest id.  A file of at least
+    :attr:`SPILL_MIN_BYTES` (an eighth of that when gzipped) is written during that scan as a
+    binary int64 ``(m, 2)`` edge list in ``spill_dir`` (removed with the stream), so later passes
+    read binary blocks (seekable) instead of parsing the text again.
 
     Args:
         path (str): file path.
         chunk_edges (int): approximate stored lines per chunk.
         num_nodes (int, optional): vertex count; ids ``>= num_nodes`` raise ``ValueError``.
         symmetrize (bool): yield both directions of each line (default ``True``).
+        spill_dir (str, optional): directory for the binary copy (default: the system temp dir).
     """
 
     _BYTES_PER_LINE_GUESS = 16
+    SPILL_MIN_BYTES = 64 << 20
+    _HEADER_BYTES = 128
 
     def __init__(self, path, chunk_edges: int = DEFAULT_CHUNK_EDGES,
-                 num_nodes: Optional[int] = None, symmetrize: bool = True, source=None):
+                 num_nodes: Optional[int] = None, symmetrize: bool = True, source=None,
+                 spill_dir: Optional[str] = None):
         if source is None:
             source = open_graph(path, block_bytes=max(1 << 10, int(chunk_edges) * self._BYTES_PER_LINE_GUESS))
         self.source, self.path = source, str(source.path)
@@ -575,14 +582,52 @@ class TextEdgeStream(EdgeStream):
         self.seekable = False
         self.grouped = False
         self.is_symmetric = None
+        self._pairs = None
         if num_nodes is None:
             num_nodes = source.num_nodes
-        count, hi, nchunks = self._reader.scan(num_nodes)
+        size = os.path.getsize(self._reader.path)
+        spill = None
+        if size * (8 if self._reader.gzipped else 1) >= self.SPILL_MIN_BYTES:
+            import tempfile
+
+            spill = tempfile.NamedTemporaryFile(prefix="argosy-edges-", suffix=".npy", dir=spill_dir, delete=False)
+            spill.write(b"\0" * self._HEADER_BYTES)
+        count, hi, nchunks = 0, -1, 0
+        try:
+            for u, v, _ in self._reader.iter_blocks(num_nodes):
+                count += u.size
+                nchunks += 1
+                if u.size:
+                    hi = max(hi, int(u.max()), int(v.max()))
+                    if spill is not None:
+                        spill.write(np.stack([u, v], axis=1).tobytes())
+            if spill is not None:
+                spill.seek(0)
+                spill.write(self._npy_header(count))
+                spill.close()
+        except BaseException:
+            if spill is not None:
+                spill.close()
+                _remove_quietly(spill.name)
+            raise
         self.num_edges = count
         self._num_chunks = nchunks
         if num_nodes is None:
             num_nodes = check_num_nodes(self.path, hi, count) if hi >= 0 else 0
         self.num_nodes = int(num_nodes)
+        if spill is not None:
+            from argosy.shared.graphio import NpyArray, PairArrayReader
+
+            weakref.finalize(self, _remove_quietly, spill.name)
+            self._pairs = PairArrayReader(pair=NpyArray(spill.name))
+            self._num_chunks = max(1, -(-count // self.chunk_edges)) if count else 0
+            self.seekable = True
+            logger.info("%s: parsed once into a binary copy at %s", self.path, spill.name)
+
+    def _npy_header(self, rows: int) -> bytes:
+        d = "{'descr': '<i8', 'fortran_order': False, 'shape': (%d, 2), }" % rows
+        head = d.encode().ljust(self._HEADER_BYTES - 10 - 1) + b"\n"
+        return b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head
 
     @property
     def num_chunks(self) -> int:
@@ -592,11 +637,22 @@ class TextEdgeStream(EdgeStream):
     def stream_entries(self) -> int:
         return self.num_edges * (2 if self.symmetrize else 1)
 
+    def read_chunk(self, i: int) -> Chunk:
+        if self._pairs is None:
+            raise RuntimeError("text edge lists can only be read in order")
+        a = i * self.chunk_edges
+        u, v = self._pairs.read(a, a + self.chunk_edges)
+        return _normalise_pairs(u, v, self.num_nodes, self.symmetrize)
+
     def __iter__(self) -> Iterator[Chunk]:
-        for u, v, _ in self._reader.iter_blocks(self.num_nodes):
+        for u, v in self.iter_raw():
             yield _normalise_pairs(u, v, self.num_nodes, self.symmetrize)
 
     def iter_raw(self) -> Iterator[Chunk]:
+        if self._pairs is not None:
+            for _, u, v in self._pairs.iter_blocks(self.chunk_edges):
+                yield u, v
+            return
         for u, v, _ in self._reader.iter_blocks(self.num_nodes):
             yield u, v
 
@@ -853,8 +909,8 @@ def open_edge_stream(path, chunk_edges: int = DEFAULT_CHUNK_EDGES,
         symmetrize (bool): yield each edge in both directions (default ``True``): edge lists
             get their reverse entries, an asymmetric CSR the missing ones (with a warning).
         split (str, optional): the split directory of an OGB dataset with several.
-        tmpdir (str, optional): where a large deflated ``.npz`` member is inflated once
-            (default: the system temp dir).
+        tmpdir (str, optional): where a large deflated ``.npz`` member is inflated once, and a
+            large text edge list is copied in binary (default: the system temp dir).
 
     Returns:
         EdgeStream: iterate it for ``(src, dst)`` int64 chunks; ``stream.source`` is the opened
@@ -876,7 +932,7 @@ def open_edge_stream(path, chunk_edges: int = DEFAULT_CHUNK_EDGES,
                             source=src, spill_dir=tmpdir)
     if isinstance(src.edges, TextEdgeReader):
         return TextEdgeStream(path, chunk_edges=chunk_edges, num_nodes=num_nodes, symmetrize=symmetrize,
-                              source=src)
+                              source=src, spill_dir=tmpdir)
     return PairEdgeStream(src, chunk_edges=chunk_edges, num_nodes=num_nodes, symmetrize=symmetrize)
 
 

@@ -460,3 +460,32 @@ def test_deflated_npz_indices_inflated_once(tmp_path, small_csr, monkeypatch):
     del st
     gc.collect()
     assert list(spill.iterdir()) == []
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_big_text_is_parsed_once(tmp_path, monkeypatch, gz):
+    """A large text edge list gets a binary copy during the validation scan; later passes read it
+    (seekable, same edges), and the copy goes away with the stream."""
+    import gc
+    import gzip
+
+    from argosy.services.partitioner.stream import TextEdgeStream
+    rng = np.random.default_rng(3)
+    u, v = rng.integers(0, 300, 4000), rng.integers(0, 300, 4000)
+    text = "# c\n" + "".join(f"{a} {b} 1.0\n" for a, b in zip(u, v))
+    p = tmp_path / ("g.txt.gz" if gz else "g.txt")
+    p.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    ref = _collect(open_edge_stream(p, chunk_edges=500))
+    monkeypatch.setattr(TextEdgeStream, "SPILL_MIN_BYTES", 1)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    st = open_edge_stream(p, chunk_edges=500, tmpdir=str(spill))
+    assert st.seekable and st.num_chunks == 8 and st.num_edges == 4000 and len(list(spill.iterdir())) == 1
+    got = _collect(st)
+    assert _edge_set(*got) == _edge_set(*ref)
+    raw = list(st.iter_raw())
+    assert np.array_equal(np.concatenate([r[0] for r in raw]), u) and np.array_equal(np.concatenate([r[1] for r in raw]), v)
+    assert _edge_set(*st.read_chunk(3)) <= _edge_set(*ref)
+    del st, raw
+    gc.collect()
+    assert list(spill.iterdir()) == []
