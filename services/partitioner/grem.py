@@ -480,7 +480,8 @@ MERGE_SLOTS = 4
 
 
 @numba.njit(cache=True)
-def _merge_rate_chunk(src, dst, starts, label, labs, cand, cnt, rnd, rndw, state):
+def _merge_rate_chunk(src, dst, starts, label, labs, cand, cnt, rnd, rndw, state, part,
+                      use_part):
     """Rate neighbouring clusters for every cluster, over one chunk.
 
     Each vertex gathers its neighbours' cluster ids, sorts them in cache and feeds every run
@@ -504,9 +505,17 @@ def _merge_rate_chunk(src, dst, starts, label, labs, cand, cnt, rnd, rndw, state
         a = starts[g]
         b = starts[g + 1]
         c = label[src[a]]
-        d = b - a
-        for e in range(a, b):
-            labs[e - a] = label[dst[e]]
+        d = 0
+        if use_part:  # inside blocks: only neighbours of the same block can be merged with
+            pv = part[src[a]]
+            for e in range(a, b):
+                if part[dst[e]] == pv:
+                    labs[d] = label[dst[e]]
+                    d += 1
+        else:
+            d = b - a
+            for e in range(a, b):
+                labs[e - a] = label[dst[e]]
         sort_range(labs, 0, d)
         i = 0
         while i < d:
@@ -617,7 +626,7 @@ def _stream_merge(stream, cmap, nc, maxw, budget, part, state, max_passes=16):
 
     The cluster graph has at most ``nc**2`` entries and at most the sum over vertices of their
     distinct neighbouring clusters; merging stops once either bound is within ``budget``, when
-    a pass shrinks the clustering by less than 5 %, or after ``max_passes``.  One pass reads
+    a pass shrinks the clustering by less than 10 %, or after ``max_passes``.  One pass reads
     the stream once and holds O(nc) state.
 
     Returns:
@@ -639,7 +648,7 @@ def _stream_merge(stream, cmap, nc, maxw, budget, part, state, max_passes=16):
             if labs.size < need:
                 labs = np.empty(need, np.int64)
             distinct += _merge_rate_chunk(src, dst, starts, cmap, labs, cand, cnt, rnd, rndw,
-                                          state)
+                                          state, part if use_part else cpart, use_part)
         del rndw
         passes += 1
         if distinct <= budget:  # the cluster graph already fits: keep the clusters as they are
@@ -656,7 +665,7 @@ def _stream_merge(stream, cmap, nc, maxw, budget, part, state, max_passes=16):
         shrink = nc2 / max(nc, 1)
         nc = nc2
         bound = min(nc * nc, distinct)
-        if shrink > 0.95:
+        if shrink > 0.9:  # another full read of the stream would buy little
             break
     return cmap, nc, passes, bound
 
