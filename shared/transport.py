@@ -174,9 +174,11 @@ class ZapHandler:
                 version, request_id, _domain, address, _identity, mechanism, *cred = msg
                 code, text, uid = self._decide(address.decode(errors="replace"), mechanism, cred)
                 if code != b"200":
-                    self.refused += 1
-                    logger.warning("refused a %s connection from %s: %s", mechanism.decode(errors="replace"),
-                                   address.decode(errors="replace"), text.decode())
+                    self.refused += 1          # a refused peer retries every 100 ms: log a few, then every 1000th
+                    if self.refused <= 10 or self.refused % 1000 == 0:
+                        logger.warning("refused a %s connection from %s: %s (%d refused so far)",
+                                       mechanism.decode(errors="replace"), address.decode(errors="replace"),
+                                       text.decode(), self.refused)
                 sock.send_multipart([version, request_id, code, text, uid.encode(), b""])
         except zmq.ContextTerminated:
             pass
@@ -305,7 +307,8 @@ class Receiver:
         self.cut_off_after, self.name = cut_off_after, name
         self.strikes: dict[str, int] = {}
         self.cut_off: set[str] = set()
-        self.totals = {"bad_messages": 0, "cut_off_messages": 0, "peers_cut_off": 0}
+        self.totals = {"bad_messages": 0, "cut_off_messages": 0, "peers_cut_off": 0, "connections_refused": 0}
+        self._zap_seen = 0
         self._unflushed = dict.fromkeys(self.totals, 0)
         self._last_flush = time.monotonic()
         self.last_frames: list = []
@@ -316,6 +319,11 @@ class Receiver:
         self._unflushed[key] += 1
 
     def flush(self, force: bool = False) -> None:
+        zap = ZapHandler._by_context.get(id(self.sock.context))
+        if zap is not None and zap.refused > self._zap_seen:      # handshakes the ZAP handler refused
+            self.totals["connections_refused"] += zap.refused - self._zap_seen
+            self._unflushed["connections_refused"] += zap.refused - self._zap_seen
+            self._zap_seen = zap.refused
         if self.coord is None or not any(self._unflushed.values()):
             return
         if force or time.monotonic() - self._last_flush > 1.0:

@@ -136,7 +136,7 @@ def test_receiver_cuts_off_a_connection_without_curve():
     while rx.recv(100) is not None or pull.poll(0):
         pass
     assert got == [0, 1, 2, 3, 4]
-    assert rx.totals == {"bad_messages": 3, "cut_off_messages": 12, "peers_cut_off": 1}
+    assert rx.totals == {"bad_messages": 3, "cut_off_messages": 12, "peers_cut_off": 1, "connections_refused": 0}
     assert len(rx.cut_off) == 1 and next(iter(rx.cut_off)).startswith("conn:")
     for s in (pull, bad, good):
         s.close(0)
@@ -162,6 +162,8 @@ def test_receiver_cut_off_curve_key_cannot_reconnect(tmp_path, monkeypatch):
     again = _curve_client(ctx, keydir, "mallory", ep)            # reconnecting with the same key: refused
     send_msg(again, SampledBatch(batch_id=1), timeout=0.5)
     assert rx.recv(1000) is None and rx.totals["cut_off_messages"] == 0
+    rx.flush()
+    assert rx.totals["connections_refused"] >= 1                # counted by the ZAP handler
     friend = _curve_client(ctx, keydir, "client", ep)
     assert send_msg(friend, SampledBatch(batch_id=2), timeout=5)
     m = None
