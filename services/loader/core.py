@@ -86,7 +86,9 @@ class LoaderCore:
         self.held = held
         row = self.feature_dim * self.dtype.itemsize
         limit = self.cache_bytes // row if self.cache_bytes and not self.held.all() else 0
-        hot = hot_halo([self.store.part(p).indices for p in parts], self._assign, self.held, limit)
+        # the held parts' adjacency ranks the halo once, then is dropped (a loader keeps no topology)
+        hot = hot_halo([self.store.read_part(p, ("indices",))["indices"] for p in parts], self._assign, held, limit) \
+            if limit else np.empty(0, np.int64)
         self.cache = FeatureCache(hot, self.feature_dim, self.dtype) if limit else None
 
     @property

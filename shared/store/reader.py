@@ -57,21 +57,24 @@ class PartitionStore:
 
     def read_part(self, p: int, names: tuple[str, ...]) -> dict[str, np.ndarray | None]:
         """Arrays ``names`` of part ``p`` read fully into memory (no mapping of the file is kept)."""
-        pd = self.part(p)
-        return {n: None if getattr(pd, n) is None else np.array(getattr(pd, n)) for n in names}
+        self.part(p)                     # checks the part is allowed and its arrays exist
+        d = self.manifest.parts[p].path
+        # np.load without a mapping: pages of a mapped file would stay in this process's RSS
+        # beside the copy, doubling what a process that holds the part appears to use
+        return {n: self._load(f"{d}/{n}.npy", required=False, mmap=False) for n in names}
 
     def __repr__(self) -> str:
         m = self.manifest
         return f"PartitionStore({str(self.root)!r}, n={m.num_nodes}, m={m.num_edges}, parts={m.num_parts})"
 
-    def _load(self, rel: str, required: bool = True) -> np.ndarray | None:
+    def _load(self, rel: str, required: bool = True, mmap: bool = True) -> np.ndarray | None:
         path = self.root / rel
         if not path.exists():
             if required:
                 raise StoreFormatError(f"{self.root}: missing array {rel}")
             return None
         try:
-            return np.load(path, mmap_mode="r", allow_pickle=False)
+            return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
         except (ValueError, OSError) as e:
             raise StoreFormatError(f"{path}: unreadable array ({e})") from None
 
