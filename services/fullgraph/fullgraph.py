@@ -229,12 +229,13 @@ class OffloadTrainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Inference pass without dropout; returns ``{train,val,test}_accuracy`` and counts."""
+        """Inference pass without dropout; returns ``{train,val,test}_accuracy``, counts and ``val_loss``."""
         st, L, P = self.store, self.spec.num_layers, self.P
         st.plan(self._eval_sched)
         st.begin_epoch()
         correct = {k: 0 for k in self.masks}
         count = {k: 0 for k in self.masks}
+        val_loss = 0.0
         for l in range(L):
             kind = self._in_kind(l, False)
             for p in range(P):
@@ -243,6 +244,7 @@ class OffloadTrainer:
                     self._put_with_halo("eval", l + 1, p, torch.relu(z))
                 else:
                     pred = z.argmax(1)
+                    val_loss += float(masked_loss_sum(z, self.labels[p], self.masks["val_mask"][p]))
                     for k, ms in self.masks.items():
                         sel = ms[p] & (self.labels[p] >= 0)
                         correct[k] += int((pred[sel] == self.labels[p][sel]).sum())
@@ -251,6 +253,7 @@ class OffloadTrainer:
                 self._release("eval", l)
         st.sync()
         out = {k.replace("_mask", "_accuracy"): correct[k] / max(1, count[k]) for k in self.masks}
+        out["val_loss"] = val_loss / max(1, count["val_mask"])
         out.update({k.replace("_mask", "_correct"): correct[k] for k in self.masks})
         out.update({k.replace("_mask", "_count"): count[k] for k in self.masks})
         return out

@@ -80,9 +80,11 @@ class InMemoryTrainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Accuracy on each split, without dropout."""
-        pred = self.forward(0, training=False).argmax(1)
-        out = {}
+        """Accuracy on each split and the validation loss, without dropout."""
+        logits = self.forward(0, training=False)
+        pred = logits.argmax(1)
+        n_val = int((self.masks["val_mask"] & (self.labels >= 0)).sum())
+        out = {"val_loss": float(masked_loss_sum(logits, self.labels, self.masks["val_mask"])) / max(1, n_val)}
         for k, m in self.masks.items():
             sel = m & (self.labels >= 0)
             out[k.replace("_mask", "_accuracy")] = float((pred[sel] == self.labels[sel]).float().mean()) \

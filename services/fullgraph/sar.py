@@ -240,11 +240,8 @@ class SARWorker:
         self.n_train = int(cnt.item())
         self.model, self.spec = build_model(job.trainer, m.feature_dim, m.num_classes, len(job.sampler.fanouts), job.seed, device)
         for t in self.model.parameters():  # identical replicas even if init ever became rank-dependent
-            dist.broadcast(t.data, self._global(0), group=group)
+            dist.broadcast(t.data, 0, group=group)  # sub-groups are ranks 0..N-1
         self.seed = job.seed
-
-    def _global(self, r: int) -> int:
-        return r if self.group is None else dist.get_global_rank(self.group, r)
 
     def _exchange_degrees(self, deg: np.ndarray) -> dict[int, np.ndarray]:
         """Degrees of the remote rows in ``need``: each worker sends the degrees of its ``give`` rows."""
@@ -256,18 +253,9 @@ class SARWorker:
             send = d.index_select(0, sc.give[dst].to(self.device)) if len(sc.give[dst]) else None
             recv = torch.empty(len(sc.need[src]), dtype=torch.float64, device=self.device) \
                 if len(sc.need[src]) else None
-            self._exchange(send, dst, recv, src)
+            sc.exchange(send, dst, recv, src)
             out[src] = recv.cpu().numpy() if recv is not None else np.zeros(0)
         return out
-
-    def _exchange(self, send, dst, recv, src) -> None:
-        ops = []
-        if send is not None:
-            ops.append(dist.P2POp(dist.isend, send.contiguous(), self._global(dst), self.group))
-        if recv is not None:
-            ops.append(dist.P2POp(dist.irecv, recv, self._global(src), self.group))
-        for req in (dist.batch_isend_irecv(ops) if ops else []):
-            req.wait()
 
     def forward(self, epoch: int, training: bool) -> torch.Tensor:
         self.model.train(training)
@@ -302,16 +290,17 @@ class SARWorker:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        pred = self.forward(0, training=False).argmax(1)
-        counts = []
+        logits = self.forward(0, training=False)
+        pred = logits.argmax(1)
+        counts = [float(masked_loss_sum(logits, self.labels, self.masks["val_mask"]))]
         for k in ("train_mask", "val_mask", "test_mask"):
             sel = self.masks[k] & (self.labels >= 0)
             counts += [int((pred[sel] == self.labels[sel]).sum()), int(sel.sum())]
         t = torch.tensor(counts, dtype=torch.float64, device=self.device)
         dist.all_reduce(t, group=self.group)
-        c = t.cpu().tolist()
+        loss, *c = t.cpu().tolist()
         return {"train_accuracy": c[0] / max(1, c[1]), "val_accuracy": c[2] / max(1, c[3]),
-                "test_accuracy": c[4] / max(1, c[5])}
+                "test_accuracy": c[4] / max(1, c[5]), "val_loss": loss / max(1, c[3])}
 
 
 def _run_job(rank: int, sj: SARJob, group: dist.ProcessGroup | None, base_rss: int) -> None:

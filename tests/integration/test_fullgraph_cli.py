@@ -36,10 +36,15 @@ def test_fullgraph_and_sar_from_a_graph_file(tmp_path):
     assert fg["bytes_written"] > 0 and 0 <= fg["cache_hit_rate"] <= 1
     assert fg["test_accuracy"] > 0.8  # planted classes are easy
     assert fg["epochs"] == len(fg["epoch_seconds_all"]) <= 25
-    assert fg["stopped_early"] == (fg["epochs"] < 25) and fg["epochs"] - 1 - fg["best_epoch"] <= 5
+    assert fg["stopped_early"] == (fg["epochs"] < 25)
     report = json.loads((tmp_path / "fg" / "report.json").read_text())
-    assert len(report["epochs"]) == fg["epochs"] and (tmp_path / "fg" / "report.md").exists()
-    assert max(e["val_accuracy"] for e in report["epochs"]) == fg["val_accuracy"]
+    eps = report["epochs"]
+    assert len(eps) == fg["epochs"] and (tmp_path / "fg" / "report.md").exists()
+    assert max(e["val_accuracy"] for e in eps) == fg["val_accuracy"] == eps[fg["best_epoch"]]["val_accuracy"]
+    if fg["stopped_early"]:  # the last `patience` epochs improved neither validation accuracy nor loss
+        recent, earlier = eps[-5:], eps[:-5]
+        assert max(e["val_accuracy"] for e in recent) <= max(e["val_accuracy"] for e in earlier)
+        assert min(e["val_loss"] for e in recent) >= min(e["val_loss"] for e in earlier)
 
     # best.pt holds the best-validation weights: they reproduce the reported validation accuracy
     ck = torch.load(tmp_path / "fg" / "best.pt", weights_only=True)
