@@ -920,8 +920,8 @@ class GraphSource:
     Attributes:
         kind: ``"csr"`` (``indptr`` loaded, ``indices`` an :class:`NpyArray`) or ``"edges"``
             (``edges`` a :class:`PairArrayReader` or :class:`TextEdgeReader`).
-        num_nodes: known for CSRs and ``.npz`` edge lists with ``num_nodes``; else ``None``.
-        columns: node data present in the file, by canonical name.
+        num_nodes: known for CSRs, ``.npz`` edge lists with ``num_nodes`` and OGB directories;
+            else ``None`` (edge lists: max id + 1, found by the stream's scan).
     """
 
     path: str
@@ -932,7 +932,6 @@ class GraphSource:
     indptr: np.ndarray | None = None
     indices: NpyArray | None = None
     edges: object = None
-    columns: dict = field(default_factory=dict)
     _column_specs: dict = field(default_factory=dict)
 
     def node_columns(self, n: int, feature_dtype: str = "float32") -> dict:
