@@ -112,7 +112,7 @@ def _result(proc: subprocess.Popen, timeout: float) -> tuple[int, dict, str]:
 def attack(coord: Coordinator, proc: subprocess.Popen, msgs, big_once, seconds: float, reconnect: float,
            curve: tuple | None = None) -> dict:
     """``curve``: ``(server public key, [(name, public, secret), ...])``, one attacker socket per key and port."""
-    ctx = zmq.Context()
+    ctx = zmq.Context(io_threads=2)
     sent: dict[str, int] = {k: 0 for k in msgs}
     sent["huge_300MB_once"] = 0
     connections, blocked = 0, 0
@@ -134,18 +134,20 @@ def attack(coord: Coordinator, proc: subprocess.Popen, msgs, big_once, seconds: 
             s.close(0)
         socks = []
         for role, ep, kind in targets:
-            for key in (curve[1] if curve else [None]):
+            for i, key in enumerate(curve[1] if curve else [None]):
                 s = ctx.socket(kind)
                 s.setsockopt(zmq.SNDHWM, 64)
                 s.setsockopt(zmq.LINGER, 0)
                 if key is not None:
                     s.curve_serverkey, s.curve_publickey, s.curve_secretkey = curve[0], key[1], key[2]
                 s.connect(ep)
-                socks.append((s, role, ep))
+                socks.append((s, role, ep, i))
                 connections += 1
-        if first:                                   # one 300 MB well-formed batch per port
-            time.sleep(0.3)
-            for s, role, _ in socks:
+        if first:                                   # one 300 MB well-formed batch per port (first key only:
+            time.sleep(0.3)                         # a refused connection never takes it)
+            for s, role, _, i in socks:
+                if i:
+                    continue
                 try:
                     s.send_multipart(big_once[role], copy=False, flags=zmq.NOBLOCK)
                     sent["huge_300MB_once"] += 1
@@ -155,13 +157,13 @@ def attack(coord: Coordinator, proc: subprocess.Popen, msgs, big_once, seconds: 
         t_conn = time.monotonic()
         while proc.poll() is None and time.monotonic() - t_conn < reconnect and time.monotonic() - t0 < seconds:
             for name, per_role in msgs.items():
-                for s, role, _ in socks:
+                for s, role, *_ in socks:
                     try:
                         s.send_multipart(per_role[role], flags=zmq.NOBLOCK)
                         sent[name] += 1
                     except zmq.Again:
                         blocked += 1
-            for s, role, _ in socks:                # drain halo replies so the servers never block
+            for s, *_ in socks:                     # drain halo replies so the servers never block
                 if s.socket_type == zmq.DEALER:
                     while s.poll(0):
                         s.recv_multipart()
@@ -181,7 +183,8 @@ def main() -> int:
     p.add_argument("--loaders", type=int, default=2)
     p.add_argument("--trainers", type=int, default=2)
     p.add_argument("--seconds", type=float, default=60.0)
-    p.add_argument("--reconnect", type=float, default=3.0, help="seconds between the attacker's reconnects")
+    p.add_argument("--reconnect", type=float, default=None,
+                   help="seconds between the attacker's reconnects (default 3, with --curve 10: handshakes cost more)")
     p.add_argument("--huge-mb", type=int, default=300)
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "wire_attack.md"))
     p.add_argument("--curve", action="store_true", help="both jobs with CURVE + allow-list; the attacker holds an "
@@ -189,6 +192,7 @@ def main() -> int:
     p.add_argument("extra", nargs="*", help="more `argosy train` flags (after --)")
     args = p.parse_args()
     args.extra = args.extra or ["--batch-size", "32"]
+    args.reconnect = args.reconnect or (10.0 if args.curve else 3.0)
     work = Path(tempfile.mkdtemp(prefix="argosy-wire-attack-"))
     store = work / "store"
     subprocess.run([sys.executable, "-m", "argosy.services.launch", "partition", args.data, "--parts", "4",
