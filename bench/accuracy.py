@@ -98,6 +98,21 @@ def render() -> str:
         "(the source file could not be obtained), and nothing offline provides them. Argosy refuses to train it",
         "without `--random-features DIM`; with random features a model learns from structure only, which says",
         "nothing about the published 79.0, so no Pubmed row is reported.",
+        "",
+        "Not run for lack of time on the shared machine: SAGE and PyG GraphSAGE on Citeseer (no published figure",
+        "was set for them).",
+        "",
+        "Below target (✗), and what is known about it:",
+        "",
+        "- SAGE on Cora. Tried in-process (the same TrainerCore, plans and sampler, no processes; 3 seeds): hidden",
+        "  16/64/128, dropout 0.5/0.6, lr 0.01/0.005, weight decay 5e-4/1e-3, patience 20/50 gave 80.2–81.7; the",
+        "  default took the best of those (lr 0.005). The ≈83 reference is loose (no single published",
+        "  GraphSAGE-mean figure on the Planetoid split).",
+        "- PyG's GraphSAGE on Cora runs unmodified; PyG's models apply dropout between layers but not to the input,",
+        "  which Argosy's SAGE does, and overfits sooner (best epochs ~34).",
+        "- GCN on Citeseer learns slowly from PyTorch's default `nn.Linear` init (U(±1/√fan_in), 2.5× below Glorot",
+        "  for 3,703 inputs): one seed in-process went 69.0 → 70.3 with Glorot init, which Kipf & Welling and PyG",
+        "  use. Not adopted: the table could not be re-run in time to show it on every row.",
     ]
     return "\n".join(lines) + "\n"
 
