@@ -69,8 +69,8 @@ __all__ = ["grem_partition", "group_order", "count_cut", "force_balance",
 
 
 def cluster_budget(n: int) -> int:
-    """Most cluster-graph entries GREM builds in memory: O(n) (4 per vertex, at least 4M)."""
-    return max(4 * int(n), 1 << 22)
+    """Most cluster-graph entries GREM builds in memory: O(n) (2 per vertex, at least 2M)."""
+    return max(2 * int(n), 1 << 21)
 
 
 def capacity(n: int, k: int, eps: float) -> int:
