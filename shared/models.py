@@ -113,6 +113,9 @@ class GCNConv(nn.Module):
         super().__init__()
         self.lin = nn.Linear(in_dim, out_dim, bias=False)
         self.bias = nn.Parameter(torch.zeros(out_dim))
+        # Glorot, as Kipf & Welling (and PyG): torch's default is 2.5x smaller on wide bag-of-words
+        # inputs and learns visibly slower (Citeseer).
+        nn.init.xavier_uniform_(self.lin.weight)
 
     def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor) -> Tensor:
         x = self.lin(x)
