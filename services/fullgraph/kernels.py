@@ -18,7 +18,7 @@ import numba
 import numpy as np
 import torch
 
-__all__ = ["CSR", "SpMM", "spmm", "csr_from_coo", "csr_rows"]
+__all__ = ["CSR", "SpMM", "spmm", "csr_from_coo", "csr_rows", "warm_up"]
 
 logger = logging.getLogger(__name__)
 
@@ -117,18 +117,20 @@ def csr_rows(indptr: np.ndarray, indices: np.ndarray,
     return local_row, indices[pos].astype(np.int64)
 
 
-def spmm(a: CSR, x: torch.Tensor) -> torch.Tensor:
-    """``a @ x`` without autograd.
+def spmm(a: CSR, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``a @ x`` without autograd; with ``out``, ``out += a @ x`` in place (no temporary).
 
     Shapes:
-        a: ``(m, k)``; x: ``[k, f]`` float32; returns ``[m, f]``.
+        a: ``(m, k)``; x: ``[k, f]`` float32; out and the result ``[m, f]``.
     """
     if x.shape[0] != a.shape[1]:
         raise ValueError(f"spmm: matrix has {a.shape[1]} columns but x has {x.shape[0]} rows")
     if x.device.type != "cpu":
-        return torch.sparse.mm(a.to_torch(x.device), x)
+        prod = torch.sparse.mm(a.to_torch(x.device), x)
+        return prod if out is None else out.add_(prod)
     xc = x.detach().contiguous()
-    out = torch.zeros((a.shape[0], x.shape[1]), dtype=x.dtype)
+    if out is None:
+        out = torch.zeros((a.shape[0], x.shape[1]), dtype=x.dtype)
     if a.nnz and x.shape[1]:
         _spmm_kernel(a.indptr, a.indices, a.data.astype(xc.numpy().dtype, copy=False),
                      xc.numpy(), out.numpy())
@@ -150,3 +152,14 @@ class SpMM(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
         return spmm(ctx.at, grad), None, None
+
+
+def warm_up() -> None:
+    """Load the compiled kernel and build an optimizer once: fixed per-process costs (LLVM, torch's
+    lazy optimizer imports) that memory measurements count with the imports, not with the graph."""
+    one = CSR(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32), (1, 1))
+    spmm(one, torch.zeros(1, 1))
+    p = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.Adam([p])
+    p.grad = torch.zeros(1)
+    opt.step()

@@ -18,6 +18,8 @@ import torch
 
 from argosy.shared.config import JobConfig, TrainerConfig
 
+from .memory import trim_heap
+
 __all__ = ["FullGraphTrainer", "fit", "save_best"]
 
 logger = logging.getLogger(__name__)
@@ -67,8 +69,10 @@ def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Opti
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         secs = time.perf_counter() - t0
+        trim_heap()  # the step's freed activations back to the OS, so the evaluation does not stack on them
         t1 = time.perf_counter()
         acc = trainer.evaluate()
+        trim_heap()
         rec = {"epoch": epoch, "train_loss": float(loss), "train_accuracy": acc["train_accuracy"],
                "val_accuracy": acc["val_accuracy"], "test_accuracy": acc["test_accuracy"],
                "epoch_seconds": secs, "eval_seconds": time.perf_counter() - t1,
