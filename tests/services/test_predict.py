@@ -28,7 +28,7 @@ def test_layerwise_predict_equals_full_neighbourhood_forward(small_store, tmp_pa
     g, path = small_store
     monkeypatch.setattr(inference, "_CHUNK_NODES", 37)           # many chunks per part
     monkeypatch.setattr(inference, "_CHUNK_EDGES", 200)
-    core, run = _fake_run(tmp_path, path, model, normalize=(model == "gcn"))
+    core, run = _fake_run(tmp_path, path, model, normalize=False)      # features are N(0,1): row sums near 0
     res = inference.predict_store(run, tmp_path / "p.npz", embeddings=True)
     store = PartitionStore(path)
     seeds = np.arange(g.num_nodes)
