@@ -556,7 +556,7 @@ def sweep_mode(args) -> None:
                 else:
                     r = run_one(str(path), fam, tool, k, args.order, args.seed, args.eps,
                                 args.scale_chunk, args.timeout)
-                r.update(family=fam, format=fmt, tool=tool, k=k,
+                r.update(family=fam, format=fmt, tool=tool, k=k, sweep_n=n, sweep_m=m,
                          loadavg_1min=os.getloadavg()[0])
                 print(json.dumps({x: r.get(x) for x in ("family", "format", "tool", "seconds",
                                                         "peak_rss_mib", "edge_cut_fraction",
@@ -571,7 +571,10 @@ def _sweep_report(recs, out_md: Path, fams, k) -> None:
     last = {}
     for r in recs:
         last[(r["family"], r["format"], r["tool"])] = r
+    sizes = sorted({(r.get("sweep_n"), r.get("sweep_m")) for r in recs}, key=str)
     lines = [f"# Graph-family sweep (rebuilt {time.strftime('%Y-%m-%d %H:%M')})", "",
+             "Sizes (n vertices, m generated edge rows): "
+             + ", ".join(f"n={a:,} m={b:,}" for a, b in sizes if a) + ".", "",
              f"k = {k}, eps 0.03, file order, one process per cell, run one at a time under "
              "`nice` on the shared 2-core machine (the load column is the 1-minute load average "
              "after the cell: other work shared the cores, so compare times within a row's "
