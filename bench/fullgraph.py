@@ -218,7 +218,7 @@ def write_md(res: dict, path: str) -> None:
          f"{res['load_after']:.1f} (2 cores shared with other engineers: times are loose).", ""]
     if "exactness" in res:
         e = res["exactness"]
-        L += ["## Exactness (Cora, 2 layers, dropout 0, one step; max over parameters of ||g-g_ref||/||g_ref||)",
+        L += ["## Exactness (Cora GREM store, 2 layers, dropout 0, one step; max over parameters of ||g-g_ref||/||g_ref||)",
               "", "| config | max rel. grad error |", "|---|---|"]
         for k, v in e["offload"].items():
             L.append(f"| offload {k} (alpha {v['alpha']:.2f}) | {v['max_rel_grad_err']:.2e} |")
@@ -268,7 +268,7 @@ def write_md(res: dict, path: str) -> None:
         L.append("")
     if "accuracy" in res:
         L += ["## Accuracy (GCN, `argosy train --mode fullgraph|sar --store GREM-STORE --model gcn` defaults: 2x16, "
-              "dropout 0.5, lr 0.01, wd 5e-4, features row-normalised (auto), at most 200 epochs, patience 20; "
+              "dropout 0.5, lr 0.01, wd 5e-4, features row-normalised (auto), at most 200 epochs, stop after 20 epochs improving neither validation accuracy nor loss; "
               "test accuracy at the best-validation epoch; SAR with 2 workers)", "",
               "| dataset | mode | seeds | test acc. | mean | published | (best epoch, epochs run) |",
               "|---|---|---|---|---|---|---|"]
