@@ -41,6 +41,16 @@ def redact_url(url: str) -> str:
     return re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
 
 
+class _NoAuthRetry(Retry):
+    """Retries connection errors, but not refused credentials: redis-py's ``AuthenticationError``
+    is a ``ConnectionError``, and retrying it only delays the real error by a minute."""
+
+    def call_with_retry(self, do, fail, is_retryable=None, **kw):
+        def retryable(e: Exception) -> bool:
+            return not isinstance(e, redis.AuthenticationError) and (is_retryable is None or is_retryable(e))
+        return super().call_with_retry(do, fail, retryable, **kw)
+
+
 class Coordinator:
     """A job's view of Redis.
 
@@ -59,8 +69,8 @@ class Coordinator:
         self.job = job
         # ~60 s of retries with backoff: every command rides out a Redis restart transparently,
         # then fails with a clear error instead of spinning or hanging forever.
-        retry = Retry(ExponentialBackoff(cap=2.0, base=0.1),
-                      retries=envs.get(envs.REDIS_RETRIES) if retries is None else retries)
+        retry = _NoAuthRetry(ExponentialBackoff(cap=2.0, base=0.1),
+                             retries=envs.get(envs.REDIS_RETRIES) if retries is None else retries)
         self.r = redis.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=min(5.0, socket_timeout),
                                       retry=retry,
                                       retry_on_error=[redis.ConnectionError, redis.TimeoutError],
