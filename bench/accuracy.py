@@ -110,9 +110,10 @@ def render() -> str:
         "  GraphSAGE-mean figure on the Planetoid split).",
         "- PyG's GraphSAGE on Cora runs unmodified; PyG's models apply dropout between layers but not to the input,",
         "  which Argosy's SAGE does, and overfits sooner (best epochs ~34).",
-        "- GCN on Citeseer learns slowly from PyTorch's default `nn.Linear` init (U(±1/√fan_in), 2.5× below Glorot",
-        "  for 3,703 inputs): one seed in-process went 69.0 → 70.3 with Glorot init, which Kipf & Welling and PyG",
-        "  use. Not adopted: the table could not be re-run in time to show it on every row.",
+        "",
+        "GCN rows were re-run after the GCN layer took Glorot init (Kipf & Welling's and PyG's; torch's default",
+        "`nn.Linear` init is 2.5x smaller on 3,703 inputs and learnt visibly slower). With torch's init they were",
+        "Citeseer 67.93 (69.7, 65.8, 68.3) ✗ and Cora 81.70 (82.1, 80.9, 82.1).",
     ]
     return "\n".join(lines) + "\n"
 
