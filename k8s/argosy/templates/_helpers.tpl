@@ -98,8 +98,8 @@ securityContext:
 - name: ARGOSY_REDIS_URL
   value: "redis://{{ include "argosy.fullname" . }}-redis:{{ .Values.redis.port }}/0"
 {{- end }}
-- name: ARGOSY_BIND_HOST
-  value: "0.0.0.0"
+- name: ARGOSY_BIND_HOST           # the pod IP (the advertised address), not every interface
+  value: "auto"
 - name: ARGOSY_ADVERTISE_HOST
   valueFrom:
     fieldRef:
@@ -150,4 +150,34 @@ livenessProbe:
   periodSeconds: 30
   timeoutSeconds: 5
   failureThreshold: 4
+{{- end -}}
+
+
+{{/* Staged mode (store.mode=staged): a sampler/loader copies only the parts it owns from the store
+volume into a pod-local emptyDir when it gets them (and again when parts move), then reads them
+from there; parts are dealt per node (ARGOSY_HOST = the node name). shared mode: read in place. */}}
+{{- define "argosy.stagedEnv" -}}
+{{- if eq .Values.store.mode "staged" }}
+- name: ARGOSY_HOST
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+- name: ARGOSY_LOCAL_STORE
+  value: /local/store
+{{- end }}
+{{- end -}}
+
+{{- define "argosy.stagedMount" -}}
+{{- if eq .Values.store.mode "staged" }}
+- name: local-store
+  mountPath: /local
+{{- end }}
+{{- end -}}
+
+{{- define "argosy.stagedVolume" -}}
+{{- if eq .Values.store.mode "staged" }}
+- name: local-store
+  emptyDir:
+    sizeLimit: {{ .Values.store.localSize }}
+{{- end }}
 {{- end -}}
