@@ -110,9 +110,12 @@ def _print_result(res: dict, as_json: bool) -> None:
             "duplicates", "wall_seconds", "seeds_redelivered", "seeds_dropped", "restarts", "trainer_restarts",
             "wire_bytes", "ipc_bytes", "halo_bytes", "halo_cache_hit_rate", "simulation", "error")
     for k in keys:
-        if k in res:
-            v = res[k]
-            print(f"  {k:26s} {v:.4f}" if isinstance(v, float) else f"  {k:26s} {v}")
+        v = res.get(k)
+        if v is None:
+            continue
+        if k.endswith("_bytes"):
+            v = f"{v / 2**20:,.1f} MiB"
+        print(f"  {k:26s} {v:.4f}" if isinstance(v, float) else f"  {k:26s} {v}")
     print(f"report: {res.get('report')}")
 
 
