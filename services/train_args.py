@@ -42,7 +42,7 @@ TRAIN_EPILOG = (
 def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> None:
     S, T = SamplerConfig, TrainerConfig
     p.add_argument("--config", metavar="JOB.yaml", help="read these flags from a YAML job file; flags given here override it")
-    p.add_argument("--data", help="graph file to partition and train on (.npz, .npy edge list, text edge list)")
+    p.add_argument("--data", help="graph to partition and train on: .npz CSR (PyG x/y names accepted), .npy (m, 2) edge list, text/CSV edge list (.gz too), or an OGB node-property directory (see docs/input-formats.md)")
     p.add_argument("--store", help="an existing partitioned store (skips partitioning)")
     p.add_argument("--parts", type=int, default=4, help="partitions when --data is given (default 4)")
     p.add_argument("--partition-method", default="grem", help="partitioner when --data is given (default grem)")
