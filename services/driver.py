@@ -252,12 +252,11 @@ class JobDriver:
 
 
 def partition_to_store(data: str, out: Path, parts: int, method: str, seed: int = 0, quiet: bool = False,
-                       random_features: int | None = None) -> dict:
-    """Partition ``data`` into a store; a graph without features gets random ones only when asked."""
+                       extra: list[str] | None = None) -> dict:
+    """Partition ``data`` into a store; ``extra`` are partitioner flags (node data side files,
+    ``--directed``, ``--random-features``: a graph without features gets random ones only when asked)."""
     cmd = [sys.executable, "-m", "argosy.services.partitioner", data, "--parts", str(parts), "--method", method,
-           "--out", str(out), "--overwrite", "--json", "--seed", str(seed)]
-    if random_features:
-        cmd += ["--random-features", str(random_features)]
+           "--out", str(out), "--overwrite", "--json", "--seed", str(seed), *(extra or [])]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise ArgosyError(f"partitioning {data} failed:\n{proc.stderr.strip()[-2000:]}")
@@ -283,7 +282,7 @@ def run_local(args) -> dict:
     killed), the report written, Redis stopped last.
     """
     from argosy.services.stack import LocalStack
-    from argosy.services.train_args import job_config
+    from argosy.services.train_args import job_config, node_data_flags
     from argosy.shared.coord import Coordinator, redact_url
     from argosy.shared.metrics import read_autoscale_decisions
     from argosy.shared.redis_server import EmbeddedRedis
@@ -314,7 +313,7 @@ def run_local(args) -> dict:
                 raise ArgosyError(f"{args.data}: no such file")
             store = run_dir / "store"
             part_res = partition_to_store(args.data, store, args.parts, args.partition_method, args.seed, args.json,
-                                          getattr(args, "random_features", None))
+                                          node_data_flags(args))
         else:
             raise ArgosyError("give --data FILE (a graph to partition) or --store DIR (an existing store)")
         cfg = job_config(args, store, job, run_dir)

@@ -79,6 +79,14 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
     p.add_argument("--random-features", type=int, default=None, metavar="DIM",
                    help="give a graph WITHOUT features DIM random ones (systems benchmarks; without this flag a "
                         "graph with no features is an error)")
+    node = p.add_argument_group("node data for --data (passed to the partitioner; see docs/input-formats.md)")
+    for flag, meta, text in (("--features", "F.npy", "feature matrix, one row per vertex"),
+                             ("--labels", "L.npy", "class per vertex (-1 = unlabelled)"),
+                             ("--train-mask", "M.npy", "train split (bool mask or id list)"),
+                             ("--val-mask", "M.npy", "validation split"), ("--test-mask", "M.npy", "test split"),
+                             ("--split", "NAME", "OGB directories: which split/<NAME> to use")):
+        node.add_argument(flag, default=None, metavar=meta, help=text)
+    node.add_argument("--directed", action="store_true", help="keep the input's arcs as given (default: symmetrise)")
     p.add_argument("--work-factor", type=int, default=_default(T, "work_factor"), help=argparse.SUPPRESS)
     p.add_argument("--simulate-gpu-step", type=_seconds, nargs="?", const=0.005, default=_default(T, "simulate_gpu_step"),
                    metavar="TIME", help="SIMULATION, never the default: trainers receive, decode and acknowledge every "
@@ -216,6 +224,19 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
         coord=CoordConfig(claim_timeout=args.claim_timeout, peer_timeout=args.peer_timeout))
 
 
+def node_data_flags(args: argparse.Namespace) -> list[str]:
+    """The partitioner flags that carry node data and the symmetrisation choice for ``--data``."""
+    out: list[str] = []
+    for name in ("features", "labels", "train_mask", "val_mask", "test_mask", "split"):
+        if getattr(args, name, None):
+            out += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    if getattr(args, "directed", False):
+        out.append("--directed")
+    if getattr(args, "random_features", None):
+        out += ["--random-features", str(args.random_features)]
+    return out
+
+
 def fullgraph_config(args: argparse.Namespace) -> Path:
     """``train --mode fullgraph|sar``: partition ``--data`` if needed, then write the job and fullgraph
     sections to ``RUN_DIR/fullgraph.json`` for ``python -m argosy.services.fullgraph train --config``."""
@@ -227,7 +248,8 @@ def fullgraph_config(args: argparse.Namespace) -> Path:
         store = Path(args.store)
     elif args.data:
         store = run_dir / "store"
-        partition_to_store(args.data, store, args.parts, args.partition_method, args.seed, args.json)
+        partition_to_store(args.data, store, args.parts, args.partition_method, args.seed, args.json,
+                           node_data_flags(args))
     else:
         raise ConfigError(f"--mode {args.mode} needs --data FILE or --store DIR")
     cfg = job_config(args, store, job, run_dir)
