@@ -39,8 +39,9 @@ class SamplerConfig:
     bounded batches on power-law graphs."""
     eval_fanouts: tuple[int, ...] = (-1, -1)
     """Fanouts for val/test batches; -1 = all neighbours (exact inference on small graphs)."""
-    batch_size: int = 256
-    """Seeds per training batch."""
+    batch_size: int = 512
+    """Seeds per training batch (a citation graph's 20 labels per class fit in one batch: full-batch
+    training, as published)."""
     eval_batch_size: int = 1024
     eval_max_nodes: int = 20_000
     """At most this many val and test vertices are evaluated per epoch (a fixed random subset)."""
