@@ -51,7 +51,7 @@ HALO_LIMITS = Limits(max_header_bytes=64 * 1024, max_frame_bytes=1 << 30, max_me
 
 def host_label() -> str:
     """The host this process runs on, as ownership and accounting see it (``ARGOSY_HOST`` or the host name)."""
-    return os.environ.get(envs.HOST_LABEL) or socket.gethostname()
+    return envs.get(envs.HOST_LABEL) or socket.gethostname()
 
 
 def _score(host: str, part: int) -> int:

@@ -32,7 +32,7 @@ def _is_loopback(host: str) -> bool:
 
 def advertise_host() -> str:
     """Where peers reach this process: ``ARGOSY_ADVERTISE_HOST``; ``auto`` = this host's own address."""
-    host = os.environ.get(envs.ADVERTISE_HOST, "127.0.0.1")
+    host = envs.get(envs.ADVERTISE_HOST)
     if host == "auto":
         import socket
         host = socket.gethostbyname(socket.gethostname())
@@ -43,7 +43,7 @@ def bind_host() -> str:
     """The one interface to listen on: ``ARGOSY_BIND_HOST`` if set (``auto`` = the advertised
     address), else loopback on one host, else (a non-loopback advertised host, as in containers)
     that advertised interface, never every interface unless ``0.0.0.0`` is asked for explicitly."""
-    host = os.environ.get(envs.BIND_HOST, "")
+    host = envs.get(envs.BIND_HOST, "")
     if host and host != "auto":
         return host
     adv = advertise_host()
@@ -84,7 +84,7 @@ class CurveKeys:
 
     @classmethod
     def from_env(cls) -> "CurveKeys | None":
-        d = os.environ.get(envs.CURVE_KEYS)
+        d = envs.get(envs.CURVE_KEYS)
         return cls(d) if d else None
 
     def allowed_clients(self) -> set[bytes]:
@@ -384,7 +384,7 @@ def rendezvous_store(world: int, timeout: float, url: str | None = None):
     if url is not None:
         u = urlparse(url)
         return dist.TCPStore(u.hostname, u.port, world, False, td), url
-    want = os.environ.get(envs.DIST_URL)
+    want = envs.get(envs.DIST_URL)
     port = urlparse(want).port if want else 0
     sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
