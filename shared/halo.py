@@ -38,7 +38,7 @@ from argosy.shared.protocol import (HALO_WHAT, AdjacencyRows, ErrorReply, Featur
 from argosy.shared.transport import bind_random, make_socket
 from argosy.shared.wire import Limits, decode, encode
 
-__all__ = ["host_label", "assign_parts", "Membership", "HaloServer", "HaloClient", "WireCounter",
+__all__ = ["check_request", "host_label", "assign_parts", "Membership", "HaloServer", "HaloClient", "WireCounter",
            "AdjacencyCache", "FeatureCache", "hot_halo", "gather_csr_rows", "scatter_csr", "frames_bytes",
            "wire_summary", "MAX_REQUEST_IDS", "rss_bytes", "peak_rss_bytes", "memory_fields"]
 
@@ -203,6 +203,25 @@ def wire_summary(metrics: dict[str, float]) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
+def check_request(req, serves: tuple[str, ...], assignment: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Validate a halo request against what this process serves and holds; returns the part of each id.
+
+    Raises ``RequestFailedError`` with code ``bad_request`` (wrong kind, ids out of range) or
+    ``not_owner`` (ids of parts not held here: the requester re-reads the registry and retries).
+    """
+    if req.what not in serves:
+        raise RequestFailedError("bad_request", f"this process serves {' and '.join(serves)}, not {req.what!r}")
+    ids, n = req.ids, assignment.shape[0]
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        raise RequestFailedError("bad_request", f"vertex ids must lie in [0, {n})")
+    parts = assignment[ids]
+    if not held[parts].all():
+        missing = sorted(set(np.unique(parts[~held[parts]]).tolist()))
+        raise RequestFailedError("not_owner", f"parts {missing} are not held here "
+                                              f"(held: {np.flatnonzero(held).tolist()})")
+    return parts
+
+
 @njit(cache=True, nogil=True)
 def gather_csr_rows(part_indptr, part_indices, parts, locs, degree_only):
     """Rows ``locs[i]`` of part ``parts[i]``'s CSR, in request order: (indptr int64[m+1], indices)."""

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from argosy.shared.errors import RequestFailedError
-from argosy.shared.halo import FeatureCache, hot_halo
+from argosy.shared.halo import FeatureCache, check_request, hot_halo
 from argosy.shared.protocol import FeatureBatch, FeatureRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
 
@@ -148,16 +148,8 @@ class LoaderCore:
 
     def serve(self, req: HaloRequest) -> FeatureRows:
         """Answer another loader's request for ``features`` or ``labels`` held here."""
-        if req.what not in ("features", "labels"):
-            raise RequestFailedError("bad_request", f"a loader serves features and labels, not {req.what!r}")
+        check_request(req, ("features", "labels"), self._assign, self.held)
         ids = req.ids
-        n = self._assign.shape[0]
-        if ids.size and (ids.min() < 0 or ids.max() >= n):
-            raise RequestFailedError("bad_request", f"vertex ids must lie in [0, {n})")
-        parts = self._assign[ids]
-        if not self.held[parts].all():
-            missing = sorted(set(np.unique(parts[~self.held[parts]]).tolist()))
-            raise RequestFailedError("not_owner", f"parts {missing} are not held here (held: {self.held_parts})")
         if req.what == "labels":
             return FeatureRows(features=np.empty((0, self.feature_dim), self.dtype), labels=self.labels_of(ids))
         out = np.empty((ids.shape[0], self.feature_dim), self.dtype)

@@ -18,7 +18,7 @@ import numpy as np
 from numba import typed
 
 from argosy.shared.errors import RequestFailedError
-from argosy.shared.halo import AdjacencyCache, gather_csr_rows, hot_halo
+from argosy.shared.halo import AdjacencyCache, check_request, gather_csr_rows, hot_halo
 from argosy.shared.plan import WorkItem, mix_seed, split_order
 from argosy.shared.protocol import AdjacencyRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
@@ -110,16 +110,8 @@ class SamplerCore:
 
     def serve(self, req: HaloRequest) -> AdjacencyRows:
         """Answer another sampler's request for rows (``adjacency``) or degrees (``degree``) held here."""
-        if req.what not in ("adjacency", "degree"):
-            raise RequestFailedError("bad_request", f"a sampler serves adjacency and degree, not {req.what!r}")
+        parts = check_request(req, ("adjacency", "degree"), self._assign, self.held)
         ids = req.ids
-        n = self._assign.shape[0]
-        if ids.size and (ids.min() < 0 or ids.max() >= n):
-            raise RequestFailedError("bad_request", f"vertex ids must lie in [0, {n})")
-        parts = self._assign[ids]
-        if not self.held[parts].all():
-            missing = sorted(set(np.unique(parts[~self.held[parts]]).tolist()))
-            raise RequestFailedError("not_owner", f"parts {missing} are not held here (held: {self.held_parts})")
         indptr, indices = gather_csr_rows(self._indptr, self._indices, parts.astype(np.int64),
                                           self._local[ids].astype(np.int64), req.what == "degree")
         return AdjacencyRows(indptr=indptr, indices=indices)
