@@ -120,23 +120,27 @@ def _prefixes() -> set[str]:
 
 
 def cleanup(prefix: str) -> None:
-    """Kill every process in the ``prefix`` namespaces, delete them, their links and the bridge."""
-    for line in _run("ip", "netns", "list", check=False).stdout.splitlines():
-        name = line.split()[0] if line.strip() else ""
-        if not name.startswith(prefix + "-"):
-            continue
+    """Kill every process in the ``prefix`` namespaces, delete their links, the bridge and the namespaces.
+
+    Links go first: deleting a veth's host end deletes its peer at once, whereas a deleted namespace
+    releases its devices later, from a kernel work queue (seconds on a busy machine).
+    """
+    names = [line.split()[0] for line in _run("ip", "netns", "list", check=False).stdout.splitlines()
+             if line.strip() and line.split()[0].startswith(prefix + "-")]
+    for name in names:
         for pid in _run("ip", "netns", "pids", name, check=False).stdout.split():
             try:
                 os.kill(int(pid), signal.SIGKILL)
             except (ProcessLookupError, ValueError):
                 pass
-        _run("ip", "netns", "del", name, check=False)
     for line in _run("ip", "-o", "link", "show", check=False).stdout.splitlines():
         parts = line.split(":")
         if len(parts) > 1:
             dev = parts[1].strip().split("@")[0]
             if dev.startswith(prefix) and dev[len(prefix):len(prefix) + 1] in ("h", "b", "g", "r"):
                 _run("ip", "link", "del", dev, check=False)
+    for name in names:
+        _run("ip", "netns", "del", name, check=False)
 
 
 def sweep() -> list[str]:

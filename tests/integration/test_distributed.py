@@ -70,12 +70,14 @@ def test_killed_launcher_leaves_no_namespace(tmp_path):
     assert len(_ours(p.pid)) == 4                     # h0, h1, gpu, redis
     p.send_signal(signal.SIGKILL)
     p.wait()
+    def links():
+        return subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+
     deadline = time.time() + 30
-    while time.time() < deadline and _ours(p.pid):
+    while time.time() < deadline and (_ours(p.pid) or f"ag{p.pid}" in links()):
         time.sleep(0.2)
     assert _ours(p.pid) == []
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    assert f"ag{p.pid}" not in links
+    assert f"ag{p.pid}" not in links()
 
 
 @needs_netns
