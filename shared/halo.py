@@ -35,7 +35,7 @@ from numba import njit
 from argosy.shared import envs
 from argosy.shared.errors import ProtocolError, RequestFailedError
 from argosy.shared.protocol import (HALO_WHAT, AdjacencyRows, ErrorReply, FeatureRows, HaloRequest, Message)
-from argosy.shared.transport import bind_random, make_socket
+from argosy.shared.transport import Receiver, bind_random, make_socket, peer_of
 from argosy.shared.wire import Limits, decode, encode
 
 __all__ = ["check_request", "host_label", "assign_parts", "Membership", "HaloServer", "HaloClient", "WireCounter",
@@ -364,8 +364,11 @@ class HaloServer:
     """
 
     def __init__(self, zctx: zmq.Context, handler: Callable[[HaloRequest], Message], counter: WireCounter,
-                 port: int = 0):
+                 port: int = 0, coord=None, cut_off_after: int = 16):
         self.zctx, self.handler, self.counter = zctx, handler, counter
+        self.coord, self.cut_off_after = coord, cut_off_after
+        self.rx: Receiver | None = None
+        """Strike bookkeeping shared with the data plane's receivers (bad requests, peers cut off)."""
         self.host = host_label()
         self.stop = threading.Event()
         self._ready = threading.Event()
@@ -382,6 +385,7 @@ class HaloServer:
             sock = make_socket(self.zctx, zmq.ROUTER, sndhwm=64, rcvhwm=64, curve="server",
                                max_msg_bytes=HALO_LIMITS.max_message_bytes)
             self.endpoint = bind_random(sock, port)
+            self.rx = Receiver(sock, coord=self.coord, cut_off_after=self.cut_off_after, name="halo server")
         except BaseException as e:          # reported to the constructor
             self._error = e
             self._ready.set()
@@ -391,9 +395,14 @@ class HaloServer:
             while not self.stop.is_set():
                 if not sock.poll(100, zmq.POLLIN):
                     continue
+                self.rx.flush()
                 frames = sock.recv_multipart(copy=False)
                 ident, body = frames[0], frames[1:]
                 nin = frames_bytes(body)
+                peer = peer_of(body[0]) if body else ""
+                if peer in self.rx.cut_off:
+                    self.rx.count("cut_off_messages")
+                    continue
                 req: HaloRequest | None = None
                 try:
                     msg = decode(body, HALO_LIMITS)
@@ -410,6 +419,8 @@ class HaloServer:
                     reply.request_id = req.request_id
                 except (ProtocolError, RequestFailedError) as e:
                     code, text = (e.args + ("",))[:2] if isinstance(e, RequestFailedError) else ("bad_request", str(e))
+                    if code != "not_owner":      # not_owner is honest (parts moved); the rest is a bad peer
+                        self.rx.strike(peer, e)
                     reply = ErrorReply(request_id=str(req.request_id if req else ""), code=code, message=text)
                 except Exception as e:  # noqa: BLE001 - one bad request must not kill the server
                     logger.exception("halo request failed")
@@ -425,6 +436,7 @@ class HaloServer:
                 except zmq.Again:
                     logger.warning("halo requester's queue is full; reply dropped (it will retry)")
         finally:
+            self.rx.flush(force=True)
             sock.close(0)
 
     def close(self) -> None:

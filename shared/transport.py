@@ -314,7 +314,7 @@ class Receiver:
         self.last_frames: list = []
         """Frames of the last message received (for byte accounting)."""
 
-    def _count(self, key: str) -> None:
+    def count(self, key: str) -> None:
         self.totals[key] += 1
         self._unflushed[key] += 1
 
@@ -331,14 +331,15 @@ class Receiver:
             self._unflushed = dict.fromkeys(self.totals, 0)
             self._last_flush = time.monotonic()
 
-    def _strike(self, peer: str, err: Exception) -> None:
-        self._count("bad_messages")
+    def strike(self, peer: str, err: Exception) -> None:
+        """Charge one bad message to ``peer``; cut it off at ``cut_off_after``."""
+        self.count("bad_messages")
         n = self.strikes[peer] = self.strikes.get(peer, 0) + 1
         if n <= 3:
             logger.warning("%sdropped a malformed message from %s: %s", self.name and self.name + ": ", peer or "?", err)
         if n >= self.cut_off_after and peer:
             self.cut_off.add(peer)
-            self._count("peers_cut_off")
+            self.count("peers_cut_off")
             if peer.startswith("curve:"):
                 h = ZapHandler._by_context.get(id(self.sock.context))
                 if h is not None:
@@ -353,13 +354,13 @@ class Receiver:
         frames = self.last_frames = self.sock.recv_multipart(copy=False)
         peer = peer_of(frames[0])
         if peer in self.cut_off:
-            self._count("cut_off_messages")
+            self.count("cut_off_messages")
             return None
         try:
             msg = decode(frames, self.limits)
             return self.check(msg) if self.check is not None else msg
         except ProtocolError as e:
-            self._strike(peer, e)
+            self.strike(peer, e)
             return None
 
 

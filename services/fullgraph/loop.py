@@ -17,6 +17,7 @@ from typing import Callable, Protocol
 import torch
 
 from argosy.shared.config import JobConfig, TrainerConfig
+from argosy.shared.models import EarlyStopping
 
 from .memory import trim_heap
 
@@ -49,18 +50,12 @@ def save_best(job: JobConfig, model: torch.nn.Module, epoch: int, rec: dict, in_
 def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Optimizer, cfg: TrainerConfig,
         device: torch.device, remote_fraction: float = 0.0,
         on_best: Callable[[int, dict], None] | None = None) -> tuple[list[dict], dict]:
-    """Train until neither validation accuracy nor validation loss has improved for ``cfg.patience``
-    epochs (or ``cfg.epochs`` have run).
-
-    One epoch is one optimizer step here, and the validation accuracy of a small citation graph
-    plateaus for tens of steps while its loss still falls, so the loss keeps a run going that
-    accuracy alone would stop early.  The model ends with its best-validation weights (highest
-    accuracy; among equal accuracies, lowest loss).  Returns the per-epoch records (the keys the
+    """Train until :class:`EarlyStopping` says stop (or ``cfg.epochs`` have run); one epoch is one
+    optimizer step here.  The model ends with its best-validation weights.  Returns the per-epoch records (the keys the
     run report plots) and the result: accuracies at the best-validation epoch, epoch count, times.
     """
     epochs: list[dict] = []
-    best_val, best_loss, best_epoch, best_state = -1.0, float("inf"), -1, None
-    low_loss, last_gain = float("inf"), 0
+    stopper, best_epoch, best_state = EarlyStopping(cfg.patience), -1, None
     for epoch in range(cfg.epochs):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
@@ -80,15 +75,12 @@ def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Opti
                "remote_fraction": remote_fraction}
         epochs.append(rec)
         rec["val_loss"] = acc["val_loss"]
-        va, vl = acc["val_accuracy"], acc["val_loss"]
-        if va > best_val or (va == best_val and vl < best_loss):
-            best_val, best_loss, best_epoch, last_gain = va, vl, epoch, epoch
+        if stopper.update(acc["val_accuracy"], acc["val_loss"]):
+            best_epoch = epoch
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             if on_best is not None:
                 on_best(epoch, rec)
-        if vl < low_loss:
-            low_loss, last_gain = vl, epoch
-        if cfg.patience and epoch - last_gain >= cfg.patience:
+        if stopper.spent:
             break
         if epoch % 50 == 0:
             logger.info("epoch %d: loss %.4f train %.3f val %.3f test %.3f (%.3f s)", epoch, loss,
@@ -104,6 +96,6 @@ def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Opti
               "final_loss": epochs[-1]["train_loss"],
               "epoch_seconds": statistics.median(times[1:] if len(times) > 1 else times),
               "epoch_seconds_all": times}
-    logger.info("stopped after %d epochs; best validation %.4f at epoch %d (test %.4f)", len(epochs), best_val,
+    logger.info("stopped after %d epochs; best validation %.4f at epoch %d (test %.4f)", len(epochs), stopper.best_val,
                 best_epoch, best["test_accuracy"])
     return epochs, result

@@ -47,7 +47,8 @@ class LoaderProc:
                                  timeout=self.cfg.sampler.halo_timeout, stop=ctx.stop)
         self.core = LoaderCore(self.store, held_parts=[], fetch=self.client.fetch,
                                cache_bytes=self.cfg.loader.halo_cache_bytes)
-        self.server = HaloServer(self.zctx, self.core.serve, self.wire)
+        self.server = HaloServer(self.zctx, self.core.serve, self.wire, coord=ctx.coord,
+                                 cut_off_after=self.cfg.wire.cut_off_after)
         self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.loader.recv_hwm, curve="server")
         self.endpoint = bind_random(self.pull, ctx.port)
         self.rx = job_receiver(self.pull, self.cfg, ctx.coord, "loader")

@@ -48,7 +48,8 @@ class SamplerProc:
                                  timeout=self.cfg.sampler.halo_timeout, stop=ctx.stop)
         self.core = SamplerCore(self.store, served_parts=[], seed=self.cfg.seed, held_parts=[],
                                 fetch=self.client.fetch, cache_bytes=self.cfg.sampler.halo_cache_bytes)
-        self.server = HaloServer(self.zctx, self.core.serve, self.wire)
+        self.server = HaloServer(self.zctx, self.core.serve, self.wire, coord=ctx.coord,
+                                 cut_off_after=self.cfg.wire.cut_off_after)
         self.push: dict[str, tuple[str, zmq.Socket]] = {}
         self.parts: list[int] = []
         self._counters = {"sampler_batches": 0.0, "sampled_edges": 0.0, "remote_neighbors": 0.0,

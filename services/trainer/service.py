@@ -29,6 +29,7 @@ from argosy.shared.records import JobState
 from argosy.shared import envs
 from argosy.shared.errors import PeerDeadError, ProtocolError
 from argosy.shared.lifecycle import ServiceContext
+from argosy.shared.models import EarlyStopping
 from argosy.shared.plan import PHASES, WorkItem, plan_phase
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.redis_server import free_port
@@ -94,7 +95,7 @@ class TrainerProc:
         self.epochs: list[dict] = []
         self.start_epoch = 0
         self.resumed_from: int | None = None
-        self.best_val, self.best_val_loss, self.since_best, self.result = -1.0, float("inf"), 0, {}
+        self.stopper, self.result = EarlyStopping(self.cfg.trainer.patience), {}
 
     # ---- setup --------------------------------------------------------------------------------
     def init_distributed(self) -> None:
@@ -294,28 +295,21 @@ class TrainerProc:
                 dist.destroy_process_group()
 
     def _track_best(self, epoch: int, rec: dict) -> bool:
-        """Early-stopping bookkeeping: is this epoch the best so far on validation?
+        """Early-stopping bookkeeping (:class:`EarlyStopping`): is this epoch the best so far?
 
-        Better means a higher validation accuracy, or the same accuracy at a lower validation loss
-        (accuracy on a few hundred vertices ties often).  Every rank sees the same reduced
-        figures, so all ranks stop at the same epoch.
+        Every rank sees the same reduced figures, so all ranks stop at the same epoch.
         """
-        acc, loss = rec["val_accuracy"], rec["val_loss"]
-        if self._improves(rec):
-            self.best_val, self.best_val_loss, self.since_best = acc, loss, 0
-            self.result.update(best_epoch=epoch, val_accuracy=acc, test_accuracy=rec["test_accuracy"],
-                               val_loss=loss, best_checkpoint=str(self._best_path()) if self.cfg.run_dir else None)
-            return True
-        self.since_best += 1
-        return False
+        if not self.stopper.update(rec["val_accuracy"], rec["val_loss"]):
+            return False
+        self.result.update(best_epoch=epoch, val_accuracy=rec["val_accuracy"], test_accuracy=rec["test_accuracy"],
+                           val_loss=rec["val_loss"], best_checkpoint=str(self._best_path()) if self.cfg.run_dir else None)
+        return True
 
     def _improves(self, rec: dict) -> bool:
-        acc, loss = rec["val_accuracy"], rec["val_loss"]
-        return acc > self.best_val or (acc == self.best_val and loss < self.best_val_loss)
+        return self.stopper.improves(rec["val_accuracy"], rec["val_loss"])
 
     def _patience_spent(self) -> bool:
-        p = self.cfg.trainer.patience
-        if p and self.since_best >= p:
+        if self.stopper.spent:
             self.result["stopped_early"] = True
             return True
         return False
@@ -387,8 +381,7 @@ class TrainerProc:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        torch.save({**self.core.state(), "epoch": epoch, "epochs": self.epochs, "best_val": self.best_val,
-                    "best_val_loss": self.best_val_loss, "since_best": self.since_best,
+        torch.save({**self.core.state(), "epoch": epoch, "epochs": self.epochs, **self.stopper.state(),
                     "result": self.result, "fingerprint": self.cfg.fingerprint()}, tmp)
         os.replace(tmp, path)
 
@@ -409,8 +402,7 @@ class TrainerProc:
                              f"({ck.get('fingerprint')} != {self.cfg.fingerprint()}); use another --run-dir")
         self.core.load_state(ck)
         self.start_epoch = int(ck["epoch"]) + 1
-        self.epochs, self.best_val, self.result = list(ck["epochs"]), float(ck["best_val"]), dict(ck["result"])
-        self.best_val_loss = float(ck.get("best_val_loss", float("inf")))
-        self.since_best = int(ck.get("since_best", 0))
+        self.epochs, self.result = list(ck["epochs"]), dict(ck["result"])
+        self.stopper.load(ck)
         self.resumed_from = self.start_epoch
         logger.info("resumed from %s: continuing at epoch %d", path, self.start_epoch)

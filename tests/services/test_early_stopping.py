@@ -1,14 +1,18 @@
-"""Early stopping bookkeeping of the trainer's epoch driver: best epoch, ties, patience."""
+"""Early stopping bookkeeping of the trainer's epoch driver: best epoch, ties, patience.
+
+The rule itself is :class:`argosy.shared.models.EarlyStopping`, shared with the full-graph loop.
+"""
 import pytest
 
 from argosy.shared.config import JobConfig, TrainerConfig
+from argosy.shared.models import EarlyStopping
 from argosy.services.trainer.service import TrainerProc
 
 
 def _driver(patience: int) -> TrainerProc:
     proc = TrainerProc.__new__(TrainerProc)          # the bookkeeping only: no sockets, no Redis
     proc.cfg = JobConfig(trainer=TrainerConfig(patience=patience))
-    proc.best_val, proc.best_val_loss, proc.since_best, proc.result = -1.0, float("inf"), 0, {}
+    proc.stopper, proc.result = EarlyStopping(patience), {}
     return proc
 
 
@@ -26,7 +30,7 @@ def _run(proc, curve):
 
 
 def test_stops_after_patience_epochs_without_improvement():
-    curve = [(0.5, 1.0), (0.6, 0.9), (0.7, 0.8), (0.69, 0.7), (0.7, 0.81), (0.65, 0.9), (0.9, 0.1)]
+    curve = [(0.5, 1.0), (0.6, 0.9), (0.7, 0.8), (0.69, 0.85), (0.7, 0.81), (0.65, 0.9), (0.9, 0.1)]
     proc = _driver(patience=3)
     ran = _run(proc, curve)
     assert ran == [0, 1, 2, 3, 4, 5]                  # epoch 6's 0.9 is never reached
@@ -49,3 +53,24 @@ def test_patience_zero_runs_every_epoch():
 def test_config_rejects_negative_patience():
     with pytest.raises(ValueError, match="patience must be >= 0"):
         TrainerConfig(patience=-1)
+
+
+def test_falling_validation_loss_keeps_a_plateaued_run_going():
+    # accuracy stalls from epoch 1 while the loss keeps falling; it improves again at epoch 6
+    curve = [(0.5, 1.0), (0.6, 0.9), (0.6, 0.8), (0.59, 0.7), (0.6, 0.75), (0.58, 0.65), (0.7, 0.6),
+             (0.6, 0.9), (0.6, 0.9), (0.6, 0.9), (0.9, 0.1)]
+    proc = _driver(patience=3)
+    ran = _run(proc, curve)
+    assert ran == list(range(10))                     # stops 3 epochs after the last gain (epoch 6)
+    assert proc.result["best_epoch"] == 6
+
+
+def test_early_stopping_state_round_trips_through_a_checkpoint():
+    a = EarlyStopping(5)
+    for acc, loss in [(0.5, 1.0), (0.6, 0.9), (0.55, 0.95)]:
+        a.update(acc, loss)
+    b = EarlyStopping(5)
+    b.load(a.state())
+    assert b == a
+    b.load({"best_val": 0.6, "best_val_loss": 0.9, "since_best": 1})   # an older checkpoint
+    assert b.low_loss == 0.9 and b.since_gain == 1

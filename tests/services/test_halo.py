@@ -184,6 +184,7 @@ def test_halo_errors(small_store, redis_url):
     try:
         # malformed request straight to the server: an ErrorReply, and the server keeps serving
         d = zctx.socket(zmq.DEALER)
+        d.setsockopt(zmq.LINGER, 0)
         d.connect(b.server.endpoint)
         d.send_multipart(encode(HaloRequest(request_id=1, what="adjacency", ids=np.array([1], np.int32))))
         assert d.poll(5000)
@@ -194,6 +195,22 @@ def test_halo_errors(small_store, redis_url):
         own2 = np.flatnonzero(np.asarray(a.core.store.assignment) == 2)[:3]
         d.send_multipart(encode(HaloRequest(request_id=2, what="degree", ids=own2)))
         assert d.poll(5000) and isinstance(decode(d.recv_multipart()), AdjacencyRows)
+        # a peer that keeps sending bad requests is cut off; another connection is still served
+        sent = 0
+        while not b.server.rx.cut_off and sent < 2 * b.server.cut_off_after:
+            d.send_multipart([b"garbage"])
+            assert d.poll(5000)
+            d.recv_multipart()
+            sent += 1
+        assert sum(b.server.rx.strikes.values()) == b.server.cut_off_after     # the int32 ids counted too
+        d.send_multipart(encode(HaloRequest(request_id=3, what="degree", ids=own2)))
+        assert not d.poll(1000)
+        assert b.server.rx.totals["peers_cut_off"] == 1 and b.server.rx.totals["cut_off_messages"] == 1
+        e = zctx.socket(zmq.DEALER)
+        e.connect(b.server.endpoint)
+        e.send_multipart(encode(HaloRequest(request_id=4, what="degree", ids=own2)))
+        assert e.poll(5000) and isinstance(decode(e.recv_multipart()), AdjacencyRows)
+        e.close(0)
         d.close(0)
         # part 3 has no holder: the client says which part, after its timeout
         a.members.refresh()
