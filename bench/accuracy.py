@@ -38,6 +38,12 @@ PUBLISHED = {  # test accuracy (%): Kipf & Welling 2017; Velickovic et al. 2018;
 }
 
 
+def _commit() -> str:
+    import subprocess
+    p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return p.stdout.strip() or "unknown"
+
+
 def run_one(dataset: str, model: str, seed: int, run_root: Path) -> dict:
     import argosy
     data = DATASETS / f"{dataset}.npz"
@@ -48,7 +54,7 @@ def run_one(dataset: str, model: str, seed: int, run_root: Path) -> dict:
     rec = {"dataset": dataset, "model": model, "seed": seed, "test_accuracy": res["test_accuracy"],
            "val_accuracy": res["val_accuracy"], "best_epoch": res["best_epoch"], "epochs": res["epochs"],
            "stopped_early": res["stopped_early"], "wall_seconds": time.time() - t0,
-           "fingerprint": res["config_fingerprint"], "load_avg": os.getloadavg()[0]}
+           "fingerprint": res["config_fingerprint"], "load_avg": os.getloadavg()[0], "commit": _commit()}
     if seed == 0:
         pred = argosy.predict(run_dir)
         rec["predict_test_accuracy"] = pred["test_accuracy"]
@@ -67,7 +73,7 @@ def render() -> str:
         "",
         "`python bench/accuracy.py`: every run is `argosy.train(DATA, model=MODEL, seed=SEED)` with no other option",
         "(separate sampler, loader and trainer processes; defaults from `shared/config.py`: up to 200 epochs,",
-        "patience 20 on validation accuracy, fanouts 25,10, batch 512, per-model hidden/dropout/lr, features",
+        "patience 20 on validation accuracy and loss, fanouts 25,10, batch 512, per-model hidden/dropout/lr, features",
         "row-normalised because they are non-negative). Test accuracy of the best-validation weights, mean of 3 seeds.",
         "`predict = run` checks seed 0: `argosy.predict` on `best.pt` (full neighbourhoods, layer by layer) gives",
         "the same test accuracy as the run reported.",
