@@ -29,8 +29,8 @@ def _per_model(name: str) -> str:
 
 
 TRAIN_EPILOG = (
-    "Defaults converge without flags: training runs up to --epochs epochs and stops once validation accuracy "
-    "has not improved for --patience epochs; the weights of the best validation epoch are kept (best.pt in the "
+    "Defaults converge without flags: training runs up to --epochs epochs and stops once neither validation "
+    "accuracy nor validation loss has improved for --patience epochs; the weights of the best validation epoch are kept (best.pt in the "
     "run dir) and the reported test accuracy is theirs. Model defaults follow the published settings "
     "(GCN: Kipf & Welling; GAT: 8 heads of 8, Velickovic et al.; SAGE: PyG's example), so Cora, Citeseer and "
     "Pubmed reach published accuracy as they are; large graphs stay bounded by --epochs. Features are "
@@ -53,7 +53,7 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
     p.add_argument("--epochs", type=int, default=_default(T, "epochs") if epochs is None else epochs,
                    help=f"most epochs (default {_default(T, 'epochs')}); training stops earlier, see --patience")
     p.add_argument("--patience", type=int, default=_default(T, "patience"),
-                   help=f"stop after this many epochs without a better validation accuracy (default "
+                   help=f"stop after this many epochs with neither a better validation accuracy nor a lower validation loss (default "
                         f"{_default(T, 'patience')}; 0 = run all --epochs)")
     p.add_argument("--hidden", type=int, default=None, help=f"hidden width, per head for gat (default {_per_model('hidden')})")
     p.add_argument("--heads", type=int, default=_default(T, "heads"), help=f"gat: attention heads (default {_default(T, 'heads')})")

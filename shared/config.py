@@ -99,7 +99,8 @@ class TrainerConfig:
     epochs: int = 200
     """Most epochs to run; training usually stops earlier, see ``patience``. Bounds large graphs."""
     patience: int = 20
-    """Stop after this many epochs without a better validation accuracy (0 = always run ``epochs``).
+    """Stop after this many epochs with neither a better validation accuracy nor a lower validation
+    loss (:class:`~argosy.shared.models.EarlyStopping`; 0 = always run ``epochs``).
     The best-validation weights are kept (``best.pt``) and the reported accuracy is theirs."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     recv_hwm: int = 8
