@@ -16,7 +16,7 @@ from torch import Tensor, nn
 import torch.nn.functional as F
 
 __all__ = ["EarlyStopping", "Blocks", "SAGEConv", "GCNConv", "GATConv", "GNN", "EdgeIndexModel", "load_factory", "build_model",
-           "full_graph_aggr", "full_graph_conv"]
+           "full_graph_aggr", "full_graph_conv", "make_optimizer"]
 
 
 @dataclass
@@ -363,3 +363,17 @@ def full_graph_conv(layer: nn.Module, agg, x_src: Tensor, x_dst: Tensor) -> Tens
         return layer.lin_self(x_dst) + neigh
     full_graph_aggr(layer)  # raises with the reason
     raise AssertionError("unreachable")
+
+
+def make_optimizer(model: nn.Module, cfg) -> torch.optim.Adam:
+    """Adam of every training mode: GCN decays only its first layer (Kipf & Welling); SAGE, GAT and
+    user models decay every parameter (PyG's examples).  ``cfg``: a ``TrainerConfig``."""
+    if cfg.model == "gcn":
+        layers = list(model.layers)
+        groups = [{"params": list(layers[0].parameters()), "weight_decay": cfg.weight_decay}]
+        rest = [p for layer in layers[1:] for p in layer.parameters()]
+        if rest:
+            groups.append({"params": rest, "weight_decay": 0.0})
+    else:
+        groups = [{"params": list(model.parameters()), "weight_decay": cfg.weight_decay}]
+    return torch.optim.Adam(groups, lr=cfg.lr)

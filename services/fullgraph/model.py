@@ -19,7 +19,7 @@ from argosy.shared.config import TrainerConfig
 from argosy.shared.errors import ConfigError
 from argosy.shared.models import GNN, full_graph_aggr, full_graph_conv
 
-__all__ = ["ModelSpec", "build_model", "make_optimizer", "layer_forward", "post_activation", "dropout_mask",
+__all__ = ["ModelSpec", "build_model", "layer_forward", "post_activation", "dropout_mask",
            "masked_loss_sum", "flat_grads"]
 
 FULL_GRAPH_MODELS = ("gcn", "sage")
@@ -62,19 +62,6 @@ def build_model(cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: i
         full_graph_aggr(layer)  # raises for a layer type the full-graph modes cannot run
     dims = (in_dim,) + (cfg.hidden,) * (num_layers - 1) + (num_classes,)
     return model, ModelSpec(cfg.model, dims, cfg.dropout)
-
-
-def make_optimizer(model: GNN, cfg: TrainerConfig) -> torch.optim.Adam:
-    """Adam with the mini-batch trainer's groups: GCN decays only its first layer (Kipf & Welling)."""
-    layers = list(model.layers)
-    if cfg.model == "gcn":
-        groups = [{"params": list(layers[0].parameters()), "weight_decay": cfg.weight_decay}]
-        rest = [p for l in layers[1:] for p in l.parameters()]
-        if rest:
-            groups.append({"params": rest, "weight_decay": 0.0})
-    else:
-        groups = [{"params": list(model.parameters()), "weight_decay": cfg.weight_decay}]
-    return torch.optim.Adam(groups, lr=cfg.lr)
 
 
 def layer_forward(model: GNN, layer: int, agg, h_src: torch.Tensor, h_self: torch.Tensor) -> torch.Tensor:

@@ -32,12 +32,13 @@ from argosy.shared.config import FullGraphConfig, JobConfig
 from argosy.shared.errors import ConfigError, StoreFormatError
 from argosy.shared.redis_server import free_port
 from argosy.shared.store.reader import PartitionStore
+from argosy.shared.models import make_optimizer
 
 from .graph import normalize_rows
 from .kernels import CSR, csr_from_coo, spmm, warm_up
 from .loop import fit, save_best
 from .memory import configure_malloc, current_rss_bytes, peak_rss_bytes
-from .model import build_model, dropout_mask, flat_grads, layer_forward, make_optimizer, masked_loss_sum, post_activation
+from .model import build_model, dropout_mask, flat_grads, layer_forward, masked_loss_sum, post_activation
 
 __all__ = ["SARJob", "SARContext", "SARAggregate", "SARWorker", "owned_parts", "launch_sar", "launch_sar_jobs"]
 

@@ -23,6 +23,7 @@ from argosy.shared.errors import ConfigError
 from argosy.shared.preflight import check_trainable
 from argosy.shared.report import write_report
 from argosy.shared.store.reader import PartitionStore
+from argosy.shared.models import make_optimizer
 
 from .fullgraph import OffloadTrainer
 from .graph import build_plan, load_store_graph
@@ -30,7 +31,7 @@ from .inmemory import InMemoryTrainer
 from .kernels import warm_up
 from .loop import fit, save_best
 from .memory import current_rss_bytes, peak_rss_bytes
-from .model import build_model, make_optimizer
+from .model import build_model
 from .sar import launch_sar
 from .store import OffloadStore
 

@@ -140,6 +140,8 @@ class TrainerProc:
         nxt = 0
         last_progress = time.monotonic()
 
+        gathered = [0]                 # seeds since the last optimizer step
+
         def apply(fb: FeatureBatch) -> None:
             if not coord.mark_applied(epoch, phase, fb.batch_id):     # applied by an earlier incarnation
                 st.duplicate_arrivals += 1
@@ -152,7 +154,13 @@ class TrainerProc:
                 r = {"loss": 0.0, "loss_sum": 0.0, "correct": 0, "count": int(np.count_nonzero(np.asarray(fb.labels) >= 0))}
                 st.compute_seconds += sim
             elif phase == "train":
-                r = self.core.train_step(fb)
+                # one optimizer step per ~batch_size seeds: small per-part batches are gathered
+                # (a single trainer; with several, DDP's average over ranks already gathers them)
+                gathered[0] += fb.num_seeds
+                step = self.world > 1 or gathered[0] >= self.cfg.sampler.batch_size or len(done) + 1 == len(mine)
+                r = self.core.train_step(fb, step=step)
+                if step:
+                    gathered[0] = 0
                 st.loss_sum += r["loss"] * r["count"]
                 st.compute_seconds += r["compute_seconds"]
             else:
@@ -211,6 +219,7 @@ class TrainerProc:
                 last_progress = time.monotonic()
                 pending[fb.batch_id] = fb
         if phase == "train":
+            self.core.finish_step()        # a phase whose last batch came as a duplicate
             live(force=True)
         if applied_seeds:
             allseeds = np.concatenate(applied_seeds)

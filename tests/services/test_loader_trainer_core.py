@@ -64,3 +64,33 @@ def test_train_step_learns(small_store):
     fb = LoaderCore(store).load(SamplerCore(store).sample(np.arange(64), (5, 5), 0))
     losses = [core.train_step(fb)["loss"] for _ in range(30)]
     assert losses[-1] < 0.5 * losses[0]                                   # it can fit one batch
+
+
+def test_gathered_small_batches_step_like_one_batch(small_store):
+    """Two batches gathered into one step (step=False, then True) equal one step on their mean loss."""
+    import torch.nn.functional as F
+    g, path = small_store
+    store = PartitionStore(path)
+    cfg = TrainerConfig(model="gcn", hidden=8, dropout=0.0, lr=0.05)
+    core = TrainerCore(cfg, 16, 4, num_layers=2, seed=3)
+    ref = TrainerCore(cfg, 16, 4, num_layers=2, seed=3)
+    fbs = [LoaderCore(store).load(SamplerCore(store).sample(s, (-1, -1), 0))
+           for s in (np.arange(0, 40), np.arange(100, 110))]
+    # the reference: one Adam step on the mean loss over all 50 seeds
+    ref.opt.zero_grad()
+    total, n = 0.0, 0
+    for fb in fbs:
+        x, blocks, y = ref.to_device(fb)
+        total = total + F.cross_entropy(ref.model(x, blocks), y, reduction="sum")
+        n += y.shape[0]
+    (total / n).backward()
+    ref.opt.step()
+    assert core.train_step(fbs[0], step=False)["count"] == 40
+    before = [p.detach().clone() for p in core.model.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(before, core.model.parameters()))   # no step yet
+    core.train_step(fbs[1], step=True)
+    for a, b in zip(core.model.parameters(), ref.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    core.finish_step()                                     # nothing pending: a no-op
+    for a, b in zip(core.model.parameters(), ref.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)

@@ -8,7 +8,8 @@ import torch
 from argosy.services.fullgraph.fullgraph import OffloadTrainer
 from argosy.services.fullgraph.graph import build_plan
 from argosy.services.fullgraph.inmemory import InMemoryTrainer
-from argosy.services.fullgraph.model import flat_grads, make_optimizer
+from argosy.services.fullgraph.model import flat_grads
+from argosy.shared.models import make_optimizer
 from argosy.services.fullgraph.store import OffloadStore
 from argosy.services.fullgraph.synthetic import planted_graph
 from argosy.shared.config import TrainerConfig
