@@ -66,7 +66,9 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                         f"(default {','.join(map(str, _default(S, 'fanouts')))})")
     p.add_argument("--eval-fanouts", default=None, help="fanouts for val/test (default all neighbours)")
     p.add_argument("--batch-size", type=int, default=_default(S, "batch_size"),
-                   help=f"seeds per training batch (default {_default(S, 'batch_size')})")
+                   help=f"seeds per optimizer step (default {_default(S, 'batch_size')}): each part's training seeds "
+                        "are cut into batches of at most this size, and a single trainer gathers smaller ones "
+                        "into one step")
     p.add_argument("--eval-max-nodes", type=int, default=_default(S, "eval_max_nodes"),
                    help=f"val/test vertices evaluated per epoch, a fixed subset (default {_default(S, 'eval_max_nodes')})")
     p.add_argument("--samplers", type=int, default=_default(JobConfig, "num_samplers"))
