@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from argosy.shared import keys  # noqa: E402
 from argosy.shared.coord import Coordinator  # noqa: E402
-from argosy.shared.protocol import PROTOCOL_VERSION, FeatureBatch, SampledBatch  # noqa: E402
+from argosy.shared.protocol import PROTOCOL_VERSION  # noqa: E402
 from argosy.shared.redis_server import EmbeddedRedis  # noqa: E402
 from argosy.shared.store import PartitionStore  # noqa: E402
 from argosy.shared.validate import job_plan  # noqa: E402

@@ -33,7 +33,7 @@ from argosy.shared.halo import assign_parts
 from argosy.shared.redis_server import EmbeddedRedis, find_redis_server
 from argosy.shared.store.stage import stage_parts
 
-__all__ = ["NetSim", "NetStack", "NamespacedRedis", "available", "sweep", "cleanup", "parse_rate"]
+__all__ = ["NetSim", "NamespacedRedis", "available", "sweep", "cleanup", "parse_rate"]
 
 logger = logging.getLogger(__name__)
 PREFIX = "ag"

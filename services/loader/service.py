@@ -15,16 +15,13 @@ import time
 import zmq
 
 from argosy.shared.records import STOP_STATES
-from argosy.shared import envs
-from argosy.shared.errors import ProtocolError, RequestFailedError
-from argosy.shared.halo import (HaloClient, HaloServer, Membership, WireCounter, frames_bytes, host_label,
-                               memory_fields, rss_bytes)
+from argosy.shared.errors import RequestFailedError
+from argosy.shared.halo import PartHolder, frames_bytes
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.protocol import SampledBatch
-from argosy.shared.store.stage import PartSource
 from argosy.shared.transport import bind_random, make_socket
 from argosy.shared.validate import job_receiver
-from argosy.shared.wire import decode, encode
+from argosy.shared.wire import encode
 from argosy.services.loader.core import LoaderCore
 
 __all__ = ["LoaderProc"]
@@ -32,23 +29,12 @@ __all__ = ["LoaderProc"]
 logger = logging.getLogger(__name__)
 
 
-class LoaderProc:
+class LoaderProc(PartHolder):
     def __init__(self, ctx: ServiceContext):
-        self.ctx = ctx
         self.cfg = ctx.cfg
-        self.host = host_label()
-        self.base_rss = rss_bytes()              # before any part is loaded: the interpreter and libraries
-        self.source = PartSource(self.cfg.store, envs.get(envs.LOCAL_STORE))
-        self.store = self.source.open([])
-        self.zctx = zmq.Context()
-        self.wire = WireCounter()
-        self.members = Membership(ctx.coord, "loader", self.store.num_parts, ctx.service_id, self.host)
-        self.client = HaloClient(self.zctx, self.members, self.store.assignment, self.wire,
-                                 timeout=self.cfg.sampler.halo_timeout, stop=ctx.stop)
-        self.core = LoaderCore(self.store, held_parts=[], fetch=self.client.fetch,
-                               cache_bytes=self.cfg.loader.halo_cache_bytes)
-        self.server = HaloServer(self.zctx, self.core.serve, self.wire, coord=ctx.coord,
-                                 cut_off_after=self.cfg.wire.cut_off_after)
+        super().__init__(ctx, "loader", lambda store, fetch: LoaderCore(
+            store, held_parts=[], fetch=fetch, cache_bytes=ctx.cfg.loader.halo_cache_bytes),
+            timeout=ctx.cfg.sampler.halo_timeout)
         self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.loader.recv_hwm, curve="server")
         self.endpoint = bind_random(self.pull, ctx.port)
         self.rx = job_receiver(self.pull, self.cfg, ctx.coord, "loader")
@@ -56,21 +42,6 @@ class LoaderProc:
         self._counters = {"loader_batches": 0.0, "feature_bytes": 0.0, "remote_feature_rows": 0.0,
                           "feature_rows": 0.0, "load_seconds": 0.0, "bad_messages": 0.0,
                           "loader_send_stall_seconds": 0.0, "halo_fetch_failures": 0.0}
-
-    def refresh_parts(self) -> None:
-        self.members.refresh()
-        mine = self.members.mine()
-        held = self.core.held_parts
-        keep = [p for p in held if p not in mine and (self.members.owner_of(p) is None or p not in (
-            self.members.members.get(self.members.owner_of(p), {}).get("held") or []))]
-        want = sorted(set(mine) | set(keep))
-        if want != held:
-            t0 = time.perf_counter()
-            self.store = self.source.open(want)
-            self.core.set_held(want)
-            logger.info("holding parts %s (assigned %s; %d live loaders) after %.2f s", want, mine,
-                        len(self.members.members), time.perf_counter() - t0)
-            self.ctx.coord.update_info("loader", self.ctx.service_id, held=want)
 
     def refresh(self) -> None:
         self.refresh_parts()
@@ -124,10 +95,8 @@ class LoaderProc:
         finally:
             self.flush()
             self.rx.flush(force=True)
-            coord.incr(**memory_fields(ctx.service_id, self.base_rss))
+            self.close()
             coord.deregister("loader", ctx.service_id)
-            self.server.close()
-            self.client.close()
             self.pull.close(0)
             for _, sock, _ in self.trainers.values():
                 sock.close(0)

@@ -605,7 +605,6 @@ def recursive_bisection(xadj, adj, ew, vw, k: int, eps: float, state: np.ndarray
     """
     n = vw.size
     part = np.zeros(n, np.int64)
-    total = int(vw.sum())
     depth = max(1, math.ceil(math.log2(max(k, 2))))
     eps_level = (1.0 + eps) ** (1.0 / depth) - 1.0
 

@@ -16,13 +16,10 @@ import time
 import zmq
 
 from argosy.shared.records import STOP_STATES
-from argosy.shared import envs
 from argosy.shared.errors import RequestFailedError
-from argosy.shared.halo import (HaloClient, HaloServer, Membership, WireCounter, frames_bytes, host_label,
-                               memory_fields, rss_bytes)
+from argosy.shared.halo import Membership, PartHolder, frames_bytes
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.plan import WorkItem
-from argosy.shared.store.stage import PartSource
 from argosy.shared.transport import make_socket
 from argosy.shared.wire import encode
 from argosy.services.sampler.core import SamplerCore
@@ -32,24 +29,13 @@ __all__ = ["SamplerProc"]
 logger = logging.getLogger(__name__)
 
 
-class SamplerProc:
+class SamplerProc(PartHolder):
     def __init__(self, ctx: ServiceContext):
-        self.ctx = ctx
         self.cfg = ctx.cfg
-        self.host = host_label()
-        self.base_rss = rss_bytes()              # before any part is loaded: the interpreter and libraries
-        self.source = PartSource(self.cfg.store, envs.get(envs.LOCAL_STORE))
-        self.store = self.source.open([])
-        self.zctx = zmq.Context()
-        self.wire = WireCounter()
-        self.members = Membership(ctx.coord, "sampler", self.store.num_parts, ctx.service_id, self.host)
+        super().__init__(ctx, "sampler", lambda store, fetch: SamplerCore(
+            store, served_parts=[], seed=ctx.cfg.seed, held_parts=[], fetch=fetch,
+            cache_bytes=ctx.cfg.sampler.halo_cache_bytes), timeout=ctx.cfg.sampler.halo_timeout)
         self.loaders = Membership(ctx.coord, "loader", self.store.num_parts, ctx.service_id, self.host)
-        self.client = HaloClient(self.zctx, self.members, self.store.assignment, self.wire,
-                                 timeout=self.cfg.sampler.halo_timeout, stop=ctx.stop)
-        self.core = SamplerCore(self.store, served_parts=[], seed=self.cfg.seed, held_parts=[],
-                                fetch=self.client.fetch, cache_bytes=self.cfg.sampler.halo_cache_bytes)
-        self.server = HaloServer(self.zctx, self.core.serve, self.wire, coord=ctx.coord,
-                                 cut_off_after=self.cfg.wire.cut_off_after)
         self.push: dict[str, tuple[str, zmq.Socket]] = {}
         self.parts: list[int] = []
         self._counters = {"sampler_batches": 0.0, "sampled_edges": 0.0, "remote_neighbors": 0.0,
@@ -59,24 +45,7 @@ class SamplerProc:
     def refresh(self) -> None:
         """Re-derive assigned/held/claimed parts and loader connections from the registry."""
         coord = self.ctx.coord
-        self.members.refresh()
-        mine = self.members.mine()
-        held = self.core.held_parts
-        keep = []
-        for p in held:                    # a lost part is kept until its new owner holds it
-            if p in mine:
-                continue
-            new = self.members.owner_of(p)
-            if new is None or p not in (self.members.members.get(new, {}).get("held") or []):
-                keep.append(p)
-        want = sorted(set(mine) | set(keep))
-        if want != held:
-            t0 = time.perf_counter()
-            self.store = self.source.open(want)
-            self.core.set_held(want)
-            logger.info("holding parts %s (assigned %s; %d live samplers) after %.2f s", want, mine,
-                        len(self.members.members), time.perf_counter() - t0)
-            coord.update_info("sampler", self.ctx.service_id, held=want)
+        want = self.refresh_parts()
         if want != self.parts:
             self.parts = want
             self.core.set_served(want)
@@ -144,10 +113,8 @@ class SamplerProc:
                     last_flush = now
         finally:
             self.flush_metrics()
-            coord.incr(**memory_fields(ctx.service_id, self.base_rss))
+            self.close()
             coord.deregister("sampler", ctx.service_id)
-            self.server.close()
-            self.client.close()
             for _, sock in self.push.values():
                 sock.close(0)
             self.zctx.term()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 import warnings
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 

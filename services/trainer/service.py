@@ -10,12 +10,11 @@ are synchronised by DDP (gloo on CPU, NCCL on CUDA); ``Join`` covers ranks with 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +31,8 @@ from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.models import EarlyStopping
 from argosy.shared.plan import PHASES, WorkItem, plan_phase
 from argosy.shared.protocol import FeatureBatch
-from argosy.shared.redis_server import free_port
 from argosy.shared.store import PartitionStore
-from argosy.shared.transport import advertise_host, bind_random, make_socket, recv_msg, rendezvous_store
+from argosy.shared.transport import bind_random, make_socket, rendezvous_store
 from argosy.shared.validate import job_receiver
 from argosy.services.trainer.core import TrainerCore
 

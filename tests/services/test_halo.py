@@ -1,6 +1,5 @@
 """Part ownership and the halo exchange: assignment, restricted stores, identical batches on 1 or N
 holders (in-process and over real ZeroMQ + Redis), errors, caches and byte accounting."""
-import threading
 
 import numpy as np
 import pytest

@@ -1,11 +1,10 @@
 """Training flags: defaults come from the config dataclasses; the YAML job file; flags override it."""
-import argparse
 
 import pytest
 
 from argosy.services.launch import build_parser
 from argosy.services.train_args import expand_job_file, finish_args, job_config
-from argosy.shared.config import MODEL_DEFAULTS, JobConfig, SamplerConfig, TrainerConfig
+from argosy.shared.config import MODEL_DEFAULTS, SamplerConfig, TrainerConfig
 from argosy.shared.errors import ConfigError
 
 

@@ -1,5 +1,4 @@
 """The embedded Redis requires a generated password; without it a client is refused."""
-import os
 import stat
 import subprocess
 

@@ -1,6 +1,5 @@
 """Transport: back-pressure through high-water marks, CURVE encryption + authentication."""
 import stat
-import threading
 import time
 
 import numpy as np

@@ -8,7 +8,7 @@ import pytest
 from argosy.shared import keys
 from argosy.shared.config import JobConfig, SamplerConfig, TrainerConfig
 from argosy.shared.errors import InvalidMessageError, ProtocolError
-from argosy.shared.protocol import ErrorReply, FeatureBatch, SampledBatch
+from argosy.shared.protocol import ErrorReply, SampledBatch
 from argosy.shared.store import PartitionStore
 from argosy.shared.validate import BatchBounds, MessageValidator, job_plan
 from argosy.shared.wire import decode, encode
