@@ -96,14 +96,19 @@ class LoaderCore:
         return np.flatnonzero(self.held).tolist()
 
     def _local_rows(self, nodes: np.ndarray, out: np.ndarray, sel_idx: np.ndarray) -> None:
-        parts = self._assign[nodes[sel_idx]]
-        rows = self._local[nodes[sel_idx]]
-        order = np.lexsort((rows, parts))
-        sp = parts[order]
-        bounds = np.searchsorted(sp, np.arange(self.held.shape[0] + 1))
+        ids = nodes[sel_idx]
+        parts = self._assign[ids]
+        rows = self._local[ids]
+        # Group by part with a radix sort (16-bit keys); rows of an in-memory part are gathered in
+        # any order, a memory-mapped part's in ascending order (sequential reads).
+        order = np.argsort(parts.astype(np.int16 if self.held.shape[0] < 1 << 15 else np.int32), kind="stable")
+        bounds = np.searchsorted(parts[order], np.arange(self.held.shape[0] + 1))
         for p in np.flatnonzero(np.diff(bounds)):
             sel = order[bounds[p]:bounds[p + 1]]
-            out[sel_idx[sel]] = np.take(self._feats[p], rows[sel], axis=0)
+            feats = self._feats[p]
+            if isinstance(feats, np.memmap):
+                sel = sel[np.argsort(rows[sel], kind="stable")]
+            out[sel_idx[sel]] = np.take(feats, rows[sel], axis=0)
 
     def gather_rows(self, nodes: np.ndarray, epoch: int = 0) -> np.ndarray:
         """Feature rows of global ``nodes`` in order.  Shapes: nodes int64[N] -> float[N, F]."""
