@@ -152,8 +152,10 @@ def _worker(args) -> None:
     else:
         st = open_edge_stream(args.graph, chunk_edges=args.chunk_edges)
         t_open = time.perf_counter() - t0  # edge lists: one scan for the largest id
-        r = partition_stream(st, args.k, method=args.method, order=args.order, seed=args.seed,
-                             eps=args.eps)
+        # grem-stream: GREM with its streaming clustering forced on graphs that fit in memory
+        opts = {"whole_graph": False} if args.method == "grem-stream" else {}
+        r = partition_stream(st, args.k, method=args.method.split("-")[0], order=args.order,
+                             seed=args.seed, eps=args.eps, **opts)
         det = {key: v for key, v in r.details.items() if key != "cycles"}
         if "cycles" in r.details:
             det["cycles"] = [{kk: (round(vv, 4) if isinstance(vv, float) else vv)
@@ -386,7 +388,9 @@ def scale_mode(args) -> None:
         return p
 
     def run(p, method):
-        r = run_one(str(p), p.stem, method, k, args.order, args.seed, args.eps,
+        if args.scale_format == "npz":
+            p = _npz_twin(p)
+        r = run_one(str(p), p.stem if p.suffix == ".npy" else p.name, method, k, args.order, args.seed, args.eps,
                     args.scale_chunk, args.timeout)
         r["loadavg_1min"] = os.getloadavg()[0]
         print(json.dumps(r), flush=True)
@@ -471,23 +475,42 @@ def _families():
 
 
 def _npz_twin(npy: Path) -> Path:
-    """CSR ``.npz`` (uncompressed, symmetric, deduplicated, no self loops) of an edge list."""
+    """CSR ``.npz`` twin (uncompressed, symmetric, deduplicated, no self loops) of an edge
+    list, written in a stream: the partitioner's on-disk regrouping yields the adjacency lists
+    in vertex order, and the two members are written into the zip chunk by chunk (memory: one
+    bucket plus ``indptr``; disk: the regrouping's buckets while it runs)."""
+    import tempfile
+    import zipfile
+
+    from argosy.services.partitioner.stream import GroupedEdgeStream, open_edge_stream
+
     out = npy.with_suffix(".npz")
     if out.exists():
         return out
-    e = np.load(npy, mmap_mode="r")
-    n = int(e.max()) + 1
-    u = np.concatenate([e[:, 0], e[:, 1]]).astype(np.int64)
-    v = np.concatenate([e[:, 1], e[:, 0]]).astype(np.int64)
-    keep = u != v
-    key = np.unique(u[keep] * n + v[keep])
-    del u, v, keep
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(key // n, minlength=n), out=indptr[1:])
-    indices = (key % n).astype(np.int32)
-    del key
     tmp = out.with_suffix(".tmp.npz")
-    np.savez(tmp, indptr=indptr, indices=indices)
+    st = open_edge_stream(str(npy), chunk_edges=1 << 22)
+    n = int(st.num_nodes)
+    with tempfile.TemporaryDirectory(prefix="npz-twin-", dir=str(npy.parent)) as d:
+        g = GroupedEdgeStream(st, d)
+        try:
+            deg = np.zeros(n, np.int64)
+            for src, dst in g:
+                keep = src != dst
+                deg += np.bincount(src[keep], minlength=n)
+            indptr = np.zeros(n + 1, np.int64)
+            np.cumsum(deg, out=indptr[1:])
+            del deg
+            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+                with z.open("indptr.npy", "w", force_zip64=True) as f:
+                    np.lib.format.write_array(f, indptr)
+                with z.open("indices.npy", "w", force_zip64=True) as f:
+                    np.lib.format.write_array_header_2_0(
+                        f, {"descr": np.dtype(np.int32).str, "fortran_order": False,
+                            "shape": (int(indptr[-1]),)})
+                    for src, dst in g:
+                        f.write(np.ascontiguousarray(dst[src != dst], np.int32).data)
+        finally:
+            g.close()
     os.replace(tmp, out)
     return out
 
@@ -633,12 +656,17 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=1800.0)
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--append", action="store_true", help="append to the jsonl, then re-report")
+    ap.add_argument("--rerun", action="store_true",
+                    help="with --append: run the --methods cells again, replacing their records")
     ap.add_argument("--scale", action="store_true")
     ap.add_argument("--scale-n", type=int, default=10_000_000)
     ap.add_argument("--scale-m", type=int, default=100_000_000)
     ap.add_argument("--scale-k", type=int, default=16)
     ap.add_argument("--scale-chunk", type=int, default=1 << 21)
     ap.add_argument("--scale-dir", default="/tmp/argosy_scale")
+    ap.add_argument("--scale-format", choices=("npy", "npz"), default="npy",
+                    help="with --scale: partition the edge list or its CSR .npz twin (written "
+                         "once, streamed)")
     ap.add_argument("--scale-grem-only", action="store_true",
                     help="with --scale: run GREM only (e.g. the 1B-edge graph METIS cannot hold)")
     # worker
@@ -677,6 +705,8 @@ def main(argv=None) -> int:
     if args.append and jl.exists():
         records = [json.loads(x) for x in jl.read_text().splitlines() if x.strip()]
     done = {(r["graph"], r["method"], r["k"]) for r in records if "error" not in r}
+    if args.rerun:
+        done = {d for d in done if d[1] not in methods}
     for g in graphs:
         path = DATASETS / f"{g}.npz"
         for k in ks:

@@ -918,11 +918,22 @@ def _greedy_cut(stream, gpart, best_cut):
     return sum(int(count_cut(s, d, gpart)) for s, d in stream), False
 
 
+def _singletons(cmap: np.ndarray, nc: int, seen: np.ndarray) -> Tuple[np.ndarray, int]:
+    """Every vertex with an edge its own cluster; isolated vertices keep their packed clusters
+    (so the coarsening of the in-memory partitioner is not stalled by them)."""
+    label = np.arange(cmap.size, dtype=np.int32)
+    unseen = np.flatnonzero(~seen)
+    rep = np.zeros(nc, np.int32)
+    rep[cmap[unseen]] = unseen
+    label[unseen] = rep[cmap[unseen]]
+    return _compact(label)
+
+
 def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 0,
                    eps: float = 0.03, cluster_passes: int = 4, refine_passes: int = 6,
                    vcycles: int = 2, repeats: int = 3, stream_cycles: int = 2,
                    refine_shrink: int = 1, fm_rounds: int = 2, greedy_start: bool = True,
-                   initial: str = "rb") -> Tuple[np.ndarray, Dict]:
+                   initial: str = "rb", whole_graph: bool = True) -> Tuple[np.ndarray, Dict]:
     """Partition a streamed graph with GREM.
 
     Args:
@@ -945,6 +956,9 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             cut is lower than the multilevel one (it is on hub-first orders, e.g. SNAP ids).
         initial (str): initial partitioner of the cluster graph's coarsest level,
             ``"rb"`` (own, default) or ``"metis"`` (pymetis, optional).
+        whole_graph (bool): when the graph has no more entries than the cluster-graph budget,
+            partition it vertex by vertex in memory instead of clustering it first (False:
+            always cluster in the stream, e.g. to measure the streaming path on small graphs).
 
     Returns:
         tuple: ``(assignment int32 (n,), details dict)``; ``details`` holds phase timings,
@@ -958,28 +972,41 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
     part = None
     best_part, best_cut = None, None
     t_start = time.perf_counter()
-    for cyc in range(1 + max(0, stream_cycles)):
+    # a graph within the cluster-graph budget is first partitioned vertex by vertex in memory;
+    # the streamed-clustering start follows as a second fresh start (better on road-like
+    # graphs, where stream clusters are good coarse vertices) and the V-cycles go on from the
+    # better of the two
+    whole_first = whole_graph and k > 1 and stream.stream_entries <= cluster_budget(n)
+    for cyc in range(1 + max(0, stream_cycles) + int(whole_first)):
         cd: Dict = {}
         t0 = time.perf_counter()
-        # 1. streaming size-constrained label propagation (inside blocks after cycle 0)
+        fresh = part is None
+        whole = whole_first and cyc == 0
+        # 1. streaming size-constrained label propagation (inside blocks after a fresh start)
         greedy = None
-        if part is None and greedy_start:
+        if cyc == 0 and greedy_start:
             from .baselines import _place_unseen
 
             gsize = np.zeros(k, np.int64)
             galpha = math.sqrt(k) * max(stream.stream_entries / 2.0, 1.0) / max(n, 1) ** 1.5
             greedy = (gsize, cap, galpha)
+        # whole graph: the first pass only runs Fennel and packs isolated vertices
         cmap, nc, passes, maxw, gpart = _stream_cluster(stream, n, k, eps, order, state,
-                                                        cluster_passes, seen, part,
+                                                        1 if whole else cluster_passes, seen,
+                                                        part,
                                                         1 if part is None else refine_shrink,
                                                         greedy)
         if greedy is not None:
             _place_unseen(gpart, gsize, k)
         nc1 = nc
-        cmap, nc, mpasses, bound = _stream_merge(stream, cmap, nc, maxw, cluster_budget(n),
-                                                 part, state)
+        if whole:
+            cmap, nc = _singletons(cmap, nc, seen)
+            mpasses = 0
+        else:
+            cmap, nc, mpasses, bound = _stream_merge(stream, cmap, nc, maxw, cluster_budget(n),
+                                                     part, state)
         cd.update(cluster_passes=passes, clusters_level1=int(nc1), merge_passes=mpasses,
-                  clusters=int(nc), max_cluster=maxw)
+                  clusters=int(nc), max_cluster=maxw, whole_graph=bool(whole))
         logger.info("GREM cycle %d: %d clusters in %.1f s; building the cluster graph", cyc,
                     nc, time.perf_counter() - t0)
         t1 = time.perf_counter()
@@ -1042,19 +1069,25 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                     time.perf_counter() - t_start)
         before = best_cut
         if best_cut is None or cut_now < best_cut:
+            if fresh and best_cut is not None:
+                det["start"] = "stream-clusters"  # the second fresh start won
             best_cut, best_part = cut_now, part.copy()
         if greedy is not None:
             gcut, estimated = _greedy_cut(stream, gpart, best_cut)
             det["greedy_cut"] = gcut // 2
             det["greedy_cut_estimated"] = estimated
-            det["start"] = "greedy" if gcut < best_cut else "multilevel"
+            det["start"] = "greedy" if gcut < best_cut else ("whole-graph" if whole
+                                                             else "multilevel")
             if gcut < best_cut:  # the one-pass greedy partition is the better start
                 best_cut, best_part = gcut, gpart
             del greedy
+        if whole:
+            part = None  # the streamed-clustering start comes next
+            continue
         part = best_part.copy()
-        if cyc > 0 and before is not None and best_cut > 0.998 * before:
+        if not fresh and before is not None and best_cut > 0.998 * before:
             break
-        if cyc == 0 and det.get("start") != "greedy" and coarse_cut > 0 and \
+        if fresh and det.get("start") != "greedy" and coarse_cut > 0 and \
                 coarse_cut - cut_now < 0.0005 * coarse_cut:
             det["converged_after_cycle0"] = True  # refinement found ~nothing: cycles won't
             break

@@ -69,14 +69,33 @@ def test_balance_and_coverage_every_method(planted_graph, method, k):
     assert 0.0 <= r.edge_cut_fraction <= 1.0
 
 
+@pytest.mark.parametrize("whole", [True, False])
 @pytest.mark.parametrize("order", ["file", "random", "degree"])
-def test_grem_deterministic_by_seed(planted_graph, order):
+def test_grem_deterministic_by_seed(planted_graph, order, whole):
     indptr, indices, _, _ = planted_graph
     st = ArrayEdgeStream.from_csr(indptr, indices, chunk_edges=2000)
-    a = partition_stream(st, 4, order=order, seed=7)
-    b = partition_stream(st, 4, order=order, seed=7)
+    a = partition_stream(st, 4, order=order, seed=7, whole_graph=whole)
+    b = partition_stream(st, 4, order=order, seed=7, whole_graph=whole)
     assert np.array_equal(a.assignment, b.assignment)
     assert a.order == order
+    assert a.details["cycles"][0]["whole_graph"] is whole
+
+
+def test_grem_whole_graph_start_only_within_budget(planted_graph, monkeypatch):
+    """A graph within the cluster-graph budget gets the in-memory vertex-level start and then
+    the streamed-clustering start (both recorded); above the budget only the streamed one."""
+    from argosy.services.partitioner import grem
+
+    indptr, indices, _, planted_cut = planted_graph
+    st = ArrayEdgeStream.from_csr(indptr, indices, chunk_edges=2000)
+    r = partition_stream(st, 4, seed=0)
+    c = r.details["cycles"]
+    assert c[0]["whole_graph"] and c[0]["clusters"] == st.num_nodes
+    assert len(c) >= 2 and not c[1]["whole_graph"] and c[1]["clusters"] < st.num_nodes
+    assert r.edge_cut <= min(x["cut"] for x in c) and r.edge_cut <= 1.1 * planted_cut
+    monkeypatch.setattr(grem, "cluster_budget", lambda n_: indices.size - 1)
+    r2 = partition_stream(st, 4, seed=0)
+    assert not any(x["whole_graph"] for x in r2.details["cycles"])
 
 
 def test_grem_recovers_planted_partition(planted_graph):
@@ -172,8 +191,9 @@ def test_planted_generator_mixing_and_blocks(tmp_path):
     assert np.array_equal(e, np.load(tmp_path / "pp2.npy"))  # same seed, same file
 
 
+@pytest.mark.parametrize("whole", [True, False])
 @pytest.mark.parametrize("family", ["planted", "dcsbm"])
-def test_grem_recovers_planted_blocks_per_family(tmp_path, family):
+def test_grem_recovers_planted_blocks_per_family(tmp_path, family, whole):
     from argosy.shared.synthetic import (planted_blocks, write_dcsbm_edge_list,
                                          write_planted_edge_list)
 
@@ -190,7 +210,7 @@ def test_grem_recovers_planted_blocks_per_family(tmp_path, family):
         truth = np.empty(n, np.int64)
         truth[perm] = np.arange(n) // -(-n // k)
     st = open_edge_stream(p, chunk_edges=8000)
-    r = partition_stream(st, k, method="grem", seed=0)
+    r = partition_stream(st, k, method="grem", seed=0, whole_graph=whole)
     assert r.part_sizes.max() <= capacity(n, k, 0.03)
     assert _agreement(truth, r.assignment, k) >= 0.95
 
