@@ -1028,9 +1028,14 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                 runs = max(1, min(repeats, ML_EFFORT_ENTRIES // max(ca.size, 1)))
                 vc = vcycles if ca.size * (1 + vcycles) <= 2 * ML_EFFORT_ENTRIES else 0
                 for r in range(runs):
+                    # odd runs skip the k-way coarsening and bisect the graph itself
+                    # recursively (each bisection multilevel): on social and power-law graphs
+                    # the k-way LP coarsening loses structure that bisection keeps, on road
+                    # and citation graphs the reverse; the best run is kept
                     cp = multilevel_partition(cx, ca, ce, cvw, k, cap, eps,
                                               seed=seed * 1000003 + r, vcycles=vc,
-                                              initial=initial)
+                                              initial=initial,
+                                              coarsen_to=nc if r % 2 else None)
                     cc = int(edge_cut_csr(cx, ca, ce, cp))
                     if bc is None or cc < bc:
                         cpart, bc = cp, cc
