@@ -882,7 +882,7 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
         was_fm = use_fm
         if not use_fm:
             lp_only += 1
-        logger.info("GREM refinement pass %d%s: %d moves, cut -%d edges%s", rp,
+        logger.info("GREM refinement pass %d%s: %d moves, %d fewer cut edges%s", rp,
                     "" if was_fm else " (LP)", pm, pg,
                     f" (stopped after {100 * frac:.0f}% of the stream: no gain)" if short else "")
         big = cut_est > 0 and pg * 2 > 0.02 * cut_est
