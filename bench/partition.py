@@ -390,7 +390,8 @@ def scale_mode(args) -> None:
     def run(p, method):
         if args.scale_format == "npz":
             p = _npz_twin(p)
-        r = run_one(str(p), p.stem if p.suffix == ".npy" else p.name, method, k, args.order, args.seed, args.eps,
+        r = run_one(str(p), p.stem if p.suffix == ".npy" else p.name, method, k, args.order,
+                    args.seed, args.eps,
                     args.scale_chunk, args.timeout)
         r["loadavg_1min"] = os.getloadavg()[0]
         print(json.dumps(r), flush=True)
@@ -494,12 +495,16 @@ def _npz_twin(npy: Path) -> Path:
         g = GroupedEdgeStream(st, d)
         try:
             deg = np.zeros(n, np.int64)
-            for src, dst in g:
-                keep = src != dst
-                deg += np.bincount(src[keep], minlength=n)
+            for src, dst in g:  # chunks cover ascending source ranges
+                s = src[src != dst]
+                if s.size:
+                    lo = int(s.min())
+                    c = np.bincount(s - lo)
+                    deg[lo:lo + c.size] += c
             indptr = np.zeros(n + 1, np.int64)
             np.cumsum(deg, out=indptr[1:])
             del deg
+            tmp.unlink(missing_ok=True)
             with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
                 with z.open("indptr.npy", "w", force_zip64=True) as f:
                     np.lib.format.write_array(f, indptr)
@@ -509,6 +514,9 @@ def _npz_twin(npy: Path) -> Path:
                             "shape": (int(indptr[-1]),)})
                     for src, dst in g:
                         f.write(np.ascontiguousarray(dst[src != dst], np.int32).data)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         finally:
             g.close()
     os.replace(tmp, out)
