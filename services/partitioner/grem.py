@@ -990,7 +990,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             gsize = np.zeros(k, np.int64)
             galpha = math.sqrt(k) * max(stream.stream_entries / 2.0, 1.0) / max(n, 1) ** 1.5
             greedy = (gsize, cap, galpha)
-        # whole graph: the first pass only runs Fennel and packs isolated vertices
+        # whole graph: one pass only, for Fennel and for packing isolated vertices (its label
+        # propagation clusters are then dropped for singletons)
         cmap, nc, passes, maxw, gpart = _stream_cluster(stream, n, k, eps, order, state,
                                                         1 if whole else cluster_passes, seen,
                                                         part,
