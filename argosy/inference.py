@@ -50,7 +50,7 @@ def load_checkpoint(run_dir: str | Path, device: str | torch.device = "cpu") -> 
     cfg = JobConfig.from_json(ck["spec"])
     t = cfg.trainer
     model = build_model(t.model, int(ck["in_dim"]), t.hidden, int(ck["num_classes"]), int(ck["num_layers"]),
-                        t.dropout, heads=t.heads)
+                        t.dropout, heads=t.heads, aggregator=t.aggregator)
     getattr(model, "inner", model).load_state_dict(ck["model"])
     model.to(device).eval()
     info = {k: ck[k] for k in ("epoch", "val_accuracy", "test_accuracy", "in_dim", "num_classes", "num_layers",

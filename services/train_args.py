@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from argosy.shared.config import (MODEL_DEFAULTS, CoordConfig, FullGraphConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig,
+from argosy.shared.config import (MODEL_DEFAULTS, SAGE_AGGREGATORS, CoordConfig, FullGraphConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig,
                                   parse_size)
 from argosy.shared.errors import ConfigError
 
@@ -57,7 +57,13 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                         f"{_default(T, 'patience')}; 0 = run all --epochs)")
     p.add_argument("--hidden", type=int, default=None, help=f"hidden width, per head for gat (default {_per_model('hidden')})")
     p.add_argument("--heads", type=int, default=_default(T, "heads"), help=f"gat: attention heads (default {_default(T, 'heads')})")
-    p.add_argument("--dropout", type=float, default=None, help=f"dropout (default {_per_model('dropout')})")
+    p.add_argument("--aggregator", choices=SAGE_AGGREGATORS, default=_default(T, "aggregator"),
+                   help=f"sage: neighbour aggregator (default {_default(T, 'aggregator')}): mean = GraphSAGE-mean with a self "
+                        "weight (PyG's SAGEConv); gcn = mean over the neighbourhood including the vertex, one weight "
+                        "(DGL's 'gcn'), often stronger on small citation graphs")
+    p.add_argument("--dropout", type=float, default=None, help=f"dropout on every layer's input, the features included (default {_per_model('dropout')}); "
+                        "a MODULE:FACTORY model gets it as dropout= when its factory takes one (between its layers) and Argosy "
+                        "drops its input features")
     p.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default {_per_model('lr')})")
     p.add_argument("--weight-decay", type=float, default=_default(T, "weight_decay"),
                    help=f"default {_default(T, 'weight_decay')} (first layer only for gcn, as Kipf & Welling)")
@@ -221,7 +227,7 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
         trainer=TrainerConfig(model=args.model, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
                               weight_decay=args.weight_decay, epochs=args.epochs, device=args.device,
                               work_factor=args.work_factor, normalize_features=args.normalize_features,
-                              patience=args.patience, heads=args.heads,
+                              patience=args.patience, heads=args.heads, aggregator=args.aggregator,
                               simulate_gpu_step=getattr(args, "simulate_gpu_step", 0.0)),
         coord=CoordConfig(claim_timeout=args.claim_timeout, peer_timeout=args.peer_timeout))
 

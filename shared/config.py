@@ -72,6 +72,9 @@ class LoaderConfig:
     """Bytes of remote feature rows a loader keeps (hottest halo vertices first; 0 = no cache)."""
 
 
+SAGE_AGGREGATORS = ("mean", "gcn")
+"""SAGE's neighbour aggregators (:class:`~argosy.shared.models.SAGEConv`)."""
+
 MODEL_DEFAULTS: dict[str, dict] = {
     "gcn": {"hidden": 16, "dropout": 0.5, "lr": 0.01},
     "sage": {"hidden": 64, "dropout": 0.5, "lr": 0.005},
@@ -91,6 +94,9 @@ class TrainerConfig:
     """Hidden width (per attention head for GAT); None = the model's default in :data:`MODEL_DEFAULTS`."""
     heads: int = 8
     """GAT attention heads of the hidden layers (the output layer has one)."""
+    aggregator: str = "mean"
+    """SAGE's neighbour aggregator: ``mean`` (GraphSAGE-mean, with a separate self weight; PyG's
+    default) or ``gcn`` (mean over the neighbourhood including the vertex, one weight; DGL's example)."""
     dropout: float | None = None
     """Dropout on every layer's input (and on GAT's attention); None = the model's default."""
     lr: float | None = None
@@ -124,6 +130,10 @@ class TrainerConfig:
         for name, value in MODEL_DEFAULTS["custom" if ":" in self.model else self.model].items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
+        if self.aggregator not in SAGE_AGGREGATORS:
+            raise ConfigError(f"aggregator must be one of {', '.join(SAGE_AGGREGATORS)} (got {self.aggregator!r})")
+        if self.aggregator != "mean" and self.model != "sage":
+            raise ConfigError(f"aggregator {self.aggregator!r} applies to --model sage only (got --model {self.model})")
         if self.epochs < 1:
             raise ConfigError(f"epochs must be >= 1 (got {self.epochs})")
         if self.patience < 0:

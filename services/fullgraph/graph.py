@@ -27,7 +27,7 @@ __all__ = ["GraphData", "PartPlan", "load_store_graph", "normalize_rows", "build
 
 logger = logging.getLogger(__name__)
 
-Aggr = Literal["gcn", "mean"]
+Aggr = Literal["gcn", "mean", "mean_self"]
 
 GraphData = Graph
 """The common library's graph type (symmetric CSR + node data)."""
@@ -79,7 +79,8 @@ def normalized_values(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray,
     """Edge weights for aggregation, from whole-graph degrees.
 
     ``gcn``: ``1/sqrt((d_i+1)(d_j+1))`` (self loops added by the caller as
-    edges ``i -> i``), Kipf & Welling. ``mean``: ``1/d_i`` over neighbours.
+    edges ``i -> i``), Kipf & Welling. ``mean``: ``1/d_i`` over neighbours. ``mean_self``:
+    ``1/(d_i+1)`` over neighbours and the self loop (SAGE's ``gcn`` aggregator).
 
     Shapes:
         rows, cols: ``int64[e]`` global ids; returns ``float32[e]``.
@@ -90,13 +91,15 @@ def normalized_values(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray,
         return (dinv[rows] * dinv[cols]).astype(np.float32)
     if aggr == "mean":
         return (1.0 / np.maximum(deg[rows], 1.0)).astype(np.float32)
+    if aggr == "mean_self":
+        return (1.0 / (deg[rows] + 1.0)).astype(np.float32)
     raise ValueError(f"unknown aggregation {aggr!r}")
 
 
 def _edges_of(g: GraphData, rows: np.ndarray, aggr: Aggr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(local_row, global_col, weight) of rows' in-edges, plus self loops for gcn."""
+    """(local_row, global_col, weight) of rows' in-edges, plus self loops for gcn and mean_self."""
     lr, col = csr_rows(g.indptr, g.indices, rows)
-    if aggr == "gcn":
+    if aggr in ("gcn", "mean_self"):
         lr = np.concatenate([lr, np.arange(len(rows), dtype=np.int64)])
         col = np.concatenate([col, rows.astype(np.int64)])
     val = normalized_values(g.indptr, g.indices, rows[lr], col, aggr)

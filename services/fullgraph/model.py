@@ -34,11 +34,13 @@ class ModelSpec:
         kind: ``gcn`` or ``sage``.
         dims: ``(in, hidden..., classes)``; ``len(dims) - 1`` layers.
         dropout: probability on every layer input (0 for exactness tests).
+        aggregator: SAGE's aggregator, ``mean`` or ``gcn``.
     """
 
     kind: str
     dims: tuple[int, ...]
     dropout: float = 0.5
+    aggregator: str = "mean"
 
     @property
     def num_layers(self) -> int:
@@ -46,8 +48,11 @@ class ModelSpec:
 
     @property
     def aggr(self) -> str:
-        """Aggregation operator of every layer: ``gcn`` (symmetric, self loops) or ``mean``."""
-        return "gcn" if self.kind == "gcn" else "mean"
+        """Aggregation operator of every layer: ``gcn`` (symmetric, self loops), ``mean`` or
+        ``mean_self`` (the mean including the vertex: SAGE's ``gcn`` aggregator)."""
+        if self.kind == "gcn":
+            return "gcn"
+        return "mean_self" if self.aggregator == "gcn" else "mean"
 
 
 def build_model(cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int,
@@ -57,11 +62,12 @@ def build_model(cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: i
         raise ConfigError(f"--model {cfg.model} cannot run in the full-graph modes (they run "
                           f"{', '.join(FULL_GRAPH_MODELS)}: aggregation must be a fixed linear operator)")
     torch.manual_seed(seed)
-    model = GNN(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout).to(device)
+    model = GNN(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout,
+                aggregator=cfg.aggregator).to(device)
     for layer in model.layers:
         full_graph_aggr(layer)  # raises for a layer type the full-graph modes cannot run
     dims = (in_dim,) + (cfg.hidden,) * (num_layers - 1) + (num_classes,)
-    return model, ModelSpec(cfg.model, dims, cfg.dropout)
+    return model, ModelSpec(cfg.model, dims, cfg.dropout, cfg.aggregator)
 
 
 def layer_forward(model: GNN, layer: int, agg, h_src: torch.Tensor, h_self: torch.Tensor) -> torch.Tensor:

@@ -209,7 +209,7 @@ class SARWorker:
         self.sc.need = {q: torch.from_numpy(v) for q, v in need.items()}  # for the degree round below
         self.sc.give = {q: torch.from_numpy(v) for q, v in give.items()}
         remote_deg = self._exchange_degrees(deg)
-        aggr = "gcn" if job.trainer.model == "gcn" else "mean"
+        aggr = "gcn" if job.trainer.model == "gcn" else "mean_self" if job.trainer.aggregator == "gcn" else "mean"
         a = {}
         own_d = deg.astype(np.float64)
         mine = col_worker == rank
@@ -218,6 +218,11 @@ class SARWorker:
             r_ = np.concatenate([rows[mine], np.arange(n, dtype=np.int64)])
             c_ = np.concatenate([col_pos[mine], np.arange(n, dtype=np.int64)])
             a[rank] = csr_from_coo(r_, c_, (dinv[r_] * dinv[c_]).astype(np.float32), (n, n))
+        elif aggr == "mean_self":
+            inv = 1.0 / (own_d + 1.0)
+            r_ = np.concatenate([rows[mine], np.arange(n, dtype=np.int64)])
+            c_ = np.concatenate([col_pos[mine], np.arange(n, dtype=np.int64)])
+            a[rank] = csr_from_coo(r_, c_, inv[r_].astype(np.float32), (n, n))
         else:
             inv = 1.0 / np.maximum(own_d, 1.0)
             a[rank] = csr_from_coo(rows[mine], col_pos[mine], inv[rows[mine]].astype(np.float32), (n, n))

@@ -46,7 +46,7 @@ class TrainerCore:
         self.cfg = cfg
         self.device = device or pick_device(cfg.device)
         self.model = build_model(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout,
-                                 heads=cfg.heads).to(self.device)
+                                 heads=cfg.heads, aggregator=cfg.aggregator).to(self.device)
         self.module: torch.nn.Module = self.model          # replaced by a DDP wrapper when distributed
         self.opt = make_optimizer(self.model, cfg)
         self._pending = 0

@@ -32,5 +32,7 @@ def make_store(tmp_path, n: int = 300, parts: int = 4, seed: int = 11, feat_dim:
 
 
 def model(kind: str, in_dim: int, classes: int, layers: int = 3, hidden: int = 16, dropout: float = 0.0, seed: int = 5):
-    cfg = TrainerConfig(model=kind, hidden=hidden, dropout=dropout)
+    """``kind``: gcn, sage, gat, or ``sage-gcn`` (SAGE with the gcn aggregator)."""
+    kind, _, aggregator = kind.partition("-")
+    cfg = TrainerConfig(model=kind, hidden=hidden, dropout=dropout, aggregator=aggregator or "mean")
     return build_model(cfg, in_dim, classes, layers, seed)

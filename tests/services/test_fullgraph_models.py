@@ -39,7 +39,7 @@ def full_blocks(g, seeds: np.ndarray, hops: int) -> tuple[np.ndarray, Blocks]:
                            edge_dst=torch.tensor(dst), degrees=torch.from_numpy(deg).float())
 
 
-@pytest.mark.parametrize("kind", ["gcn", "sage"])
+@pytest.mark.parametrize("kind", ["gcn", "sage", "sage-gcn"])
 @pytest.mark.parametrize("layers", [2, 3])
 def test_full_graph_logits_equal_mini_batch_logits(kind, layers):
     g = planted_graph(250, avg_degree=5, num_classes=3, feat_dim=12, seed=4)

@@ -28,7 +28,7 @@ def rel_err(a: dict, b: dict) -> float:
     return max(float((a[k] - b[k]).norm() / b[k].norm().clamp_min(1e-30)) for k in b)
 
 
-@pytest.mark.parametrize("kind", ["gcn", "sage"])
+@pytest.mark.parametrize("kind", ["gcn", "sage", "sage-gcn"])
 @pytest.mark.parametrize("parts", [1, 4, 16])
 def test_offload_gradients_match_in_memory(graph, tmp_path, kind, parts):
     m0, spec = model(kind, 24, 4)

@@ -23,7 +23,7 @@ from argosy.shared.store.reader import PartitionStore
 from .fullgraph_helpers import make_store, model
 
 TOL = 1e-5
-CASES = [("gcn", 1), ("gcn", 2), ("gcn", 4), ("sage", 1), ("sage", 2), ("sage", 4)]
+CASES = [("gcn", 1), ("gcn", 2), ("gcn", 4), ("sage", 1), ("sage", 2), ("sage", 4), ("sage-gcn", 2)]
 
 
 def test_ownership_covers_every_part_once():
@@ -43,7 +43,8 @@ def test_sar_gradients_match_in_memory(tmp_path):
         loss = InMemoryTrainer(spec, g, m, 5).step(0)
         refs.append((loss, flat_grads(m)))
         job = JobConfig(store=store, seed=5, num_trainers=workers, sampler=SamplerConfig(fanouts=(-1, -1, -1), eval_fanouts=(-1, -1, -1)),
-                        trainer=TrainerConfig(model=kind, hidden=16, dropout=0.0, normalize_features=True))
+                        trainer=TrainerConfig(model=kind.partition("-")[0], hidden=16, dropout=0.0, normalize_features=True,
+                                              aggregator=kind.partition("-")[2] or "mean"))
         jobs.append(SARJob(job.to_json(), fg, workers, str(tmp_path / f"{kind}{workers}"), task="grads"))
     results = launch_sar_jobs(jobs)
     for (kind, workers), job, res, (loss0, g0) in zip(CASES, jobs, results, refs):

@@ -39,3 +39,12 @@ def test_bad_job_files_are_clear_errors(tmp_path, text, match):
     job.write_text(text)
     with pytest.raises(ConfigError, match=match):
         expand_job_file(["train", "--config", str(job)])
+
+
+def test_sage_aggregator_flag(tmp_path):
+    assert job_config(_args("--data", "g.npz"), tmp_path, "j", tmp_path).trainer.aggregator == "mean"
+    assert job_config(_args("--aggregator", "gcn"), tmp_path, "j", tmp_path).trainer.aggregator == "gcn"
+    with pytest.raises(ConfigError, match="applies to --model sage only"):
+        job_config(_args("--model", "gcn", "--aggregator", "gcn"), tmp_path, "j", tmp_path)
+    with pytest.raises(SystemExit):                       # argparse: not one of the choices
+        _args("--aggregator", "max")
