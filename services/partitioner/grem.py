@@ -843,10 +843,11 @@ def _stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=
 def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_rounds):
     """Streaming refinement passes: label-propagation moves, then buffered FM per chunk.
 
-    FM costs several times an LP pass and only pays once LP has converged: while an LP pass
-    still removes more than 2 % of the cut (a poor start, e.g. the projection of a coarse
-    partition of a graph without local structure) the passes are LP only, and they do not
-    count against ``passes`` (at most ``passes`` more of them run).
+    FM costs ~4x an LP pass and only pays once LP has converged: while an LP pass still
+    removes more than 2 % of the cut (a poor start, e.g. the projection of a coarse partition
+    of a graph without local structure, where LP recovers the blocks over many passes) the
+    passes are LP only, and they do not count against ``passes`` (at most ``4 * passes`` of
+    them run).  Without FM (ungrouped streams) every pass counts.
     """
     conn = np.zeros(k, np.int64)
     ktouch = np.empty(k, np.int64)
@@ -859,7 +860,7 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
     # the partition is then already locally optimal for these moves, and the rest of the pass
     # would cost a full read with random accesses for nothing
     probe = stream.num_chunks >= 16 and ref_cut > 0 and stream.stream_entries > 0
-    while rp - lp_only < passes:
+    while rp - (lp_only if can_fm else 0) < passes:
         pg, pm, seen_entries, short = 0, 0, 0, False
         for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
             go = group_order(starts, order, state)
@@ -887,7 +888,7 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
                     f" (stopped after {100 * frac:.0f}% of the stream: no gain)" if short else "")
         big = cut_est > 0 and pg * 2 > 0.02 * cut_est
         cut_est = max(cut_est - 2 * pg, 0)
-        if can_fm and not use_fm and (not big or lp_only >= passes):
+        if can_fm and not use_fm and (not big or lp_only >= 4 * passes):
             use_fm = True  # LP has converged: switch FM on (this pass does not end the loop)
             continue
         if short or pm == 0 or pg <= 0 or (ref_cut > 0 and pg * 2 < 0.001 * ref_cut):
