@@ -253,3 +253,25 @@ def test_grem_structureless_families_balanced_and_beat_hash(tmp_path, family):
     assert g.edge_cut < h.edge_cut
     if family == "geometric":  # a mesh-like graph has tiny cuts: far below random
         assert g.edge_cut_fraction < 0.1
+
+
+def test_streamed_vcycles_skipped_only_after_poor_clusters(tmp_path):
+    """A streamed V-cycle is skipped when refinement removed a third or more of the projected
+    cut (the clusters missed the blocks), and runs otherwise."""
+    from argosy.shared.synthetic import (planted_blocks, write_planted_edge_list,
+                                         write_regular_edge_list)
+
+    n, k = 20000, 16
+    write_planted_edge_list(tmp_path / "pp.npy", n, 200000, blocks=k, mixing=0.2, seed=2)
+    write_regular_edge_list(tmp_path / "rg.npy", n, 20, 2)
+    pp = partition_stream(open_edge_stream(tmp_path / "pp.npy", chunk_edges=20000), k, method="grem",
+                          seed=0, whole_graph=False)
+    c = pp.details["cycles"]
+    assert c[0]["cut_projected"] >= 1.5 * c[0]["cut"]
+    assert pp.details["vcycles_skipped"] == "clusters-poor" and len(c) == 1
+    assert _agreement(planted_blocks(n, k, seed=2), pp.assignment, k) >= 0.95   # refinement found them
+    rg = partition_stream(open_edge_stream(tmp_path / "rg.npy", chunk_edges=20000), k, method="grem",
+                          seed=0, whole_graph=False)
+    c = rg.details["cycles"]
+    assert c[0]["cut_projected"] < 1.5 * c[0]["cut"]
+    assert "vcycles_skipped" not in rg.details and len(c) >= 2
