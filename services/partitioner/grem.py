@@ -615,6 +615,27 @@ def _merge_apply(cand, cnt, rnd, csize, maxw, state, cpart, use_part):
             hub[best] = True
             parent[rc] = best
             csize[best] += csize[rc]
+    # clusters with no neighbour they could join (inside blocks: every neighbour in another
+    # block, e.g. the leaves of a hub placed elsewhere) would stay apart for ever and, on
+    # power-law graphs, keep the cluster graph above its budget; pack them per block into
+    # shared clusters, as isolated vertices are (their edges are cut either way; the
+    # vertex-level refinement moves them one by one)
+    nb = 1
+    if use_part:
+        for c in range(nc):
+            nb = max(nb, cpart[c] + 1)
+    open_c = np.full(nb, -1, np.int64)
+    for i in range(nc):
+        c = order[i]
+        if rnd[c] >= 0 or hub[c] or parent[c] != c:
+            continue
+        b = cpart[c] if use_part else 0
+        o = open_c[b]
+        if o >= 0 and csize[o] + csize[c] <= maxw:
+            parent[c] = o
+            csize[o] += csize[c]
+        else:
+            open_c[b] = c
     for c in range(nc):
         parent[c] = _find(parent, c)
     return parent
