@@ -302,6 +302,7 @@ def run_local(args) -> dict:
             args.store = str(run_dir / "store")
         if getattr(args, "resume", False) and not (run_dir / "checkpoint.pt").exists():
             raise ArgosyError(f"--resume: no checkpoint in {run_dir} (pass the --run-dir of the interrupted run)")
+        job_config(args, run_dir / "store", job, run_dir)  # bad flags fail before any partitioning
         if args.store:
             store = Path(args.store)
             PartitionStore(store)                     # fails early with a clear message

@@ -252,6 +252,7 @@ def fullgraph_config(args: argparse.Namespace) -> Path:
     job = args.job or new_job_id()
     run_dir = Path(args.run_dir or Path("runs") / job)
     run_dir.mkdir(parents=True, exist_ok=True)
+    job_config(args, run_dir / "store", job, run_dir)  # bad flags fail before any partitioning
     if args.store:
         store = Path(args.store)
     elif args.data:

@@ -129,6 +129,13 @@ def test_cli_errors_are_clear(tmp_path):
     p = argosy("partition", str(bad), "--parts", "2", "--out", str(tmp_path / "s"))
     assert p.returncode == 2 and "line 2" in p.stderr
     assert not (tmp_path / "s").exists()
+    good = tmp_path / "good.txt"
+    good.write_text("0 1\n1 2\n")
+    for mode in ("minibatch", "fullgraph"):          # bad flags fail before anything is partitioned
+        p = argosy("train", "--data", str(good), "--mode", mode, "--model", "gcn", "--aggregator", "gcn",
+                   "--run-dir", str(tmp_path / f"run-{mode}"))
+        assert p.returncode == 2 and "applies to --model sage only" in p.stderr, p.stderr
+        assert "partitioned" not in p.stdout + p.stderr and not (tmp_path / f"run-{mode}" / "store").exists()
 
 
 def test_inspect_json(cora_store):
