@@ -553,6 +553,33 @@ def run_cli(graph: str, k: int, store: Path, timeout: float) -> dict:
 SWEEP_TOOLS = ("grem-cli", "grem", "metis", "kaminpar-default", "kaminpar-terapart", "fennel")
 
 
+def paired_mode(args) -> None:
+    """Time ratios that survive this machine's drift: for each family's ``.npy``, GREM end to end
+    (``argosy partition``) and then METIS's call on the same file, back to back; one record per
+    family appended to ``paired.jsonl`` in ``--out``."""
+    sys.path.insert(0, str(ROOT))
+    results = Path(args.out)
+    results.mkdir(parents=True, exist_ok=True)
+    fams = _families()
+    n, m, k = args.sweep_n, args.sweep_m, args.scale_k
+    for fam in (list(fams) if args.sweep_families == "all" else args.sweep_families.split(",")):
+        path = Path(args.scale_dir) / f"{fam}_n{n}_m{m}.npy"
+        if not path.exists():
+            fams[fam][1](str(path), n, m, args.seed)
+        g = run_cli(str(path), k, Path(args.scale_dir) / "store", args.timeout)
+        mt = run_one(str(path), fam, "metis", k, args.order, args.seed, args.eps, args.scale_chunk,
+                     args.timeout)
+        r = dict(family=fam, grem_s=g.get("seconds"), metis_s=mt.get("seconds"),
+                 grem_mib=g.get("peak_rss_mib"), metis_mib=mt.get("peak_rss_mib"),
+                 grem_cut=g.get("edge_cut_fraction"), metis_cut=mt.get("edge_cut_fraction"),
+                 load=os.getloadavg()[0], sweep_n=n, sweep_m=m, k=k)
+        if r["grem_s"] and r["metis_s"]:
+            r["time_ratio"] = r["grem_s"] / r["metis_s"]
+        print(json.dumps(r), flush=True)
+        with open(results / "paired.jsonl", "a") as f:
+            f.write(json.dumps(r) + "\n")
+
+
 def sweep_mode(args) -> None:
     """Generate every family once (``.npy`` and its ``.npz`` CSR twin) and run every tool on
     every (family, format) in its own process, one at a time; records are appended to
@@ -680,6 +707,8 @@ def main(argv=None) -> int:
     # worker
     ap.add_argument("--sweep", action="store_true", help="graph-family sweep (see sweep_mode)")
     ap.add_argument("--sweep-families", default="all")
+    ap.add_argument("--paired", action="store_true",
+                    help="with --sweep: GREM end to end, then METIS, back to back per family (.npy)")
     ap.add_argument("--sweep-tools", default="all", help="comma list of " + ",".join(SWEEP_TOOLS))
     ap.add_argument("--sweep-formats", default="npy,npz")
     ap.add_argument("--sweep-n", type=int, default=2_000_000)
@@ -698,7 +727,7 @@ def main(argv=None) -> int:
         scale_mode(args)
         return 0
     if args.sweep:
-        sweep_mode(args)
+        (paired_mode if args.paired else sweep_mode)(args)
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
