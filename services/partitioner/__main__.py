@@ -147,7 +147,6 @@ def node_columns(args, stream) -> dict:
 def run(args) -> int:
     from argosy.services.partitioner.core import estimate_cost, partition_stream
     from argosy.services.partitioner.stream import open_edge_stream
-    from argosy.shared.store import write_store_from_edges
 
     if args.parts < 1:
         raise ValueError(f"--parts must be >= 1 (got {args.parts})")
@@ -171,14 +170,30 @@ def run(args) -> int:
     columns = node_columns(args, stream)          # labels/masks checked before the long part
     t0 = time.perf_counter()
     res = partition_stream(stream, args.parts, method=args.method, order=args.order, seed=args.seed,
-                           eps=args.eps, memory_budget=budget, tmpdir=args.tmpdir)
+                           eps=args.eps, memory_budget=budget, tmpdir=args.tmpdir,
+                           keep_regrouped=not args.directed)
+    try:
+        return _write(args, stream, res, columns, t0)
+    finally:
+        if res.regrouped is not None:
+            res.regrouped.close()
+
+
+def _write(args, stream, res, columns, t0) -> int:
+    from argosy.shared.store import write_store_from_edges
+
+    n = stream.num_nodes
     logger.info("%s: cut %.4f balance %.3f in %.2f s", args.method, res.edge_cut_fraction, res.balance, res.seconds)
     info = {"method": res.method, "order": res.order, "seed": args.seed, "eps": args.eps,
             "seconds": res.seconds, "input": str(args.input), "input_format": stream.source.format,
             "symmetrised": not args.directed and stream.is_symmetric is not True,
-            "random_features": int(args.random_features or 0)}
+            "random_features": int(args.random_features or 0),
+            "regrouped": bool(res.details.get("regrouped", False))}
     t_store = time.perf_counter()
-    entries_in = stream.iter_raw() if args.directed else _both_directions(stream)
+    if res.regrouped is not None:   # the partitioner's sorted buckets: the writer sorts nothing
+        entries_in = res.regrouped.drain()
+    else:
+        entries_in = stream.iter_raw() if args.directed else _both_directions(stream)
     manifest = write_store_from_edges(entries_in, n, res.assignment, args.out, num_parts=args.parts,
                                       node_data=columns, partition_info=info, feature_dtype=args.feature_dtype,
                                       overwrite=args.overwrite, name=stream.source.name, directed=args.directed)

@@ -46,6 +46,10 @@ class PartitionResult:
         balance (float): largest block / (n / k).
         part_sizes (np.ndarray): int64 (k,) vertices per block.
         details (dict): method-specific statistics (phase times, cluster counts, ...).
+        regrouped (GroupedEdgeStream | None): the on-disk regrouped view of the input, when
+            ``keep_regrouped=True`` was passed and one was built (sorted, deduplicated,
+            symmetric entries in source order: the store writer's cheapest input).  The caller
+            must ``close()`` it.
     """
 
     assignment: np.ndarray
@@ -57,6 +61,7 @@ class PartitionResult:
     balance: float
     part_sizes: np.ndarray
     details: Dict = field(default_factory=dict)
+    regrouped: Optional[EdgeStream] = None
 
 
 # bytes and seconds per unit, calibrated with bench/partition.py --scale on the 2-core dev
@@ -153,6 +158,8 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
             vertex stream for LDG/Fennel, duplicates across chunks removed so that every
             method is scored on the same simple graph; its time is included in ``seconds``).
             ``tmpdir`` (str): where the buckets go (default: the system temp dir).
+            ``keep_regrouped`` (bool): hand the regrouped view back in the result (see
+            :class:`PartitionResult`) instead of deleting it.
 
     Returns:
         PartitionResult: the assignment and its quality.
@@ -187,6 +194,7 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
     k = int(k)
     regroup = options.pop("regroup", None)
     tmpdir = options.pop("tmpdir", None)
+    keep_regrouped = bool(options.pop("keep_regrouped", False))
     t0 = time.perf_counter()
     work, grouped_view = stream, None
     if regroup is None:
@@ -206,9 +214,12 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
         seconds = time.perf_counter() - t0
         part = np.ascontiguousarray(part, dtype=np.int32)
         ev = evaluate_partition(work, part, k)
-    finally:
+    except BaseException:
         if grouped_view is not None:
             grouped_view.close()
+        raise
+    if grouped_view is not None and not keep_regrouped:
+        grouped_view.close()
     det = dict(det)
     det["regrouped"] = grouped_view is not None
     cap = capacity(n, k, eps)
@@ -219,4 +230,4 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
                            edge_cut=int(ev["edge_cut"]),
                            edge_cut_fraction=float(ev["edge_cut_fraction"]),
                            balance=float(ev["balance"]), part_sizes=ev["part_sizes"],
-                           details=det)
+                           details=det, regrouped=grouped_view if keep_regrouped else None)

@@ -874,6 +874,14 @@ class GroupedEdgeStream(EdgeStream):
         for i in (range(self._nb) if chunk_order is None else chunk_order):
             yield self.read_groups(int(i))
 
+    def drain(self) -> Iterator[Chunk]:
+        """Yield every chunk once, deleting each bucket file as soon as it is read (a last pass
+        whose reader writes elsewhere, the store writer: disk use does not double)."""
+        for i in range(self._nb):
+            src, dst, _ = self.read_groups(i)
+            os.remove(self._path(i))
+            yield src, dst
+
     def close(self) -> None:
         """Delete the bucket files."""
         for b in range(self._nb):

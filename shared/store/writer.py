@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
+from numba import njit
 
 from argosy.shared.errors import DiskFullError, GraphFormatError, StoreFormatError
 from argosy.shared.graphio import ArrayColumn, Graph, NodeColumn, index_dtype
@@ -34,6 +35,40 @@ NODE_ARRAYS = ("features", "labels", "train_mask", "val_mask", "test_mask")
 _NODE_BLOCK_ROWS = 1 << 16
 SLAB_ENTRIES = 1 << 22
 """Directed entries a part's CSR is sorted and deduplicated in at once (~25 B each at the peak: ~100 MB; a bucket above it costs one more read and write of itself)."""
+
+
+@njit(cache=True, nogil=True)
+def _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered):
+    """Counting-sort one chunk's entries by their source's part into ``pairs`` (local row,
+    neighbour), self loops dropped; return the ``k + 1`` part offsets.
+
+    Also checks, per part and across chunks (``last`` holds each part's previous entry), that
+    the entries arrive strictly increasing: ``ordered[p]`` stays True only then, and part
+    ``p``'s CSR needs no sort and no deduplication.  A stream grouped by source with sorted,
+    unique neighbours (the partitioner's regrouped buckets, a sorted CSR) arrives that way."""
+    offs = np.zeros(k + 1, np.int64)
+    for i in range(src.size):
+        if src[i] != dst[i]:
+            offs[assign[src[i]] + 1] += 1
+    for p in range(k):
+        offs[p + 1] += offs[p]
+    pos = offs[:k].copy()
+    for i in range(src.size):
+        s = src[i]
+        d = dst[i]
+        if s != d:
+            p = assign[s]
+            j = pos[p]
+            r = local_index[s]
+            pairs[j, 0] = r
+            pairs[j, 1] = d
+            pos[p] = j + 1
+            if ordered[p]:
+                if r < last[p, 0] or (r == last[p, 0] and d <= last[p, 1]):
+                    ordered[p] = False
+                last[p, 0] = r
+                last[p, 1] = d
+    return offs
 
 
 def graph_edge_chunks(g: Graph, chunk_edges: int = 1 << 22) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -166,23 +201,22 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
     spill = root / "_spill"
     spill.mkdir()
     files = [open(spill / f"{p}.bin", "wb") for p in range(k)]
+    last = np.full((k, 2), -1, np.int64)                 # per part: the last entry appended
+    ordered = np.ones(k, np.bool_)                       # per part: entries strictly increasing so far
     try:
         for src, dst in edge_chunks:
-            src = np.asarray(src, np.int64)
-            dst = np.asarray(dst, np.int64)
+            src, dst = np.asarray(src), np.asarray(dst)
+            if src.dtype.kind not in "iu" or dst.dtype.kind not in "iu":
+                src, dst = src.astype(np.int64), dst.astype(np.int64)
             if src.size == 0:
                 continue
             lo, hi = min(src.min(), dst.min()), max(src.max(), dst.max())
             if lo < 0 or hi >= n:
                 raise GraphFormatError(f"edge id {lo if lo < 0 else hi} is out of range [0, {n})")
-            keep = src != dst
-            src, dst = src[keep], dst[keep]
-            p_of = assign[src]
-            o = np.argsort(p_of, kind="stable")
-            bounds = np.searchsorted(p_of[o], np.arange(k + 1))
-            pairs = np.stack([local_index[src[o]], dst[o].astype(idt)], axis=1)   # (local row, neighbour)
+            pairs = np.empty((src.size, 2), idt)                  # (local row, neighbour)
+            bounds = _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered)
             for p in np.flatnonzero(np.diff(bounds)):
-                files[p].write(pairs[bounds[p]:bounds[p + 1]].tobytes())
+                files[p].write(pairs[bounds[p]:bounds[p + 1]].data)
     finally:
         for f in files:
             f.close()
@@ -193,7 +227,8 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
         pdir = root / f"part-{p:05d}"
         pdir.mkdir()
         nodes = order[starts[p]:starts[p + 1]].astype(np.int64)
-        counts, entries, cut = _part_csr(spill / f"{p}.bin", pdir / "indices.npy", len(nodes), n, idt, assign, p)
+        counts, entries, cut = _part_csr(spill / f"{p}.bin", pdir / "indices.npy", len(nodes), n, idt, assign, p,
+                                         bool(ordered[p]))
         indptr = np.zeros(len(nodes) + 1, np.int64)
         np.cumsum(counts, out=indptr[1:])
         np.save(pdir / "nodes.npy", nodes)
@@ -248,8 +283,12 @@ def _sorted_unique_slab(pairs: np.ndarray, n: int, idt) -> tuple[np.ndarray, np.
     return rows, key.astype(idt)
 
 
-def _part_csr(bucket: Path, out: Path, n_p: int, n: int, idt, assign: np.ndarray, p: int) -> tuple[np.ndarray, int, int]:
+def _part_csr(bucket: Path, out: Path, n_p: int, n: int, idt, assign: np.ndarray, p: int,
+              ordered: bool = False) -> tuple[np.ndarray, int, int]:
     """Build part ``p``'s CSR neighbour array from its spill bucket into ``out`` (``indices.npy``).
+
+    ``ordered``: the bucket's entries are already strictly increasing (row, neighbour), so
+    they are copied slab by slab, neither sorted nor deduplicated.
 
     A bucket of at most ``SLAB_ENTRIES`` entries is sorted whole; a larger one is split by
     row range into slabs of at most that many entries (a row histogram picks the cuts; one row
@@ -262,6 +301,19 @@ def _part_csr(bucket: Path, out: Path, n_p: int, n: int, idt, assign: np.ndarray
     item = 2 * np.dtype(idt).itemsize
     total = bucket.stat().st_size // item
     counts = np.zeros(n_p, np.int64)
+    if ordered:
+        cut = 0
+        with open(out, "wb") as fh:
+            np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(idt)),
+                                                      "fortran_order": False, "shape": (total,)})
+            for s0 in range(0, total, SLAB_ENTRIES):
+                pairs = _read_pairs(bucket, idt, s0, SLAB_ENTRIES)
+                counts += np.bincount(pairs[:, 0], minlength=n_p)
+                nbrs = np.ascontiguousarray(pairs[:, 1])
+                cut += int(np.count_nonzero(assign[nbrs] != p))
+                fh.write(nbrs.data)
+        bucket.unlink()
+        return counts, total, cut
     if total <= SLAB_ENTRIES:
         rows, nbrs = _sorted_unique_slab(_read_pairs(bucket, idt, 0, total), n, idt)
         bucket.unlink()

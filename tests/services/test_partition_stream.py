@@ -1,5 +1,6 @@
 """Tests for the chunked edge readers and the ``partition_stream`` entry point's validation."""
 
+import json
 import os
 import zipfile
 
@@ -350,6 +351,43 @@ def test_store_is_the_same_from_every_format(tmp_path, method):
                 assert other.dtype == val.dtype and np.array_equal(other, val), (fmt, key)
             else:
                 assert other == val, (fmt, key)
+
+
+def test_store_from_regrouped_buckets_is_the_same(tmp_path, monkeypatch):
+    """Edge lists read in several chunks are regrouped for partitioning; the CLI then writes the
+    store from those sorted buckets (no sort, no deduplication in the writer) and deletes each
+    bucket as it is read.  The store must equal the one written from the raw edges."""
+    import functools
+
+    from argosy.services.partitioner import stream as stream_mod
+    from argosy.services.partitioner.__main__ import main
+    from argosy.shared.store import writer
+    g = _graph_with_data(n=3000)
+    files = _write_all_formats(g, tmp_path / "in")
+    ref_out = tmp_path / "store-ref"
+    assert main([str(files["npz"][0]), "--parts", "4", "--method", "hash", "--out", str(ref_out)]) == 0
+    ref = _store_arrays(ref_out)
+    real_open = stream_mod.open_edge_stream
+    monkeypatch.setattr(stream_mod, "open_edge_stream", functools.partial(real_open, chunk_edges=700))
+    monkeypatch.setattr(writer, "SLAB_ENTRIES", 1000)        # the ordered path in several slabs too
+    sorts = []
+    real_sort = writer._sorted_unique_slab
+    monkeypatch.setattr(writer, "_sorted_unique_slab", lambda *a: sorts.append(1) or real_sort(*a))
+    tmp = tmp_path / "buckets"
+    tmp.mkdir()
+    for fmt in ("npy", "text"):
+        path, side = files[fmt]
+        out = tmp_path / f"store-{fmt}"
+        assert main([str(path), "--parts", "4", "--method", "hash", "--out", str(out), "--json",
+                     "--tmpdir", str(tmp), *side]) == 0
+        got = _store_arrays(out)
+        assert json.loads((out / "manifest.json").read_text())["partition"]["regrouped"] is True
+        for key, val in ref.items():
+            if isinstance(val, np.ndarray):
+                assert np.array_equal(got[key], val) and got[key].dtype == val.dtype, (fmt, key)
+        assert got["m"] == ref["m"] == g.num_edges
+        assert not any(tmp.rglob("bucket_*")), "regrouped buckets left on disk"
+    assert sorts == [], "the writer sorted entries that arrived sorted"
 
 
 def test_side_file_validation_at_partition_time(tmp_path, capsys):
