@@ -300,10 +300,23 @@ def _compact(label):
 
 
 @numba.njit(cache=True)
-def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched):
+def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched, k):
+    """One LP refinement sweep over a vertex-aligned chunk, then pairwise swaps.
+
+    Each vertex moves to the block holding most of its neighbours if that block has room.
+    When the best block is full, the wish is recorded; after the sweep, wishes ``p -> q`` and
+    ``q -> p`` are paired (best gains first) and swapped when the exact gain of the pair is
+    positive.  Swaps leave sizes unchanged, so they get past the capacity wall that stops plain
+    LP when blocks are full: with equal planted blocks, LP alone stalls with two blocks'
+    vertices mixed and only FM's slower move sequences got them apart.
+    """
     moved = 0
     gain = 0
     qs = np.empty(max_group_size(starts), np.int32)  # neighbours' blocks, gathered first
+    wg = np.empty(gorder.size, np.int64)             # blocked wishes: group, target, gain
+    wq = np.empty(gorder.size, np.int64)
+    wgain = np.empty(gorder.size, np.int64)
+    nw = 0
     for gi in range(gorder.size):
         g = gorder[gi]
         a = starts[g]
@@ -326,11 +339,18 @@ def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touche
         cp = conn[p]
         best = p
         bestc = cp
+        full = -1
+        fullc = cp
         for t in range(nt):
             q = touched[t]
-            if q == p or size[q] + 1 > cap:
+            if q == p:
                 continue
             c = conn[q]
+            if size[q] + 1 > cap:
+                if c > fullc:
+                    full = q
+                    fullc = c
+                continue
             if c > bestc or (c == bestc and best != p and size[q] < size[best]) or \
                     (c == bestc and best == p and size[q] + 1 < size[p]):
                 best = q
@@ -341,8 +361,70 @@ def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touche
             size[best] += 1
             moved += 1
             gain += bestc - cp
+        elif full >= 0:
+            wg[nw] = g
+            wq[nw] = full
+            wgain[nw] = fullc - cp
+            nw += 1
         for t in range(nt):
             conn[touched[t]] = 0
+    if nw < 2:
+        return moved, gain
+    # pair the wishes: sort by (from-block, to-block, -gain), then walk p->q against q->p
+    wp = np.empty(nw, np.int64)
+    for i in range(nw):
+        wp[i] = part[src[starts[wg[i]]]]
+    key = np.empty(nw, np.int64)
+    span = np.int64(1) << 40
+    for i in range(nw):
+        key[i] = (wp[i] * k + wq[i]) * span + (span - 1 - min(wgain[i], span - 1))
+    o = np.argsort(key)
+    head = np.full(k * k + 1, nw, np.int64)          # first wish of each (from, to) pair
+    for j in range(nw - 1, -1, -1):
+        i = o[j]
+        head[wp[i] * k + wq[i]] = j
+    for c in range(k * k - 1, -1, -1):
+        if head[c] > head[c + 1]:
+            head[c] = head[c + 1]
+    for p in range(k):
+        for q in range(p + 1, k):
+            i, ie = head[p * k + q], head[p * k + q + 1]
+            j, je = head[q * k + p], head[q * k + p + 1]
+            while i < ie and j < je:
+                gv, gu = o[i], o[j]
+                av, bv = starts[wg[gv]], starts[wg[gv] + 1]
+                au, bu = starts[wg[gu]], starts[wg[gu] + 1]
+                v, u = src[av], src[au]
+                if part[v] != p:
+                    i += 1
+                    continue
+                if part[u] != q:
+                    j += 1
+                    continue
+                dv = 0
+                for e in range(av, bv):
+                    x = part[dst[e]]
+                    if x == q:
+                        dv += 1
+                    elif x == p:
+                        dv -= 1
+                part[v] = q                            # v first, then u's exact gain
+                du = 0
+                for e in range(au, bu):
+                    x = part[dst[e]]
+                    if x == p:
+                        du += 1
+                    elif x == q:
+                        du -= 1
+                if dv + du > 0:
+                    part[u] = p
+                    moved += 2
+                    gain += dv + du
+                    i += 1
+                    j += 1
+                else:
+                    part[v] = p
+                    break
     return moved, gain
 
 
@@ -885,7 +967,7 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
         pg, pm, seen_entries, short = 0, 0, 0, False
         for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
             go = group_order(starts, order, state)
-            m_, g_ = _stream_refine_chunk(src, dst, starts, go, part, size, cap, conn, ktouch)
+            m_, g_ = _stream_refine_chunk(src, dst, starts, go, part, size, cap, conn, ktouch, k)
             pm += m_
             pg += g_
             if use_fm:
