@@ -597,7 +597,7 @@ def sweep_mode(args) -> None:
     n, m, k = args.sweep_n, args.sweep_m, args.scale_k
     jl = results / "partition_sweep.jsonl"
     recs = [json.loads(x) for x in jl.read_text().splitlines() if x.strip()] if jl.exists() else []
-    done = {(r["family"], r["format"], r["tool"]) for r in recs if "error" not in r}
+    done = set() if args.rerun else {(r["family"], r["format"], r["tool"]) for r in recs if "error" not in r}
     for fam in names:
         npy = work / f"{fam}_n{n}_m{m}.npy"
         if not npy.exists():
@@ -692,7 +692,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--append", action="store_true", help="append to the jsonl, then re-report")
     ap.add_argument("--rerun", action="store_true",
-                    help="with --append: run the --methods cells again, replacing their records")
+                    help="with --append: run the --methods cells again, replacing their records; "
+                         "with --sweep: run the --sweep-tools cells again (the report keeps the last record)")
     ap.add_argument("--scale", action="store_true")
     ap.add_argument("--scale-n", type=int, default=10_000_000)
     ap.add_argument("--scale-m", type=int, default=100_000_000)
