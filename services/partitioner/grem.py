@@ -300,6 +300,19 @@ def _compact(label):
 
 
 @numba.njit(cache=True)
+def _move_gain(dst, a, b, part, p, q):
+    """Cut edges saved by moving the vertex with adjacency ``dst[a:b]`` from block p to q."""
+    d = 0
+    for e in range(a, b):
+        x = part[dst[e]]
+        if x == q:
+            d += 1
+        elif x == p:
+            d -= 1
+    return d
+
+
+@numba.njit(cache=True)
 def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched, k):
     """One LP refinement sweep over a vertex-aligned chunk, then pairwise swaps.
 
@@ -401,21 +414,9 @@ def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touche
                 if part[u] != q:
                     j += 1
                     continue
-                dv = 0
-                for e in range(av, bv):
-                    x = part[dst[e]]
-                    if x == q:
-                        dv += 1
-                    elif x == p:
-                        dv -= 1
+                dv = _move_gain(dst, av, bv, part, p, q)
                 part[v] = q                            # v first, then u's exact gain
-                du = 0
-                for e in range(au, bu):
-                    x = part[dst[e]]
-                    if x == p:
-                        du += 1
-                    elif x == q:
-                        du -= 1
+                du = _move_gain(dst, au, bu, part, q, p)
                 if dv + du > 0:
                     part[u] = p
                     moved += 2
