@@ -38,6 +38,27 @@ class PartData:
     test_mask: np.ndarray | None
 
 
+def _min_max(path: Path, window: int = 1 << 22) -> tuple[int, int]:
+    """Smallest and largest value of a 1-d ``.npy`` array, read in windows without mapping it
+    (a scan of a mapped file leaves all of its pages in this process's RSS until unmapped)."""
+    with open(path, "rb") as f:
+        major, _ = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read_header(f)
+        left = int(np.prod(shape))
+        lo, hi = 0, -1
+        first = True
+        while left > 0:
+            w = np.fromfile(f, dtype=dtype, count=min(window, left))
+            if w.size == 0:
+                raise StoreFormatError(f"{path}: truncated array ({left} values missing)")
+            left -= w.size
+            wl, wh = int(w.min()), int(w.max())
+            lo, hi = (wl, wh) if first else (min(lo, wl), max(hi, wh))
+            first = False
+    return lo, hi
+
+
 class PartitionStore:
     """Read access to a store directory written by :func:`shared.store.write_store`."""
 
@@ -132,6 +153,7 @@ class PartitionStore:
             raise StoreFormatError(f"{self.root}: assignment values outside [0, {m.num_parts})")
         total_nodes = total_entries = 0
         for entry in m.parts:
+            cached = entry.part in self._parts
             pd = self.part(entry.part)
             k = pd.nodes.shape[0]
             if k != entry.num_nodes or pd.indptr.shape != (k + 1,):
@@ -140,7 +162,8 @@ class PartitionStore:
                 raise StoreFormatError(f"{self.root}: part {entry.part}: indptr is not a valid CSR offset array")
             if pd.indices.shape[0] != entry.num_edges:
                 raise StoreFormatError(f"{self.root}: part {entry.part}: {pd.indices.shape[0]} edges, manifest says {entry.num_edges}")
-            if pd.indices.size and (pd.indices.min() < 0 or pd.indices.max() >= n):
+            lo, hi = _min_max(self.root / entry.path / "indices.npy")
+            if pd.indices.size and (lo < 0 or hi >= n):
                 raise StoreFormatError(f"{self.root}: part {entry.part}: neighbour ids outside [0, {n})")
             if k and np.any(assign[pd.nodes] != entry.part):
                 raise StoreFormatError(f"{self.root}: part {entry.part}: owns vertices assigned elsewhere")
@@ -150,6 +173,8 @@ class PartitionStore:
                     raise StoreFormatError(f"{self.root}: part {entry.part}: {name} has {arr.shape[0]} rows for {k} nodes")
             total_nodes += k
             total_entries += pd.indices.shape[0]
+            if not cached:                   # unmap what only this check opened (its pages count in RSS)
+                del self._parts[entry.part], pd
         if total_nodes != n:
             raise StoreFormatError(f"{self.root}: parts own {total_nodes} vertices, manifest says {n}")
         if total_entries != (1 if m.directed else 2) * m.num_edges:

@@ -85,6 +85,22 @@ def test_verify_detects_corrupt_array(small_store):
         PartitionStore(path / "nothing-here")
 
 
+def test_verify_scans_neighbour_ids_in_windows_and_unmaps(small_store, monkeypatch):
+    import argosy.shared.store.reader as reader
+    _, path = small_store
+    s = PartitionStore(path)
+    s.verify()
+    assert s._parts == {}            # verify unmapped the parts it opened (their pages count in RSS)
+    f = path / "part-00001" / "indices.npy"
+    idx = np.load(f)
+    idx[-1] = s.manifest.num_nodes   # one id out of range, in the last window
+    np.save(f, idx)
+    real = reader._min_max
+    monkeypatch.setattr(reader, "_min_max", lambda p: real(p, window=7))
+    with pytest.raises(StoreFormatError, match="neighbour ids outside"):
+        PartitionStore(path).verify()
+
+
 def test_parts_larger_than_a_slab_are_built_in_slabs(tmp_path, monkeypatch):
     """A part with more entries than ``SLAB_ENTRIES`` is sorted in row-range slabs (bounded
     memory on skewed parts) and gives the same store, byte for byte, as one in-memory sort."""
