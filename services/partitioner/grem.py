@@ -60,7 +60,7 @@ import numpy as np
 
 from .multilevel import (_heap_pop, _heap_push_or_update, _permutation, _rand_below, _rng,
                          edge_cut_csr, improve_partition, multilevel_partition)
-from .stream import EdgeStream, max_group_size, sort_range, sorted_unique
+from .stream import EdgeStream, max_group_size, sort_range
 
 logger = logging.getLogger("argosy.partitioner")
 
@@ -777,14 +777,52 @@ def _stream_merge(stream, cmap, nc, maxw, budget, part, state, max_passes=16):
 # --------------------------------------------------------------------------------------------
 # cluster graph
 # --------------------------------------------------------------------------------------------
-def _merge_keys(keys: np.ndarray, w: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    o = np.argsort(keys, kind="stable")
-    keys, w = keys[o], w[o]
-    if keys.size == 0:
-        return keys, w
-    first = np.concatenate([[True], keys[1:] != keys[:-1]])
-    idx = np.flatnonzero(first)
-    return keys[idx], np.add.reduceat(w, idx)
+@numba.njit(cache=True)
+def _merge_two(ak, aw, bk, bw):
+    """Merge two sorted runs of distinct keys, adding the weights of keys in both."""
+    ok = np.empty(ak.size + bk.size, np.int64)
+    ow = np.empty(ak.size + bk.size, np.int64)
+    i = j = m = 0
+    while i < ak.size and j < bk.size:
+        if ak[i] < bk[j]:
+            ok[m] = ak[i]
+            ow[m] = aw[i]
+            i += 1
+        elif ak[i] > bk[j]:
+            ok[m] = bk[j]
+            ow[m] = bw[j]
+            j += 1
+        else:
+            ok[m] = ak[i]
+            ow[m] = aw[i] + bw[j]
+            i += 1
+            j += 1
+        m += 1
+    while i < ak.size:
+        ok[m] = ak[i]
+        ow[m] = aw[i]
+        i += 1
+        m += 1
+    while j < bk.size:
+        ok[m] = bk[j]
+        ow[m] = bw[j]
+        j += 1
+        m += 1
+    return ok[:m].copy(), ow[:m].copy()
+
+
+def _merge_runs(runs) -> Tuple[np.ndarray, np.ndarray]:
+    """Merge sorted runs of distinct (key, weight) pairs into one, pairwise like a merge sort
+    (the first run is the accumulator; merging small runs first keeps the copies small)."""
+    runs = [r for r in runs if r[0].size]
+    if not runs:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    while len(runs) > 1:
+        runs.sort(key=lambda r: r[0].size)  # the two smallest first
+        (ak, aw), (bk, bw) = runs[0], runs[1]
+        runs = runs[2:] + [_merge_two(ak, aw, bk, bw)]
+        del ak, aw, bk, bw
+    return runs[0]
 
 
 @numba.njit(cache=True)
@@ -823,7 +861,44 @@ def _dense_to_csr(w, nc):
     return xadj, adj, ew
 
 
+@numba.njit(cache=True)
+def _cluster_pair_keys(src, dst, cmap, nc, out):
+    """Write ``cmap[u] * nc + cmap[v]`` of the chunk's entries between two different clusters
+    to ``out`` and return how many (no per-chunk temporaries: the peak of building the
+    cluster graph stays one int64 per chunk entry)."""
+    blk = np.empty(4096, np.int64)
+    j = 0
+    for i0 in range(0, src.size, 4096):
+        i1 = min(i0 + 4096, src.size)
+        for i in range(i0, i1):  # gather first: the random loads overlap
+            blk[i - i0] = cmap[dst[i]]
+        for i in range(i0, i1):
+            a = np.int64(cmap[src[i]])
+            b = blk[i - i0]
+            if a != b:
+                out[j] = a * nc + b
+                j += 1
+    return j
+
+
+@numba.njit(cache=True)
+def _count_sorted(key, counts):
+    """Compact the sorted ``key`` to its distinct values in place, their counts in ``counts``;
+    return how many."""
+    m = 0
+    for i in range(key.size):
+        if m > 0 and key[m - 1] == key[i]:
+            counts[m - 1] += 1
+        else:
+            key[m] = key[i]
+            counts[m] = 1
+            m += 1
+    return m
+
+
 DENSE_CLUSTER_GRAPH_BYTES = 64 << 20
+# chunk entries keyed, sorted and counted at a time while building a sparse cluster graph
+CLUSTER_KEY_BLOCK = 1 << 20
 # cluster-graph entries up to which the in-memory partitioner repeats its runs
 ML_EFFORT_ENTRIES = 1 << 21
 
@@ -832,8 +907,10 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
     """Stream the edges once and build the weighted CSR of the cluster graph.
 
     With few clusters (``nc**2`` counters within :data:`DENSE_CLUSTER_GRAPH_BYTES`) the
-    weights are accumulated in a dense matrix by one numba loop; otherwise each chunk's
-    cluster pairs are sorted, deduplicated and merged every ``merge_every`` keys.
+    weights are accumulated in a dense matrix by one numba loop; otherwise each block of
+    :data:`CLUSTER_KEY_BLOCK` entries gives a sorted run of distinct cluster pairs with counts,
+    and the runs are merged into the accumulator once ``merge_every`` or half the accumulator's
+    size of them are pending (memory: about twice the cluster graph plus ``merge_every``).
 
     Returns:
         tuple: ``(xadj, adj, ew, total_entries)``.
@@ -846,28 +923,32 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
             _accumulate_dense(src, dst, cmap, w, nc)
         xadj, adj, ew = _dense_to_csr(w, nc)
         return xadj, adj, ew, total
+    # sorted runs of (key, weight): each block of a chunk gives one; runs are merged linearly
+    # (no argsort, no fancy-index copies) once pending entries reach half the accumulated
+    # ones, so the accumulator is rewritten O(log) times and memory stays ~2x its size
     acc_k = np.empty(0, np.int64)
     acc_w = np.empty(0, np.int64)
-    pend_k, pend_w, pend = [], [], 0
+    runs, pend = [], 0
+    kbuf = np.empty(CLUSTER_KEY_BLOCK, np.int64)
+    cbuf = np.empty(CLUSTER_KEY_BLOCK, np.int64)
     for src, dst in stream:
         total += src.size
-        cs = cmap[src].astype(np.int64)
-        cd = cmap[dst].astype(np.int64)
-        keep = cs != cd
-        key = cs[keep] * nc + cd[keep]
-        if key.size == 0:
-            continue
-        uk, cnt = sorted_unique(key, return_counts=True)
-        pend_k.append(uk)
-        pend_w.append(cnt.astype(np.int64))
-        pend += uk.size
-        if pend >= merge_every:
-            acc_k, acc_w = _merge_keys(np.concatenate([acc_k] + pend_k),
-                                       np.concatenate([acc_w] + pend_w))
-            pend_k, pend_w, pend = [], [], 0
-    if pend:
-        acc_k, acc_w = _merge_keys(np.concatenate([acc_k] + pend_k),
-                                   np.concatenate([acc_w] + pend_w))
+        for b0 in range(0, src.size, CLUSTER_KEY_BLOCK):
+            b1 = min(b0 + CLUSTER_KEY_BLOCK, src.size)
+            nk = _cluster_pair_keys(src[b0:b1], dst[b0:b1], cmap, nc, kbuf)
+            if nk == 0:
+                continue
+            key = kbuf[:nk]
+            key.sort()  # in place
+            nu = _count_sorted(key, cbuf)
+            runs.append((key[:nu].copy(), cbuf[:nu].copy()))
+            pend += nu
+        if pend >= max(merge_every, acc_k.size // 2):
+            acc_k, acc_w = _merge_runs([(acc_k, acc_w)] + runs)
+            runs, pend = [], 0
+    if runs:
+        acc_k, acc_w = _merge_runs([(acc_k, acc_w)] + runs)
+        del runs
     rows = acc_k // nc
     adj = acc_k % nc
     xadj = np.zeros(nc + 1, np.int64)
@@ -1117,8 +1198,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                     nc, time.perf_counter() - t0)
         t1 = time.perf_counter()
         # 2. cluster graph
-        merge_every = max(1 << 20, 4 * stream.chunk_edges)
-        cx, ca, ce, entries = build_cluster_graph(stream, cmap, nc, merge_every)
+        cx, ca, ce, entries = build_cluster_graph(stream, cmap, nc, 1 << 20)
         cvw = np.bincount(cmap, minlength=nc).astype(np.int64)
         cd.update(cluster_graph_entries=int(ca.size))
         logger.info("GREM cycle %d: cluster graph %d entries; partitioning it", cyc, ca.size)

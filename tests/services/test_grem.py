@@ -275,3 +275,31 @@ def test_streamed_vcycles_skipped_only_after_poor_clusters(tmp_path):
     c = rg.details["cycles"]
     assert c[0]["cut_projected"] < 1.5 * c[0]["cut"]
     assert "vcycles_skipped" not in rg.details and len(c) >= 2
+
+
+@pytest.mark.parametrize("block,merge_every", [(1 << 20, 1 << 20), (97, 50)])
+def test_cluster_graph_sparse_path_matches_reference(planted_graph, monkeypatch, block, merge_every):
+    """The sparse cluster-graph builder (blocks of sorted runs, merged linearly) gives the exact
+    weighted cluster adjacency, also when chunks span many blocks and runs are merged often."""
+    from argosy.services.partitioner import grem
+
+    indptr, indices, truth, _ = planted_graph
+    n = truth.size
+    src = np.repeat(np.arange(n), np.diff(indptr)).astype(np.int32)
+    dst = indices.astype(np.int32)
+    cmap = (np.random.default_rng(3).integers(0, 300, n)).astype(np.int32)  # 300^2*8 > dense cap
+    nc = int(cmap.max()) + 1
+    monkeypatch.setattr(grem, "DENSE_CLUSTER_GRAPH_BYTES", 8)
+    monkeypatch.setattr(grem, "CLUSTER_KEY_BLOCK", block)
+    stream = ArrayEdgeStream(src, dst, n, chunk_edges=1000, symmetrize=False)
+    xadj, adj, ew, total = grem.build_cluster_graph(stream, cmap, nc, merge_every)
+    ref = np.zeros((nc, nc), np.int64)
+    for s, d in stream:
+        np.add.at(ref, (cmap[s], cmap[d]), 1)
+    np.fill_diagonal(ref, 0)
+    got = np.zeros((nc, nc), np.int64)
+    rows = np.repeat(np.arange(nc), np.diff(xadj))
+    got[rows, adj] = ew
+    assert total == src.size == int(ref.sum() + np.sum(cmap[src] == cmap[dst]))
+    assert np.all(np.diff(adj)[np.diff(rows) == 0] > 0)  # sorted, distinct within a row
+    np.testing.assert_array_equal(got, ref)
