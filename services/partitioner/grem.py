@@ -300,11 +300,12 @@ def _compact(label):
 
 
 @numba.njit(cache=True)
-def _move_gain(dst, a, b, part, p, q):
-    """Cut edges saved by moving the vertex with adjacency ``dst[a:b]`` from block p to q."""
+def _move_gain(dst, a, b, part, gmap, p, q):
+    """Cut edges (between groups ``gmap[block]``) saved by moving the vertex with adjacency
+    ``dst[a:b]`` from group p to group q."""
     d = 0
     for e in range(a, b):
-        x = part[dst[e]]
+        x = gmap[part[dst[e]]]
         if x == q:
             d += 1
         elif x == p:
@@ -313,31 +314,59 @@ def _move_gain(dst, a, b, part, p, q):
 
 
 @numba.njit(cache=True)
-def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched, k):
+def _best_block_in(dst, a, b, part, lo, hi, lsize, lcap, lconn):
+    """Block of ``[lo, hi)`` holding most of the vertex's neighbours among those with room
+    (the emptiest one if none has room)."""
+    for e in range(a, b):
+        x = part[dst[e]]
+        if lo <= x < hi:
+            lconn[x - lo] += 1
+    best = -1
+    emptiest = lo
+    for x in range(lo, hi):
+        if lsize[x] < lsize[emptiest]:
+            emptiest = x
+        if lsize[x] + 1 <= lcap and (best < 0 or lconn[x - lo] > lconn[best - lo]):
+            best = x
+    for x in range(lo, hi):
+        lconn[x - lo] = 0
+    return best if best >= 0 else emptiest
+
+
+@numba.njit(cache=True)
+def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched, k,
+                         gmap, glo, ghi, lsize, lcap):
     """One LP refinement sweep over a vertex-aligned chunk, then pairwise swaps.
 
-    Each vertex moves to the block holding most of its neighbours if that block has room.
-    When the best block is full, the wish is recorded; after the sweep, wishes ``p -> q`` and
+    Moves are between *groups* of blocks: vertex v is in group ``gmap[part[v]]``, group ``g``
+    is the blocks ``glo[g] .. ghi[g] - 1``, ``size``/``cap`` count vertices per group, and
+    ``lsize``/``lcap`` per block.  For the k-way refinement every block is its own group; the
+    tree refinement passes the groups of the recursive-bisection tree.  A vertex that changes
+    group takes the block of its new group that holds most of its neighbours.
+
+    Each vertex moves to the group holding most of its neighbours if that group has room.
+    When the best group is full, the wish is recorded; after the sweep, wishes ``p -> q`` and
     ``q -> p`` are paired (best gains first) and swapped when the exact gain of the pair is
-    positive.  Swaps leave sizes unchanged, so they get past the capacity wall that stops plain
-    LP when blocks are full: with equal planted blocks, LP alone stalls with two blocks'
-    vertices mixed and only FM's slower move sequences got them apart.
+    positive (the two vertices trade blocks, so no size changes).  Swaps get past the capacity
+    wall that stops plain LP when groups are full: with equal planted blocks, LP alone stalls
+    with two blocks' vertices mixed and only FM's slower move sequences got them apart.
     """
     moved = 0
     gain = 0
-    qs = np.empty(max_group_size(starts), np.int32)  # neighbours' blocks, gathered first
+    qs = np.empty(max_group_size(starts), np.int32)  # neighbours' groups, gathered first
     wg = np.empty(gorder.size, np.int64)             # blocked wishes: group, target, gain
     wq = np.empty(gorder.size, np.int64)
     wgain = np.empty(gorder.size, np.int64)
+    lconn = np.zeros(lsize.size, np.int64)
     nw = 0
     for gi in range(gorder.size):
         g = gorder[gi]
         a = starts[g]
         b = starts[g + 1]
         v = src[a]
-        p = part[v]
+        p = gmap[part[v]]
         for e in range(a, b):
-            qs[e - a] = part[dst[e]]
+            qs[e - a] = gmap[part[dst[e]]]
         nt = 0
         for i in range(b - a):
             q = qs[i]
@@ -369,9 +398,14 @@ def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touche
                 best = q
                 bestc = c
         if best != p:
-            part[v] = best
+            old = part[v]
+            nb = glo[best] if ghi[best] - glo[best] == 1 else \
+                _best_block_in(dst, a, b, part, glo[best], ghi[best], lsize, lcap, lconn)
+            part[v] = nb
             size[p] -= 1
             size[best] += 1
+            lsize[old] -= 1
+            lsize[nb] += 1
             moved += 1
             gain += bestc - cp
         elif full >= 0:
@@ -383,10 +417,10 @@ def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touche
             conn[touched[t]] = 0
     if nw < 2:
         return moved, gain
-    # pair the wishes: sort by (from-block, to-block, -gain), then walk p->q against q->p
+    # pair the wishes: sort by (from-group, to-group, -gain), then walk p->q against q->p
     wp = np.empty(nw, np.int64)
     for i in range(nw):
-        wp[i] = part[src[starts[wg[i]]]]
+        wp[i] = gmap[part[src[starts[wg[i]]]]]
     key = np.empty(nw, np.int64)
     span = np.int64(1) << 40
     for i in range(nw):
@@ -408,23 +442,24 @@ def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touche
                 av, bv = starts[wg[gv]], starts[wg[gv] + 1]
                 au, bu = starts[wg[gu]], starts[wg[gu] + 1]
                 v, u = src[av], src[au]
-                if part[v] != p:
+                if gmap[part[v]] != p:
                     i += 1
                     continue
-                if part[u] != q:
+                if gmap[part[u]] != q:
                     j += 1
                     continue
-                dv = _move_gain(dst, av, bv, part, p, q)
-                part[v] = q                            # v first, then u's exact gain
-                du = _move_gain(dst, au, bu, part, q, p)
+                bv0, bu0 = part[v], part[u]
+                dv = _move_gain(dst, av, bv, part, gmap, p, q)
+                part[v] = bu0                          # v first, then u's exact gain
+                du = _move_gain(dst, au, bu, part, gmap, q, p)
                 if dv + du > 0:
-                    part[u] = p
+                    part[u] = bv0                      # the two trade blocks
                     moved += 2
                     gain += dv + du
                     i += 1
                     j += 1
                 else:
-                    part[v] = p
+                    part[v] = bv0
                     break
     return moved, gain
 
@@ -1026,7 +1061,7 @@ def _stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=
 
 
 def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_rounds,
-                   min_gain=0.001):
+                   min_gain=0.001, groups=None):
     """Streaming refinement passes: label-propagation moves, then buffered FM per chunk.
 
     FM costs ~4x an LP pass and only pays once LP has converged: while an LP pass still
@@ -1034,7 +1069,16 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
     of a graph without local structure, where LP recovers the blocks over many passes) the
     passes are LP only, and they do not count against ``passes`` (at most ``4 * passes`` of
     them run).  Without FM (ungrouped streams) every pass counts.
+
+    ``groups`` = ``(gmap, glo, ghi, block_size, block_cap)`` refines between groups of blocks
+    (see :func:`_stream_refine_chunk`; ``k``, ``size`` and ``cap`` are then per group and
+    ``fm_rounds`` must be 0); a pass stops the loop once it gains less than ``min_gain`` of
+    ``ref_cut``.
     """
+    if groups is None:
+        ident = np.arange(k, dtype=np.int64)
+        groups = (ident.astype(np.int32), ident, ident + 1, np.zeros(k, np.int64), 0)
+    gmap, glo, ghi, lsize, lcap = groups
     conn = np.zeros(k, np.int64)
     ktouch = np.empty(k, np.int64)
     can_fm = fm_rounds > 0 and stream.grouped
@@ -1050,7 +1094,8 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
         pg, pm, seen_entries, short = 0, 0, 0, False
         for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
             go = group_order(starts, order, state)
-            m_, g_ = _stream_refine_chunk(src, dst, starts, go, part, size, cap, conn, ktouch, k)
+            m_, g_ = _stream_refine_chunk(src, dst, starts, go, part, size, cap, conn, ktouch, k,
+                                          gmap, glo, ghi, lsize, lcap)
             pm += m_
             pg += g_
             if use_fm:
@@ -1110,25 +1155,6 @@ def bisection_tree_levels(k: int):
         nodes = kids
 
 
-@numba.njit(cache=True)
-def _reassign_blocks(part, gpart, gmap, glo, ghi, k):
-    """After refining groups of blocks, give every vertex that changed group the emptiest
-    block of its new group (the vertices that stayed keep their block)."""
-    size = np.zeros(k, np.int64)
-    for v in range(part.size):
-        if gmap[part[v]] == gpart[v]:
-            size[part[v]] += 1
-    for v in range(part.size):
-        g = gpart[v]
-        if gmap[part[v]] != g:
-            best = glo[g]
-            for b in range(glo[g] + 1, ghi[g]):
-                if size[b] < size[best]:
-                    best = b
-            part[v] = best
-            size[best] += 1
-
-
 def _tree_refine(stream, part, k, eps, order, state, group_cuts, passes):
     """Streaming LP refinement down the recursive-bisection tree: first between the two
     halves of the blocks, then between quarters, ..., before the k-way refinement.
@@ -1142,13 +1168,15 @@ def _tree_refine(stream, part, k, eps, order, state, group_cuts, passes):
     pass (on the 20M-edge 4-block graph, 2-way LP goes from a random-like split to the exact
     block bisection in 5 passes); each depth then starts from the one above.  Each depth keeps
     a share of the imbalance (``(1 + eps) ** (d / D)``) so the levels below stay feasible.
-    Vertices that change group take the emptiest block of their new group.
+    A vertex that changes group takes the block of its new group holding most of its
+    neighbours (among blocks with room), so the next depth starts close to converged.
 
     Returns:
         list: per depth ``(groups, passes, gain)``.
     """
     levels = bisection_tree_levels(k)
     n = part.size
+    lcap = capacity(n, k, eps)
     depth_total = len(levels) + 1
     done = []
     for d, (gmap, glo, ghi) in enumerate(levels, start=1):
@@ -1156,11 +1184,11 @@ def _tree_refine(stream, part, k, eps, order, state, group_cuts, passes):
         per = k // ng
         gcap = max(int(math.floor(n * per / k * (1.0 + eps) ** (d / depth_total))),
                    -(-n * per // k))
-        gpart = gmap[part]
-        gsize = np.bincount(gpart, minlength=ng).astype(np.int64)
-        rp, gain = _stream_refine(stream, gpart, gsize, ng, gcap, order, state, passes,
-                                  int(group_cuts[d - 1]), 0, min_gain=0.01)
-        _reassign_blocks(part, gpart, gmap, glo, ghi, k)
+        lsize = np.bincount(part, minlength=k).astype(np.int64)
+        gsize = np.add.reduceat(lsize, glo)
+        rp, gain = _stream_refine(stream, part, gsize, ng, gcap, order, state, passes,
+                                  int(group_cuts[d - 1]), 0, min_gain=0.01,
+                                  groups=(gmap, glo, ghi, lsize, lcap))
         logger.info("GREM tree refinement, %d groups: %d passes, %d fewer cut edges", ng, rp,
                     gain)
         done.append((ng, rp, int(gain)))

@@ -317,15 +317,26 @@ def test_bisection_tree_levels_are_contiguous_equal_groups():
             assert np.array_equal(gmap, np.repeat(np.arange(lo.size), hi - lo))
 
 
-def test_reassign_blocks_keeps_stayers_and_fills_emptiest():
-    from argosy.services.partitioner.grem import _reassign_blocks, bisection_tree_levels
+def test_group_move_takes_the_block_with_most_neighbours():
+    """Refining between groups {0,1} | {2,3}: a vertex of group 0 whose neighbours are all in
+    group 1 moves there and takes block 3, which holds most of them; others stay put."""
+    from argosy.services.partitioner.grem import _stream_refine_chunk, bisection_tree_levels
 
-    gmap, lo, hi = bisection_tree_levels(4)[0]          # blocks {0,1} | {2,3}
-    part = np.array([0, 0, 1, 2, 3, 3, 0, 1], np.int32)
-    gpart = np.array([0, 0, 0, 1, 1, 1, 1, 1], np.int32)  # the last two moved to group 1
-    _reassign_blocks(part, gpart, gmap, lo, hi, 4)
-    assert part[:6].tolist() == [0, 0, 1, 2, 3, 3]
-    assert sorted(part[6:].tolist()) == [2, 2]            # block 2 had 1 vertex, block 3 had 2
+    gmap, lo, hi = bisection_tree_levels(4)[0]
+    # vertex 0 (block 0) -> neighbours 1 (block 2), 2, 3 (block 3); vertex 4 (block 1) -> 5 (block 0)
+    adj = {0: [1, 2, 3], 1: [0], 2: [0], 3: [0], 4: [5], 5: [4]}
+    src = np.array([v for v in adj for _ in adj[v]], np.int32)
+    dst = np.array([u for v in adj for u in adj[v]], np.int32)
+    starts = np.concatenate([[0], np.cumsum([len(adj[v]) for v in adj])]).astype(np.int64)
+    part = np.array([0, 2, 3, 3, 1, 0], np.int32)
+    lsize = np.bincount(part, minlength=4).astype(np.int64)
+    gsize = np.add.reduceat(lsize, lo)
+    conn, touched = np.zeros(2, np.int64), np.empty(2, np.int64)
+    moved, gain = _stream_refine_chunk(src, dst, starts, np.arange(6), part, gsize, 10, conn,
+                                       touched, 2, gmap, lo, hi, lsize, 10)
+    assert part[0] == 3 and moved == 1 and gain == 3
+    assert part[1:].tolist() == [2, 3, 3, 1, 0]          # 4 and 5 share group 0: no move
+    assert gsize.tolist() == [2, 4] and lsize.tolist() == [1, 1, 1, 3]
 
 
 def test_tree_refinement_finds_few_large_blocks(tmp_path):
