@@ -586,7 +586,8 @@ def paired_mode(args) -> None:
         r = dict(family=fam, grem_s=g.get("seconds"), metis_s=mt.get("seconds"),
                  grem_mib=g.get("peak_rss_mib"), metis_mib=mt.get("peak_rss_mib"),
                  grem_cut=g.get("edge_cut_fraction"), metis_cut=mt.get("edge_cut_fraction"),
-                 load=os.getloadavg()[0], sweep_n=n, sweep_m=m, k=k)
+                 load=os.getloadavg()[0], sweep_n=n, sweep_m=m, k=k,
+                 date=time.strftime("%Y-%m-%d %H:%M"))
         if r["grem_s"] and r["metis_s"]:
             r["time_ratio"] = r["grem_s"] / r["metis_s"]
         print(json.dumps(r), flush=True)

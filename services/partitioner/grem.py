@@ -1155,7 +1155,19 @@ def bisection_tree_levels(k: int):
         nodes = kids
 
 
-def _tree_refine(stream, part, k, eps, order, state, group_cuts, passes):
+@numba.njit(cache=True)
+def _count_group_cuts(src, dst, part, gmaps, out):
+    """Entries of a chunk cut between the groups of each row of ``gmaps`` (block -> group)."""
+    for i in range(src.size):
+        a = part[src[i]]
+        b = part[dst[i]]
+        if a != b:
+            for lv in range(gmaps.shape[0]):
+                if gmaps[lv, a] != gmaps[lv, b]:
+                    out[lv] += 1
+
+
+def _tree_refine(stream, part, k, eps, order, state, passes):
     """Streaming LP refinement down the recursive-bisection tree: first between the two
     halves of the blocks, then between quarters, ..., before the k-way refinement.
 
@@ -1177,6 +1189,10 @@ def _tree_refine(stream, part, k, eps, order, state, group_cuts, passes):
     levels = bisection_tree_levels(k)
     n = part.size
     lcap = capacity(n, k, eps)
+    gmaps = np.stack([lv[0] for lv in levels])
+    group_cuts = np.zeros(len(levels), np.int64)   # each depth's cut, for its stopping rule
+    for src, dst in stream:
+        _count_group_cuts(src, dst, part, gmaps, group_cuts)
     depth_total = len(levels) + 1
     done = []
     for d, (gmap, glo, ghi) in enumerate(levels, start=1):
@@ -1350,11 +1366,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                                       seed=seed * 1000003 + 17 * cyc, vcycles=vc)
         coarse_cut = int(edge_cut_csr(cx, ca, ce, cpart)) * 2  # directed entries
         tree = fresh and not whole and tree_refine and initial == "rb" and nc > k and \
-            stream.grouped and k > 2
-        if tree:  # cut of each depth's groups of blocks, for the tree refinement's stops
-            group_cuts = [int(edge_cut_csr(cx, ca, ce, lv[0][cpart])) * 2
-                          for lv in bisection_tree_levels(k)]
-            tree = bool(group_cuts)
+            stream.grouped and bool(bisection_tree_levels(k))
         del cx, ca, ce
         part = cpart.astype(np.int32)[cmap]
         del cmap, cpart
@@ -1365,15 +1377,31 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             coarse_cut = -1
         projected = coarse_cut
         if tree:
-            # 4a. refinement down the bisection tree (halves, quarters, ...): see _tree_refine
-            cd["tree_refine"] = _tree_refine(stream, part, k, eps, order, state, group_cuts,
-                                             refine_passes + 2)
-            size = np.bincount(part, minlength=k).astype(np.int64)
-            if size.max() > cap:
-                force_balance(part, k, cap)
-                size = np.bincount(part, minlength=k).astype(np.int64)
-            coarse_cut = sum(int(count_cut(src, dst, part)) for src, dst in stream)
-            cd["cut_after_tree"] = coarse_cut // 2
+            # 4a. k-way LP from the projection (while a pass removes 2 % of the cut, as step 4
+            # would), then from that result the refinement down the bisection tree (halves,
+            # quarters, ...; see _tree_refine) and k-way LP again; the better of the two goes
+            # on to step 4 (the tree imposes a binary hierarchy that can fit worse, e.g. 5
+            # planted blocks in 16 parts)
+            lp_only = 4 * max(refine_passes, 1)
+            _, g0 = _stream_refine(stream, part, size, k, cap, order, state, lp_only,
+                                   coarse_cut, 0, min_gain=0.02)
+            cut_kway = coarse_cut - 2 * g0
+            alt = part.copy()
+            cd["tree_refine"] = _tree_refine(stream, alt, k, eps, order, state, lp_only)
+            asize = np.bincount(alt, minlength=k).astype(np.int64)
+            if asize.max() > cap:
+                force_balance(alt, k, cap)
+                asize = np.bincount(alt, minlength=k).astype(np.int64)
+            cut_tree = sum(int(count_cut(src, dst, alt)) for src, dst in stream)
+            _, g1 = _stream_refine(stream, alt, asize, k, cap, order, state, lp_only, cut_tree, 0,
+                                   min_gain=0.02)
+            cut_tree -= 2 * g1
+            cd.update(cut_kway_lp=cut_kway // 2, cut_tree_lp=cut_tree // 2)
+            if cut_tree < cut_kway:
+                part, size, coarse_cut = alt, asize, cut_tree
+            else:
+                coarse_cut = cut_kway
+            del alt
         t3 = time.perf_counter()
         # 4. streaming refinement
         keep = part.copy() if not stream.grouped else None
