@@ -936,6 +936,7 @@ DENSE_CLUSTER_GRAPH_BYTES = 64 << 20
 CLUSTER_KEY_BLOCK = 1 << 20
 # cluster-graph entries up to which the in-memory partitioner repeats its runs
 ML_EFFORT_ENTRIES = 1 << 21
+TREE_MIN_LP_GAIN = 0.005  # tree refinement only after k-way LP removed >= 0.5 % of the projected cut
 
 
 def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_every: int):
@@ -1375,6 +1376,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             force_balance(part, k, cap)
             size = np.bincount(part, minlength=k).astype(np.int64)
             coarse_cut = -1
+        if tree and coarse_cut < 0:  # rebalanced after projection: count the cut
+            coarse_cut = sum(int(count_cut(src, dst, part)) for src, dst in stream)
         projected = coarse_cut
         if tree:
             # 4a. k-way LP from the projection (while a pass removes 2 % of the cut, as step 4
@@ -1386,6 +1389,13 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             _, g0 = _stream_refine(stream, part, size, k, cap, order, state, lp_only,
                                    coarse_cut, 0, min_gain=0.02)
             cut_kway = coarse_cut - 2 * g0
+            coarse_cut = cut_kway
+            # a projection that LP barely improves already carries the structure (clustered
+            # graphs, e.g. DC-SBM: 30 of 1.86M cut edges): the tree is for projections far from
+            # a local optimum, and would only cost its passes
+            tree = cut_kway < (1.0 - TREE_MIN_LP_GAIN) * projected
+            cd["cut_kway_lp"] = cut_kway // 2
+        if tree:
             alt = part.copy()
             cd["tree_refine"] = _tree_refine(stream, alt, k, eps, order, state, lp_only)
             asize = np.bincount(alt, minlength=k).astype(np.int64)
@@ -1396,11 +1406,9 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             _, g1 = _stream_refine(stream, alt, asize, k, cap, order, state, lp_only, cut_tree, 0,
                                    min_gain=0.02)
             cut_tree -= 2 * g1
-            cd.update(cut_kway_lp=cut_kway // 2, cut_tree_lp=cut_tree // 2)
+            cd["cut_tree_lp"] = cut_tree // 2
             if cut_tree < cut_kway:
                 part, size, coarse_cut = alt, asize, cut_tree
-            else:
-                coarse_cut = cut_kway
             del alt
         t3 = time.perf_counter()
         # 4. streaming refinement
