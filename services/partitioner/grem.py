@@ -25,7 +25,10 @@ Algorithm (each step a numba kernel over one chunk; Python only loops over chunk
    to the block it has most neighbours in (a length-k scratch array per visit) if that reduces
    the cut and the block stays under the hard capacity ``ceil((1 + eps) n / k)``; then a
    buffered k-way FM (hill climbing with rollback) runs on the chunk's vertices with the rest
-   of the graph fixed.  With vertex-aligned chunks (CSR input) all gains are exact; for
+   of the graph fixed.  In the first cycle, when k-way LP moved the projected partition by
+   0.5 % or more, LP also runs between groups of blocks down the recursive-bisection tree
+   (halves, quarters, ...; ``_tree_refine``) and the better of the two results goes on.
+   With vertex-aligned chunks (CSR input) all gains are exact; for
    unaligned edge lists only the LP moves run and the refined cut is checked at the end
    (the projected partition is kept if refinement did not help).
 5. **Streamed V-cycles** (``stream_cycles``): starting from the better of the multilevel and
@@ -1376,6 +1379,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             force_balance(part, k, cap)
             size = np.bincount(part, minlength=k).astype(np.int64)
             coarse_cut = -1
+        t3 = time.perf_counter()  # steps 4a and 4 count as refinement time
         if tree and coarse_cut < 0:  # rebalanced after projection: count the cut
             coarse_cut = sum(int(count_cut(src, dst, part)) for src, dst in stream)
         projected = coarse_cut
@@ -1410,7 +1414,6 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             if cut_tree < cut_kway:
                 part, size, coarse_cut = alt, asize, cut_tree
             del alt
-        t3 = time.perf_counter()
         # 4. streaming refinement
         keep = part.copy() if not stream.grouped else None
         rp, gain = _stream_refine(stream, part, size, k, cap, order, state, refine_passes,
