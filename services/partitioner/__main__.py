@@ -64,8 +64,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# glibc's malloc raises its mmap threshold (to 32 MiB) and heap trim threshold (to 64 MiB) as large
+# blocks are freed, so after the first passes tens of MiB of freed chunk buffers stay in the heap,
+# counted in RSS, while new large arrays are mapped beside them: 338-357 MiB peak on a 2M-vertex
+# mesh against 297-302 MiB with the thresholds fixed (mmap >= 16 MiB, trim at 128 KiB), for 0-4 %
+# more time (chunk-sized buffers still come from the heap without page faults)
+HEAP_MMAP_THRESHOLD = 16 << 20
+
+
+def limit_heap_retention() -> bool:
+    """Fix glibc's malloc thresholds so freed memory goes back to the OS (peak RSS is part of the
+    partitioner's spec).  No-op off glibc or when the user set ``MALLOC_*_THRESHOLD_`` already."""
+    import ctypes
+    import os
+
+    if any(k.startswith("MALLOC_") and k.endswith("THRESHOLD_") for k in os.environ):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc.mallopt(-3, HEAP_MMAP_THRESHOLD) == 1  # M_MMAP_THRESHOLD (fixes M_TRIM too)
+    except (OSError, AttributeError):
+        return False
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    limit_heap_retention()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s partitioner %(levelname)s: %(message)s")
     warnings.simplefilter("default")
     try:

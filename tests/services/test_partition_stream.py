@@ -527,3 +527,23 @@ def test_big_text_is_parsed_once(tmp_path, monkeypatch, gz):
     del st, raw
     gc.collect()
     assert list(spill.iterdir()) == []
+
+
+def test_heap_retention_is_limited_unless_the_user_chose(tmp_path):
+    """The partitioner fixes glibc's malloc thresholds (freed chunk buffers go back to the OS);
+    a user's own MALLOC_*_THRESHOLD_ setting wins."""
+    import platform
+    import subprocess
+    import sys
+
+    code = ("from argosy.services.partitioner.__main__ import limit_heap_retention as f; "
+            "print(f())")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert out == str(glibc)
+    env["MALLOC_TRIM_THRESHOLD_"] = "1048576"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"
