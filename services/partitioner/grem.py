@@ -939,6 +939,11 @@ DENSE_CLUSTER_GRAPH_BYTES = 64 << 20
 CLUSTER_KEY_BLOCK = 1 << 20
 # cluster-graph entries up to which the in-memory partitioner repeats its runs
 ML_EFFORT_ENTRIES = 1 << 21
+# streaming LP clustering stops once a pass moves fewer than this share of the vertices: later
+# passes polish clusters the cluster graph's partitioner and the refinement see through anyway
+# (20M R-MAT: passes 3-4 moved 0.2 % and 0.1 % for 1.3 s each; stopping at 1 % cut 10 % of the
+# time for +0.05 % cut; the 7 real graphs' geometric mean went 0.936 -> 0.932)
+LP_STOP_MOVED = 0.01
 TREE_MIN_LP_GAIN = 0.005  # tree refinement only after k-way LP removed >= 0.5 % of the projected cut
 
 
@@ -1043,7 +1048,7 @@ def _stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=
         done += 1
         logger.info("GREM clustering pass %d: %d vertices moved (%.1f%%)", p + 1, moved,
                     100.0 * moved / max(n, 1))
-        if moved <= n // 1000:
+        if moved <= LP_STOP_MOVED * n:
             break
         if p == 0:
             # renumber the surviving clusters 0..nc-1: the per-cluster arrays shrink from n
