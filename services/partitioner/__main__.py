@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 # glibc's malloc raises its mmap threshold (to 32 MiB) and heap trim threshold (to 64 MiB) as large
 # blocks are freed, so after the first passes tens of MiB of freed chunk buffers stay in the heap,
 # counted in RSS, while new large arrays are mapped beside them: 338-357 MiB peak on a 2M-vertex
-# mesh against 297-302 MiB with the thresholds fixed (mmap >= 16 MiB, trim at 128 KiB), for 0-4 %
+# mesh against 287-302 MiB with the thresholds fixed (mmap >= 16 MiB, trim at 128 KiB), for 0-4 %
 # more time (chunk-sized buffers still come from the heap without page faults)
 HEAP_MMAP_THRESHOLD = 16 << 20
 

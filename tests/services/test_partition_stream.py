@@ -529,7 +529,7 @@ def test_big_text_is_parsed_once(tmp_path, monkeypatch, gz):
     assert list(spill.iterdir()) == []
 
 
-def test_heap_retention_is_limited_unless_the_user_chose(tmp_path):
+def test_heap_retention_is_limited_unless_the_user_chose():
     """The partitioner fixes glibc's malloc thresholds (freed chunk buffers go back to the OS);
     a user's own MALLOC_*_THRESHOLD_ setting wins."""
     import platform
