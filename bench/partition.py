@@ -466,6 +466,9 @@ def _families():
         "rmat": ("R-MAT / Kronecker, Graph500 a, b, c = 0.57, 0.19, 0.19, 2^scale vertices",
                  lambda p, n, m, s: syn.write_rmat_edge_list(p, max(1, round(math.log2(n))), m,
                                                             seed=s)),
+        "chunglu": ("Chung-Lu power law, exponent 2.1, no other structure (heavier hubs "
+                    "than R-MAT; duplicates as sampled)",
+                    lambda p, n, m, s: syn.write_chunglu_edge_list(p, n, m, 2.1, s)),
         "regular": ("near-regular random: every vertex sends 2m/n/2 edges to random vertices",
                     lambda p, n, m, s: syn.write_regular_edge_list(p, n, max(2, 2 * m // n), s)),
         "geometric": ("random geometric graph in the unit square (road/mesh-like)",

@@ -618,7 +618,8 @@ def _merge_rate_chunk(src, dst, starts, label, labs, cand, cnt, rnd, rndw, state
 
     Returns:
         int: sum over the chunk's vertices of their distinct neighbouring clusters (an upper
-        bound on their share of the cluster graph's entries).
+        bound on their share of the cluster graph's entries; inside blocks, cross-block
+        neighbours are counted by their entries, without sorting them).
     """
     ns = cand.shape[1]
     distinct = 0
@@ -633,6 +634,7 @@ def _merge_rate_chunk(src, dst, starts, label, labs, cand, cnt, rnd, rndw, state
                 if part[dst[e]] == pv:
                     labs[d] = label[dst[e]]
                     d += 1
+            distinct += (b - a) - d  # cross-block entries bound their distinct clusters
         else:
             d = b - a
             for e in range(a, b):
@@ -762,7 +764,8 @@ def _merge_apply(cand, cnt, rnd, csize, maxw, state, cpart, use_part):
     return parent
 
 
-def _stream_merge(stream, cmap, nc, maxw, budget, part, state, max_passes=16):
+def _stream_merge(stream, cmap, nc, maxw, budget, part, state, max_passes=16,
+                  until_stall=False):
     """Coarsen the clustering further by streamed merge passes until the cluster graph is
     certain to fit ``budget`` entries.
 
@@ -770,6 +773,9 @@ def _stream_merge(stream, cmap, nc, maxw, budget, part, state, max_passes=16):
     distinct neighbouring clusters; merging stops once either bound is within ``budget``, when
     a pass shrinks the clustering by less than 10 %, or after ``max_passes``.  One pass reads
     the stream once and holds O(nc) state.
+
+    ``until_stall`` ignores the per-vertex bound (merging then stops on ``nc**2``, on stalling
+    or on ``max_passes``).
 
     Returns:
         tuple: ``(cmap, nc, passes, entries_bound)``.
@@ -793,7 +799,7 @@ def _stream_merge(stream, cmap, nc, maxw, budget, part, state, max_passes=16):
                                           state, part if use_part else cpart, use_part)
         del rndw
         passes += 1
-        if distinct <= budget:  # the cluster graph already fits: keep the clusters as they are
+        if distinct <= budget and not until_stall:  # fits: keep the clusters as they are
             bound = distinct
             break
         csize = np.bincount(cmap, minlength=nc).astype(np.int64)
@@ -806,7 +812,7 @@ def _stream_merge(stream, cmap, nc, maxw, budget, part, state, max_passes=16):
         logger.info("GREM merge pass %d: %d -> %d clusters", passes, nc, nc2)
         shrink = nc2 / max(nc, 1)
         nc = nc2
-        bound = min(nc * nc, distinct)
+        bound = nc * nc if until_stall else min(nc * nc, distinct)
         if shrink > 0.9:  # another full read of the stream would buy little
             break
     return cmap, nc, passes, bound
@@ -947,7 +953,8 @@ LP_STOP_MOVED = 0.01
 TREE_MIN_LP_GAIN = 0.005  # tree refinement only after k-way LP removed >= 0.5 % of the projected cut
 
 
-def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_every: int):
+def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_every: int,
+                        limit: Optional[int] = None):
     """Stream the edges once and build the weighted CSR of the cluster graph.
 
     With few clusters (``nc**2`` counters within :data:`DENSE_CLUSTER_GRAPH_BYTES`) the
@@ -956,8 +963,12 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
     and the runs are merged into the accumulator once ``merge_every`` or half the accumulator's
     size of them are pending (memory: about twice the cluster graph plus ``merge_every``).
 
+    With ``limit``, the build stops as soon as the accumulated graph holds more than ``limit``
+    entries (it only grows, so the whole graph would too) and returns ``None``: the caller's
+    memory bound holds even where its entry estimate was wrong.
+
     Returns:
-        tuple: ``(xadj, adj, ew, total_entries)``.
+        tuple: ``(xadj, adj, ew, total_entries)``, or ``None`` when over ``limit``.
     """
     total = 0
     if nc * nc * 8 <= DENSE_CLUSTER_GRAPH_BYTES:
@@ -966,6 +977,8 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
             total += src.size
             _accumulate_dense(src, dst, cmap, w, nc)
         xadj, adj, ew = _dense_to_csr(w, nc)
+        if limit is not None and adj.size > limit:
+            return None
         return xadj, adj, ew, total
     # sorted runs of (key, weight): each block of a chunk gives one; runs are merged linearly
     # (no argsort, no fancy-index copies) once pending entries reach half the accumulated
@@ -990,9 +1003,13 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
         if pend >= max(merge_every, acc_k.size // 2):
             acc_k, acc_w = _merge_runs([(acc_k, acc_w)] + runs)
             runs, pend = [], 0
+            if limit is not None and acc_k.size > limit:
+                return None
     if runs:
         acc_k, acc_w = _merge_runs([(acc_k, acc_w)] + runs)
         del runs
+    if limit is not None and acc_k.size > limit:
+        return None
     rows = acc_k // nc
     adj = acc_k % nc
     xadj = np.zeros(nc + 1, np.int64)
@@ -1339,8 +1356,27 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         logger.info("GREM cycle %d: %d clusters in %.1f s; building the cluster graph", cyc,
                     nc, time.perf_counter() - t0)
         t1 = time.perf_counter()
-        # 2. cluster graph
-        cx, ca, ce, entries = build_cluster_graph(stream, cmap, nc, 1 << 20)
+        # 2. cluster graph; a V-cycle's is built within the budget: merging inside blocks can
+        # stall above it where most edges cross blocks (a heavy-tailed power law: 22.9M entries
+        # for a 4M budget at 20M edges, when the bound still left out cross-block pairs); then
+        # merge until the merging stalls, and stop the V-cycles if it still does not fit
+        limit = None if part is None else cluster_budget(n)
+        built = build_cluster_graph(stream, cmap, nc, 1 << 20, limit)
+        if built is None:
+            logger.info("GREM cycle %d: cluster graph over its budget of %d entries; merging "
+                        "further", cyc, limit)
+            cmap, nc, more, _ = _stream_merge(stream, cmap, nc, maxw, limit, part, state,
+                                              until_stall=True)
+            cd.update(merge_passes=mpasses + more, clusters=int(nc))
+            built = build_cluster_graph(stream, cmap, nc, 1 << 20, limit)
+        if built is None:
+            logger.info("GREM cycle %d: cluster graph still over its budget after %d clusters; "
+                        "no more V-cycles", cyc, nc)
+            det["vcycles_skipped"] = "cluster-graph-over-budget"
+            del cmap
+            break
+        cx, ca, ce, entries = built
+        del built
         cvw = np.bincount(cmap, minlength=nc).astype(np.int64)
         cd.update(cluster_graph_entries=int(ca.size))
         logger.info("GREM cycle %d: cluster graph %d entries; partitioning it", cyc, ca.size)

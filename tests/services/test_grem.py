@@ -303,6 +303,48 @@ def test_cluster_graph_sparse_path_matches_reference(planted_graph, monkeypatch,
     assert total == src.size == int(ref.sum() + np.sum(cmap[src] == cmap[dst]))
     assert np.all(np.diff(adj)[np.diff(rows) == 0] > 0)  # sorted, distinct within a row
     np.testing.assert_array_equal(got, ref)
+    # with a limit: the same graph when it fits, None as soon as it cannot
+    lim = grem.build_cluster_graph(stream, cmap, nc, merge_every, limit=adj.size)
+    np.testing.assert_array_equal(lim[1], adj)
+    assert grem.build_cluster_graph(stream, cmap, nc, merge_every, limit=adj.size - 1) is None
+
+
+def test_vcycle_cluster_graph_stays_within_budget(tmp_path, monkeypatch, caplog):
+    """A streamed V-cycle merges only inside blocks, which can stall above the cluster-graph
+    budget on a heavy-tailed power law (most edges cut): the V-cycle's cluster graph is built
+    under the budget, merged further when over it, and the V-cycles stop if it still does not
+    fit; the partition stays valid either way."""
+    import logging
+
+    from argosy.services.partitioner import grem
+    from argosy.shared.synthetic import write_chunglu_edge_list
+
+    n, k = 20000, 8
+    write_chunglu_edge_list(tmp_path / "cl.npy", n, 200000, 2.1, seed=3)
+    built = []
+    real_build = grem.build_cluster_graph
+
+    def spy(stream, cmap, nc, merge_every, limit=None):
+        out = real_build(stream, cmap, nc, merge_every, limit)
+        built.append((limit, None if out is None else out[1].size))
+        return out
+
+    monkeypatch.setattr(grem, "build_cluster_graph", spy)
+    for budget in (60000, 5000):
+        built.clear()
+        monkeypatch.setattr(grem, "cluster_budget", lambda n_, b=budget: b)
+        with caplog.at_level(logging.INFO, logger="argosy.partitioner"):
+            r = partition_stream(open_edge_stream(tmp_path / "cl.npy", chunk_edges=50000), k,
+                                 method="grem", seed=0, whole_graph=False)
+        assert r.part_sizes.max() <= capacity(n, k, 0.03)
+        vcycles = [b for b in built if b[0] is not None]
+        assert vcycles and all(lim == budget for lim, _ in vcycles)
+        assert all(size is None or size <= budget for _, size in vcycles)
+        assert any(size is None for _, size in vcycles)  # a build went over and stopped
+        assert "over its budget" in caplog.text
+        if built[-1][1] is None:  # gave up: no partition from an over-budget graph
+            assert r.details["vcycles_skipped"] == "cluster-graph-over-budget"
+        caplog.clear()
 
 
 def test_bisection_tree_levels_are_contiguous_equal_groups():
