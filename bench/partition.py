@@ -469,6 +469,9 @@ def _families():
         "chunglu": ("Chung-Lu power law, exponent 2.1, no other structure (heavier hubs "
                     "than R-MAT; duplicates as sampled)",
                     lambda p, n, m, s: syn.write_chunglu_edge_list(p, n, m, 2.1, s)),
+        "skewed": ("SBM, 64 communities of Zipf(1.2) sizes (the largest 29 % of n), 5 % mixing, "
+                   "uniform degrees",
+                   lambda p, n, m, s: syn.write_skewed_sbm_edge_list(p, n, m, 64, 1.2, 0.05, s)),
         "regular": ("near-regular random: every vertex sends 2m/n/2 edges to random vertices",
                     lambda p, n, m, s: syn.write_regular_edge_list(p, n, max(2, 2 * m // n), s)),
         "geometric": ("random geometric graph in the unit square (road/mesh-like)",

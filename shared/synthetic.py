@@ -18,7 +18,7 @@ from argosy.shared.graphio import Graph, csr_from_edges
 
 __all__ = ["generate_dcsbm", "dcsbm_edge_chunks", "write_dcsbm_edge_list", "write_planted_edge_list",
            "planted_blocks", "write_rmat_edge_list", "write_regular_edge_list",
-           "write_geometric_edge_list"]
+           "write_geometric_edge_list", "write_chunglu_edge_list", "write_skewed_sbm_edge_list"]
 
 
 def _model(num_nodes: int, num_communities: int, power_law: float, rng: np.random.Generator):
@@ -456,6 +456,37 @@ def write_chunglu_edge_list(path, num_nodes: int, num_edges: int, exponent: floa
         for j in range(2):
             ends = np.searchsorted(cdf, rng.random(buf.shape[0]), side="right")
             buf[:, j] = perm[np.minimum(ends, n - 1)]
+
+    return _write_rows(path, num_edges, np.int32, fill, chunk_edges=1 << 22)
+
+
+def write_skewed_sbm_edge_list(path, num_nodes: int, num_edges: int, communities: int = 64,
+                               zipf: float = 1.2, mixing: float = 0.05, seed: int = 0) -> int:
+    """Stochastic block model with Zipf-sized communities: community ``i`` holds a share
+    ``(i + 1) ** -zipf`` of the vertices (64 communities, 1.2: the largest 29 % of n, the
+    smallest 0.2 %), so a k-way partition must pack whole communities and split the few larger
+    than a block.  Uniform degrees; an edge's source is uniform, its destination uniform inside
+    the source's community with probability ``1 - mixing``, else anywhere.  Ids shuffled."""
+    if num_nodes < communities or num_edges < 1 or communities < 1 or not 0 <= mixing <= 1:
+        raise ValueError(f"bad skewed-SBM parameters: n={num_nodes}, m={num_edges}, "
+                         f"communities={communities}, mixing={mixing}")
+    n = int(num_nodes)
+    share = np.arange(1, communities + 1, dtype=np.float64) ** -float(zipf)
+    sizes = np.maximum(1, (share / share.sum() * n).astype(np.int64))
+    sizes[0] += n - sizes.sum()
+    start = np.concatenate([[0], np.cumsum(sizes)])
+    comm = np.repeat(np.arange(communities), sizes)
+    perm = np.random.default_rng(seed).permutation(n).astype(np.int32)
+
+    def fill(a, buf):
+        rng = np.random.default_rng([seed, a])
+        src = rng.integers(0, n, buf.shape[0])
+        c = comm[src]
+        dst = start[c] + (rng.random(buf.shape[0]) * sizes[c]).astype(np.int64)
+        out = rng.random(buf.shape[0]) < mixing
+        dst[out] = rng.integers(0, n, int(out.sum()))
+        buf[:, 0] = perm[src]
+        buf[:, 1] = perm[dst]
 
     return _write_rows(path, num_edges, np.int32, fill, chunk_edges=1 << 22)
 

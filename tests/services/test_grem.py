@@ -234,7 +234,7 @@ def test_grem_streamed_merging_keeps_quality(tmp_path, monkeypatch):
     assert _agreement(truth, r.assignment, k) >= 0.95
 
 
-@pytest.mark.parametrize("family", ["rmat", "regular", "geometric"])
+@pytest.mark.parametrize("family", ["rmat", "regular", "geometric", "chunglu", "skewed"])
 def test_grem_structureless_families_balanced_and_beat_hash(tmp_path, family):
     from argosy.shared import synthetic as syn
 
@@ -243,6 +243,10 @@ def test_grem_structureless_families_balanced_and_beat_hash(tmp_path, family):
         syn.write_rmat_edge_list(p, 12, 40000, seed=1)
     elif family == "regular":
         syn.write_regular_edge_list(p, 4000, 10, seed=1)
+    elif family == "chunglu":
+        syn.write_chunglu_edge_list(p, 4000, 40000, 2.1, seed=1)
+    elif family == "skewed":
+        syn.write_skewed_sbm_edge_list(p, 4000, 40000, 64, 1.2, 0.05, seed=1)
     else:
         syn.write_geometric_edge_list(p, 4000, 8.0, seed=1)
     st = open_edge_stream(p, chunk_edges=8000)
@@ -253,6 +257,8 @@ def test_grem_structureless_families_balanced_and_beat_hash(tmp_path, family):
     assert g.edge_cut < h.edge_cut
     if family == "geometric":  # a mesh-like graph has tiny cuts: far below random
         assert g.edge_cut_fraction < 0.1
+    if family == "skewed":  # 5 % mixing: most edges stay inside communities
+        assert g.edge_cut_fraction < 0.5
 
 
 def test_streamed_vcycles_skipped_only_after_poor_clusters(tmp_path):
