@@ -1356,19 +1356,33 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         logger.info("GREM cycle %d: %d clusters in %.1f s; building the cluster graph", cyc,
                     nc, time.perf_counter() - t0)
         t1 = time.perf_counter()
-        # 2. cluster graph; a V-cycle's is built within the budget: merging inside blocks can
-        # stall above it where most edges cross blocks (a heavy-tailed power law: 22.9M entries
-        # for a 4M budget at 20M edges, when the bound still left out cross-block pairs); then
-        # merge until the merging stalls, and stop the V-cycles if it still does not fit
-        limit = None if part is None else cluster_budget(n)
+        # 2. cluster graph, built within the budget.  Merging can stall above it: inside
+        # blocks where most edges cross blocks (a heavy-tailed power law: 22.9M entries for a 4M
+        # budget at 20M edges, when the bound still left out cross-block pairs), and in cycle 0
+        # where the size limit keeps clusters small (R-MAT at k = 256: 234-vertex clusters,
+        # 18.7M entries).  Then merge until the merging stalls, in cycle 0 with the size limit
+        # doubled each time up to a block's n / k vertices (coarse vertices that big still
+        # pack, and refinement moves single vertices); a V-cycle still over the budget ends
+        # the V-cycles, a first cycle is built over it (with a warning) as a last resort
+        limit = None if whole else cluster_budget(n)
         built = build_cluster_graph(stream, cmap, nc, 1 << 20, limit)
-        if built is None:
+        while built is None and (part is not None or maxw < n // k):
+            if part is None:
+                maxw = min(2 * maxw, max(1, n // k))
             logger.info("GREM cycle %d: cluster graph over its budget of %d entries; merging "
-                        "further", cyc, limit)
+                        "further (clusters up to %d vertices)", cyc, limit, maxw)
             cmap, nc, more, _ = _stream_merge(stream, cmap, nc, maxw, limit, part, state,
                                               until_stall=True)
-            cd.update(merge_passes=mpasses + more, clusters=int(nc))
+            mpasses += more
+            cd.update(merge_passes=mpasses, clusters=int(nc), max_cluster=maxw)
             built = build_cluster_graph(stream, cmap, nc, 1 << 20, limit)
+            if part is not None:
+                break
+        if built is None and part is None:
+            logger.warning("GREM cycle 0: the cluster graph does not fit its budget of %d "
+                           "entries even with %d-vertex clusters; building it anyway", limit,
+                           maxw)
+            built = build_cluster_graph(stream, cmap, nc, 1 << 20)
         if built is None:
             logger.info("GREM cycle %d: cluster graph still over its budget after %d clusters; "
                         "no more V-cycles", cyc, nc)

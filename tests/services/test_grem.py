@@ -283,6 +283,26 @@ def test_streamed_vcycles_skipped_only_after_poor_clusters(tmp_path):
     assert "vcycles_skipped" not in rg.details and len(c) >= 2
 
 
+def test_first_cycle_relaxes_cluster_size_before_the_budget(tmp_path, monkeypatch):
+    """With many blocks the size limit (eps * n / k) keeps clusters tiny and merging stalls with
+    a cluster graph far over the budget (R-MAT, k = 256, 20M edges: 18.7M entries for 4.2M):
+    the first cycle doubles the size limit and merges on until the graph fits."""
+    from argosy.services.partitioner import grem
+    from argosy.shared import synthetic as syn
+
+    p = tmp_path / "rmat.npy"
+    syn.write_rmat_edge_list(p, 12, 40000, seed=1)
+    budget, k = 6000, 32
+    monkeypatch.setattr(grem, "cluster_budget", lambda n_: budget)
+    st = open_edge_stream(p, chunk_edges=8000)
+    r = partition_stream(st, k, method="grem", seed=0, whole_graph=False)
+    c0 = r.details["cycles"][0]
+    small = max(1, int(0.03 * st.num_nodes / min(k, max(2, st.num_nodes // 160))))
+    assert c0["max_cluster"] > small                 # the limit was relaxed ...
+    assert c0["cluster_graph_entries"] <= budget     # ... until the cluster graph fit
+    assert r.part_sizes.max() <= capacity(st.num_nodes, k, 0.03)
+
+
 @pytest.mark.parametrize("block,merge_every", [(1 << 20, 1 << 20), (97, 50)])
 def test_cluster_graph_sparse_path_matches_reference(planted_graph, monkeypatch, block, merge_every):
     """The sparse cluster-graph builder (blocks of sorted runs, merged linearly) gives the exact
@@ -343,10 +363,10 @@ def test_vcycle_cluster_graph_stays_within_budget(tmp_path, monkeypatch, caplog)
             r = partition_stream(open_edge_stream(tmp_path / "cl.npy", chunk_edges=50000), k,
                                  method="grem", seed=0, whole_graph=False)
         assert r.part_sizes.max() <= capacity(n, k, 0.03)
-        vcycles = [b for b in built if b[0] is not None]
-        assert vcycles and all(lim == budget for lim, _ in vcycles)
-        assert all(size is None or size <= budget for _, size in vcycles)
-        assert any(size is None for _, size in vcycles)  # a build went over and stopped
+        limited = [b for b in built if b[0] is not None]
+        assert limited and all(lim == budget for lim, _ in limited)
+        assert all(size is None or size <= budget for _, size in limited)
+        assert any(size is None for _, size in limited)  # a build went over and stopped
         assert "over its budget" in caplog.text
         if built[-1][1] is None:  # gave up: no partition from an over-budget graph
             assert r.details["vcycles_skipped"] == "cluster-graph-over-budget"
