@@ -303,6 +303,27 @@ def test_first_cycle_relaxes_cluster_size_before_the_budget(tmp_path, monkeypatc
     assert r.part_sizes.max() <= capacity(st.num_nodes, k, 0.03)
 
 
+def test_cluster_budget_counts_vertices_with_edges(tmp_path, monkeypatch):
+    """An edge list over a sparse id space (most ids isolated) gets the budget of its vertices
+    with edges: no whole-graph start bought by empty ids (20M ids, 2M with edges, 20M edges:
+    2.5 GB and 226 s before), and the partition still packs the isolated ids for balance."""
+    from argosy.services.partitioner import grem
+
+    rng = np.random.default_rng(5)
+    ids = rng.choice(40000, 2000, replace=False)
+    e = ids[rng.integers(0, ids.size, (20000, 2))]
+    p = tmp_path / "sparse.npy"
+    np.save(p, e.astype(np.int32))
+    asked = []
+    monkeypatch.setattr(grem, "cluster_budget", lambda n_: asked.append(n_) or 2 * n_)
+    st = open_edge_stream(p, chunk_edges=8000)
+    assert st.num_nodes > 30000 and st.stream_entries <= 2 * st.num_nodes  # n would allow it
+    r = partition_stream(st, 8, method="grem", seed=0)
+    assert max(asked[1:]) <= 2000               # budgets from the 2,000 vertices with edges
+    assert not r.details["cycles"][0]["whole_graph"]  # 40k entries > 2 * 2,000: streamed
+    assert r.part_sizes.max() <= capacity(st.num_nodes, 8, 0.03)
+
+
 @pytest.mark.parametrize("block,merge_every", [(1 << 20, 1 << 20), (97, 50)])
 def test_cluster_graph_sparse_path_matches_reference(planted_graph, monkeypatch, block, merge_every):
     """The sparse cluster-graph builder (blocks of sorted runs, merged linearly) gives the exact
