@@ -1300,8 +1300,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             cut is lower than the multilevel one (it is on hub-first orders, e.g. SNAP ids).
         initial (str): initial partitioner of the cluster graph's coarsest level,
             ``"rb"`` (own, default) or ``"metis"`` (pymetis, optional).
-        whole_graph (bool): when the graph has no more entries than the cluster-graph budget,
-            partition it vertex by vertex in memory instead of clustering it first (False:
+        whole_graph (bool): when the graph has at most 2M entries (the least cluster-graph
+            budget), partition it vertex by vertex in memory before clustering it (False:
             always cluster in the stream, e.g. to measure the streaming path on small graphs).
         tree_refine (bool): before the first k-way streaming refinement, refine between the
             groups of blocks of the recursive-bisection tree, top down (see ``_tree_refine``).
@@ -1322,15 +1322,12 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
     # the streamed-clustering start follows as a second fresh start (better on road-like
     # graphs, where stream clusters are good coarse vertices) and the V-cycles go on from the
     # better of the two
-    # the cluster-graph budget is per vertex with an edge: an edge list over a sparse id space
-    # (20M ids, 2M of them with edges) must not buy a whole-graph start, or a cluster graph,
-    # ten times its size with its empty ids (2.5 GB and 226 s instead of ~300 MiB)
-    budget = cluster_budget(n)
-    if whole_graph and k > 1 and cluster_budget(0) < stream.stream_entries <= budget:
-        for src, _ in stream:
-            seen[src] = True
-        budget = cluster_budget(int(np.count_nonzero(seen)))
-        seen[:] = False
+    # the whole-graph start is for graphs small in absolute terms (at most the least budget,
+    # 2M entries, ~120 MB in memory): a large graph of average degree <= 2 is within 2 entries
+    # per vertex too, but partitioning it whole costs ~60 bytes per entry (a 20M-vertex tree:
+    # 2.5 GB and 108 s, against 1.1 GB and 36 s streamed), and an edge list over a sparse id
+    # space (20M ids, 2M with edges) bought it with its empty ids (2.5 GB and 226 s)
+    budget = cluster_budget(0)  # set from the vertices with edges by the first pass
     whole_first = whole_graph and k > 1 and stream.stream_entries <= budget
     for cyc in range(1 + max(0, stream_cycles) + int(whole_first)):
         cd: Dict = {}
@@ -1354,7 +1351,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                                                         greedy)
         if greedy is not None:
             _place_unseen(gpart, gsize, k)
-        if cyc == 0:
+        if cyc == 0:  # per vertex with an edge: empty ids of a sparse id space buy nothing
             budget = cluster_budget(int(np.count_nonzero(seen)))
         nc1 = nc
         if whole:
