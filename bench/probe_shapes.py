@@ -21,12 +21,6 @@ def shuffle_ids(e, n, rng):
     p = rng.permutation(n).astype(np.int32)
     return p[e]
 
-def chunglu(n, m, rng, gamma=2.1):
-    w = (np.arange(1, n + 1, dtype=np.float64)) ** (-1.0 / (gamma - 1))
-    c = np.cumsum(w); c /= c[-1]
-    s = np.searchsorted(c, rng.random(m)); d = np.searchsorted(c, rng.random(m))
-    return shuffle_ids(np.stack([s, d], 1), n, rng)
-
 def smallworld(n, m, rng, p=0.1):
     h = max(1, m // n)
     s = np.repeat(np.arange(n), h); d = (s + np.tile(np.arange(1, h + 1), n)) % n
@@ -60,15 +54,6 @@ def hub(n, m, rng):
     r = rng.integers(0, n, (m - (n - 1), 2))
     return shuffle_ids(np.concatenate([star, r]), n, rng)
 
-def zipfsbm(n, m, rng, mix=0.05):
-    sizes = (np.arange(1, 65, dtype=np.float64)) ** -1.2; sizes = np.maximum(1, (sizes / sizes.sum() * n).astype(np.int64))
-    sizes[0] += n - sizes.sum()
-    bl = np.repeat(np.arange(sizes.size), sizes); st = np.concatenate([[0], np.cumsum(sizes)])
-    s = rng.integers(0, n, m); b = bl[s]
-    d = st[b] + (rng.random(m) * sizes[b]).astype(np.int64)
-    r = rng.random(m) < mix; d[r] = rng.integers(0, n, r.sum())
-    return shuffle_ids(np.stack([s, d], 1), n, rng)
-
 def multiplanted(n, m, rng, blocks=16, mix=0.2):
     base = m // 3
     sz = n // blocks
@@ -84,16 +69,26 @@ def tree(n, m, rng):
     c = np.arange(1, n); p = (rng.random(n - 1) * c).astype(np.int64)
     return shuffle_ids(np.stack([p, c], 1), n, rng)
 
-FAM = dict(chunglu=chunglu, smallworld=smallworld, grid2d=grid2d, cliques=cliques, bipartite=bipartite,
-           hub=hub, zipfsbm=zipfsbm, multiplanted=multiplanted, tree=tree)
+FAM = dict(smallworld=smallworld, grid2d=grid2d, cliques=cliques, bipartite=bipartite,
+           hub=hub, multiplanted=multiplanted, tree=tree)
 
 def gen_main(argv):
+    """Write the shapes; Chung-Lu and the skewed SBM come from ``shared/synthetic.py`` (the
+    recorded probe drew them with an earlier numpy copy of the same models, seed 7)."""
+    from argosy.shared import synthetic as syn
+
     n, m, out = int(argv[0]), int(argv[1]), Path(argv[2])
-    fams = argv[3].split(",") if len(argv) > 3 else list(FAM)
+    shared = {"chunglu": lambda p: syn.write_chunglu_edge_list(p, n, m, 2.1, 7),
+              "zipfsbm": lambda p: syn.write_skewed_sbm_edge_list(p, n, m, 64, 1.2, 0.05, 7)}
+    fams = argv[3].split(",") if len(argv) > 3 else list(FAM) + list(shared)
     out.mkdir(parents=True, exist_ok=True)
     for f in fams:
         p = out / f"{f}_n{n}_m{m}.npy"
-        if p.exists(): continue
+        if p.exists():
+            continue
+        if f in shared:
+            shared[f](p)
+            continue
         rng = np.random.default_rng(7)
         r = FAM[f](n, m, rng)
         e = r[0] if isinstance(r, tuple) else r
