@@ -11,66 +11,88 @@ Usage::
     python bench/probe_shapes.py gen 200000 2000000 /tmp/probe/g2m            # write the shapes
     python bench/probe_shapes.py run /tmp/probe/g2m 4,16,64 grem-cli,metis all OUT.jsonl
 """
-import sys, numpy as np
+import sys
 from pathlib import Path
+
+import numpy as np
+
 
 def save(path, e):
     np.save(path, np.ascontiguousarray(e, np.int32))
+
 
 def shuffle_ids(e, n, rng):
     p = rng.permutation(n).astype(np.int32)
     return p[e]
 
+
 def smallworld(n, m, rng, p=0.1):
     h = max(1, m // n)
-    s = np.repeat(np.arange(n), h); d = (s + np.tile(np.arange(1, h + 1), n)) % n
+    s = np.repeat(np.arange(n), h)
+    d = (s + np.tile(np.arange(1, h + 1), n)) % n
     r = rng.random(s.size) < p
     d[r] = rng.integers(0, n, r.sum())
     return shuffle_ids(np.stack([s, d], 1), n, rng)
 
+
 def grid2d(n, m, rng):
-    a = int(np.sqrt(n)); n = a * a
+    a = int(np.sqrt(n))
+    n = a * a
     i = np.arange(n).reshape(a, a)
     e = np.concatenate([np.stack([i[:, :-1].ravel(), i[:, 1:].ravel()], 1),
                         np.stack([i[:-1, :].ravel(), i[1:, :].ravel()], 1)])
-    return shuffle_ids(e, n, rng), n
+    return shuffle_ids(e, n, rng)
+
 
 def cliques(n, m, rng, size=8):
-    nc = m // (size * (size - 1) // 2); n = nc * size
+    nc = m // (size * (size - 1) // 2)
+    n = nc * size
     iu = np.array([(a, b) for a in range(size) for b in range(a + 1, size)])
     base = (np.arange(nc) * size)[:, None, None]
     e = (base + iu[None]).reshape(-1, 2)
-    return shuffle_ids(e, n, rng), n
+    return shuffle_ids(e, n, rng)
+
 
 def bipartite(n, m, rng):
-    nu = 3 * n // 4; ni = n - nu
+    nu = 3 * n // 4
+    ni = n - nu
     wi = (np.arange(1, ni + 1, dtype=np.float64)) ** -0.8
-    c = np.cumsum(wi); c /= c[-1]
-    s = rng.integers(0, nu, m); d = nu + np.searchsorted(c, rng.random(m))
+    c = np.cumsum(wi)
+    c /= c[-1]
+    s = rng.integers(0, nu, m)
+    d = nu + np.searchsorted(c, rng.random(m))
     return shuffle_ids(np.stack([s, d], 1), n, rng)
+
 
 def hub(n, m, rng):
     star = np.stack([np.zeros(n - 1, np.int64), np.arange(1, n)], 1)
     r = rng.integers(0, n, (m - (n - 1), 2))
     return shuffle_ids(np.concatenate([star, r]), n, rng)
 
+
 def multiplanted(n, m, rng, blocks=16, mix=0.2):
     base = m // 3
     sz = n // blocks
-    s = rng.integers(0, n, base); d = (s // sz) * sz + rng.integers(0, sz, base)
-    r = rng.random(base) < mix; d[r] = rng.integers(0, n, r.sum())
+    s = rng.integers(0, n, base)
+    d = (s // sz) * sz + rng.integers(0, sz, base)
+    r = rng.random(base) < mix
+    d[r] = rng.integers(0, n, r.sum())
     d = np.minimum(d, n - 1)
     e = np.concatenate([np.stack([s, d], 1)] * 3)
     loops = rng.integers(0, n, m // 10)
     e = np.concatenate([e, np.stack([loops, loops], 1)])
     return e   # ids NOT shuffled: contiguous blocks (ordered file)
 
+
 def tree(n, m, rng):
-    c = np.arange(1, n); p = (rng.random(n - 1) * c).astype(np.int64)
+    c = np.arange(1, n)
+    p = (rng.random(n - 1) * c).astype(np.int64)
     return shuffle_ids(np.stack([p, c], 1), n, rng)
+
 
 FAM = dict(smallworld=smallworld, grid2d=grid2d, cliques=cliques, bipartite=bipartite,
            hub=hub, multiplanted=multiplanted, tree=tree)
+
 
 def gen_main(argv):
     """Write the shapes; Chung-Lu and the skewed SBM come from ``shared/synthetic.py`` (the
@@ -90,8 +112,7 @@ def gen_main(argv):
             shared[f](p)
             continue
         rng = np.random.default_rng(7)
-        r = FAM[f](n, m, rng)
-        e = r[0] if isinstance(r, tuple) else r
+        e = FAM[f](n, m, rng)
         save(p, e)
         print(f, e.shape, int(e.max()) + 1, flush=True)
 

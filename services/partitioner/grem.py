@@ -1375,7 +1375,9 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         # the V-cycles, a first cycle is built over it (with a warning) as a last resort
         limit = None if whole else budget
         built = build_cluster_graph(stream, cmap, nc, 1 << 20, limit)
-        while built is None and (part is not None or maxw < n // k):
+        tries = 0
+        while built is None and (maxw < n // k if part is None else tries == 0):
+            tries += 1
             if part is None:
                 maxw = min(2 * maxw, max(1, n // k))
             logger.info("GREM cycle %d: cluster graph over its budget of %d entries; merging "
@@ -1385,8 +1387,6 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             mpasses += more
             cd.update(merge_passes=mpasses, clusters=int(nc), max_cluster=maxw)
             built = build_cluster_graph(stream, cmap, nc, 1 << 20, limit)
-            if part is not None:
-                break
         if built is None and part is None:
             logger.warning("GREM cycle 0: the cluster graph does not fit its budget of %d "
                            "entries even with %d-vertex clusters; building it anyway", limit,
