@@ -61,6 +61,7 @@ from typing import Dict, Optional, Tuple
 import numba
 import numpy as np
 
+from .cluster_graph import build_cluster_graph, coarsen_cluster_graph
 from .multilevel import (_heap_pop, _heap_push_or_update, _permutation, _rand_below, _rng,
                          edge_cut_csr, improve_partition, multilevel_partition)
 from .stream import EdgeStream, max_group_size, sort_range
@@ -819,131 +820,6 @@ def _stream_merge(stream, cmap, nc, maxw, budget, part, state, max_passes=16,
     return cmap, nc, passes, bound
 
 
-# --------------------------------------------------------------------------------------------
-# cluster graph
-# --------------------------------------------------------------------------------------------
-@numba.njit(cache=True)
-def _merge_two(ak, aw, bk, bw):
-    """Merge two sorted runs of distinct keys, adding the weights of keys in both."""
-    ok = np.empty(ak.size + bk.size, np.int64)
-    ow = np.empty(ak.size + bk.size, np.int64)
-    i = j = m = 0
-    while i < ak.size and j < bk.size:
-        if ak[i] < bk[j]:
-            ok[m] = ak[i]
-            ow[m] = aw[i]
-            i += 1
-        elif ak[i] > bk[j]:
-            ok[m] = bk[j]
-            ow[m] = bw[j]
-            j += 1
-        else:
-            ok[m] = ak[i]
-            ow[m] = aw[i] + bw[j]
-            i += 1
-            j += 1
-        m += 1
-    while i < ak.size:
-        ok[m] = ak[i]
-        ow[m] = aw[i]
-        i += 1
-        m += 1
-    while j < bk.size:
-        ok[m] = bk[j]
-        ow[m] = bw[j]
-        j += 1
-        m += 1
-    return ok[:m].copy(), ow[:m].copy()
-
-
-def _merge_runs(runs) -> Tuple[np.ndarray, np.ndarray]:
-    """Merge sorted runs of distinct (key, weight) pairs into one, pairwise like a merge sort
-    (the first run is the accumulator; merging small runs first keeps the copies small)."""
-    runs = [r for r in runs if r[0].size]
-    if not runs:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    while len(runs) > 1:
-        runs.sort(key=lambda r: r[0].size)  # the two smallest first
-        (ak, aw), (bk, bw) = runs[0], runs[1]
-        runs = runs[2:] + [_merge_two(ak, aw, bk, bw)]
-        del ak, aw, bk, bw
-    return runs[0]
-
-
-@numba.njit(cache=True)
-def _accumulate_dense(src, dst, cmap, w, nc):
-    """Add one chunk's entries to the dense cluster adjacency ``w`` (``nc * nc``, flat)."""
-    blk = np.empty(4096, np.int64)
-    for i0 in range(0, src.size, 4096):
-        i1 = min(i0 + 4096, src.size)
-        for i in range(i0, i1):  # gather first: the random loads overlap
-            blk[i - i0] = cmap[dst[i]]
-        for i in range(i0, i1):
-            a = cmap[src[i]]
-            b = blk[i - i0]
-            if a != b:
-                w[a * nc + b] += 1
-
-
-@numba.njit(cache=True)
-def _dense_to_csr(w, nc):
-    nnz = 0
-    for i in range(w.size):
-        if w[i] != 0:
-            nnz += 1
-    xadj = np.zeros(nc + 1, np.int64)
-    adj = np.empty(nnz, np.int64)
-    ew = np.empty(nnz, np.int64)
-    j = 0
-    for a in range(nc):
-        for b in range(nc):
-            x = w[a * nc + b]
-            if x != 0:
-                adj[j] = b
-                ew[j] = x
-                j += 1
-        xadj[a + 1] = j
-    return xadj, adj, ew
-
-
-@numba.njit(cache=True)
-def _cluster_pair_keys(src, dst, cmap, nc, out):
-    """Write ``cmap[u] * nc + cmap[v]`` of the chunk's entries between two different clusters
-    to ``out`` and return how many (no per-chunk temporaries: the peak of building the
-    cluster graph stays one int64 per chunk entry)."""
-    blk = np.empty(4096, np.int64)
-    j = 0
-    for i0 in range(0, src.size, 4096):
-        i1 = min(i0 + 4096, src.size)
-        for i in range(i0, i1):  # gather first: the random loads overlap
-            blk[i - i0] = cmap[dst[i]]
-        for i in range(i0, i1):
-            a = np.int64(cmap[src[i]])
-            b = blk[i - i0]
-            if a != b:
-                out[j] = a * nc + b
-                j += 1
-    return j
-
-
-@numba.njit(cache=True)
-def _count_sorted(key, counts):
-    """Compact the sorted ``key`` to its distinct values in place, their counts in ``counts``;
-    return how many."""
-    m = 0
-    for i in range(key.size):
-        if m > 0 and key[m - 1] == key[i]:
-            counts[m - 1] += 1
-        else:
-            key[m] = key[i]
-            counts[m] = 1
-            m += 1
-    return m
-
-
-DENSE_CLUSTER_GRAPH_BYTES = 64 << 20
-# chunk entries keyed, sorted and counted at a time while building a sparse cluster graph
-CLUSTER_KEY_BLOCK = 1 << 20
 # cluster-graph entries up to which the in-memory partitioner repeats its runs
 ML_EFFORT_ENTRIES = 1 << 21
 # streaming LP clustering stops once a pass moves fewer than this share of the vertices: later
@@ -952,70 +828,6 @@ ML_EFFORT_ENTRIES = 1 << 21
 # time for +0.05 % cut; the 7 real graphs' geometric mean went 0.936 -> 0.932)
 LP_STOP_MOVED = 0.01
 TREE_MIN_LP_GAIN = 0.005  # tree refinement only after k-way LP removed >= 0.5 % of the projected cut
-
-
-def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_every: int,
-                        limit: Optional[int] = None):
-    """Stream the edges once and build the weighted CSR of the cluster graph.
-
-    With few clusters (``nc**2`` counters within :data:`DENSE_CLUSTER_GRAPH_BYTES`) the
-    weights are accumulated in a dense matrix by one numba loop; otherwise each block of
-    :data:`CLUSTER_KEY_BLOCK` entries gives a sorted run of distinct cluster pairs with counts,
-    and the runs are merged into the accumulator once ``merge_every`` or half the accumulator's
-    size of them are pending (memory: about twice the cluster graph plus ``merge_every``).
-
-    With ``limit``, the build stops as soon as the accumulated graph holds more than ``limit``
-    entries (it only grows, so the whole graph would too) and returns ``None``: the caller's
-    memory bound holds even where its entry estimate was wrong.
-
-    Returns:
-        tuple: ``(xadj, adj, ew, total_entries)``, or ``None`` when over ``limit``.
-    """
-    total = 0
-    if nc * nc * 8 <= DENSE_CLUSTER_GRAPH_BYTES:
-        w = np.zeros(nc * nc, np.int64)
-        for src, dst in stream:
-            total += src.size
-            _accumulate_dense(src, dst, cmap, w, nc)
-        xadj, adj, ew = _dense_to_csr(w, nc)
-        if limit is not None and adj.size > limit:
-            return None
-        return xadj, adj, ew, total
-    # sorted runs of (key, weight): each block of a chunk gives one; runs are merged linearly
-    # (no argsort, no fancy-index copies) once pending entries reach half the accumulated
-    # ones, so the accumulator is rewritten O(log) times and memory stays ~2x its size
-    acc_k = np.empty(0, np.int64)
-    acc_w = np.empty(0, np.int64)
-    runs, pend = [], 0
-    kbuf = np.empty(CLUSTER_KEY_BLOCK, np.int64)
-    cbuf = np.empty(CLUSTER_KEY_BLOCK, np.int64)
-    for src, dst in stream:
-        total += src.size
-        for b0 in range(0, src.size, CLUSTER_KEY_BLOCK):
-            b1 = min(b0 + CLUSTER_KEY_BLOCK, src.size)
-            nk = _cluster_pair_keys(src[b0:b1], dst[b0:b1], cmap, nc, kbuf)
-            if nk == 0:
-                continue
-            key = kbuf[:nk]
-            key.sort()  # in place
-            nu = _count_sorted(key, cbuf)
-            runs.append((key[:nu].copy(), cbuf[:nu].copy()))
-            pend += nu
-        if pend >= max(merge_every, acc_k.size // 2):
-            acc_k, acc_w = _merge_runs([(acc_k, acc_w)] + runs)
-            runs, pend = [], 0
-            if limit is not None and acc_k.size > limit:
-                return None
-    if runs:
-        acc_k, acc_w = _merge_runs([(acc_k, acc_w)] + runs)
-        del runs
-    if limit is not None and acc_k.size > limit:
-        return None
-    rows = acc_k // nc
-    adj = acc_k % nc
-    xadj = np.zeros(nc + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=nc), out=xadj[1:])
-    return xadj, adj.astype(np.int64), acc_w, total
 
 
 # --------------------------------------------------------------------------------------------
@@ -1354,14 +1166,21 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         if cyc == 0:  # per vertex with an edge: empty ids of a sparse id space buy nothing
             budget = cluster_budget(int(np.count_nonzero(seen)))
         nc1 = nc
+        built, mpasses, levels = None, 0, 0
         if whole:
             cmap, nc = _singletons(cmap, nc, seen)
-            mpasses = 0
+        elif part is None:
+            # a first cycle coarsens the cluster graph itself (true weights, out of core) until
+            # it fits; see cluster_graph.py for why not by streamed merges
+            cmap, nc, maxw, levels, built = coarsen_cluster_graph(
+                stream, cmap, nc, maxw, max(1, n // k), budget, state,
+                stream.workdir)
         else:
             cmap, nc, mpasses, bound = _stream_merge(stream, cmap, nc, maxw, budget,
                                                      part, state)
         cd.update(cluster_passes=passes, clusters_level1=int(nc1), merge_passes=mpasses,
-                  clusters=int(nc), max_cluster=maxw, whole_graph=bool(whole))
+                  coarsen_levels=levels, clusters=int(nc), max_cluster=maxw,
+                  whole_graph=bool(whole))
         logger.info("GREM cycle %d: %d clusters in %.1f s; building the cluster graph", cyc,
                     nc, time.perf_counter() - t0)
         t1 = time.perf_counter()
@@ -1374,7 +1193,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         # pack, and refinement moves single vertices); a V-cycle still over the budget ends
         # the V-cycles, a first cycle is built over it (with a warning) as a last resort
         limit = None if whole else budget
-        built = build_cluster_graph(stream, cmap, nc, 1 << 20, limit)
+        if built is None:
+            built = build_cluster_graph(stream, cmap, nc, 1 << 20, limit)
         tries = 0
         while built is None and (maxw < n // k if part is None else tries == 0):
             tries += 1

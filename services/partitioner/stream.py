@@ -127,6 +127,8 @@ class EdgeStream:
         grouped (bool): every vertex's full adjacency list arrives inside one chunk.
         seekable (bool): :meth:`read_chunk` can read chunks in any order.
         symmetric (bool): chunks contain both directions of every edge.
+        workdir (str | None): a directory for a consumer's scratch files next to the stream's
+            own (None: the system temp dir).
     """
 
     num_nodes: int = 0
@@ -135,6 +137,7 @@ class EdgeStream:
     grouped: bool = False
     seekable: bool = False
     symmetric: bool = True
+    workdir: Optional[str] = None
 
     @property
     def num_chunks(self) -> int:
@@ -796,6 +799,7 @@ class GroupedEdgeStream(EdgeStream):
         self.seekable = True
         self._dir = str(tmpdir)
         os.makedirs(self._dir, exist_ok=True)
+        self.workdir = self._dir
         n = max(self.num_nodes, 1)
         want = max(1, min(n, -(-int(base.stream_entries) // self.chunk_edges)))
         want = min(want, _open_file_limit())

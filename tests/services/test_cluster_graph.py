@@ -1,0 +1,114 @@
+"""Tests for the cluster graph: the out-of-core (bucketed) build, contraction and coarsening."""
+
+import os
+
+import numpy as np
+import pytest
+
+from argosy.services.partitioner import cluster_graph as cg
+from argosy.services.partitioner.grem import _rng
+from argosy.services.partitioner.multilevel import contract
+from argosy.services.partitioner.stream import ArrayEdgeStream, open_edge_stream
+from argosy.shared.synthetic import write_skewed_sbm_edge_list
+
+
+def dense(xadj, adj, ew, nc):
+    out = np.zeros((nc, nc), np.int64)
+    rows = np.repeat(np.arange(nc), np.diff(xadj))
+    np.add.at(out, (rows, adj), ew)
+    return out
+
+
+@pytest.fixture(scope="module")
+def random_graph():
+    rng = np.random.default_rng(5)
+    n = 3000
+    src = rng.integers(0, n, 20000).astype(np.int32)
+    dst = rng.integers(0, n, 20000).astype(np.int32)
+    return ArrayEdgeStream(src, dst, n, chunk_edges=1500), n
+
+
+@pytest.mark.parametrize("nb,spill", [(1, 1 << 30), (7, 500)])
+def test_bucketed_build_equals_in_memory_build(random_graph, tmp_path, nb, spill):
+    """Written to disk in buckets (spilling runs often, or never), the cluster graph is the one
+    the in-memory builder gives, once the bucket renumbering is undone."""
+    stream, n = random_graph
+    cmap = np.random.default_rng(1).integers(0, 700, n).astype(np.int32)
+    nc = 700
+    ref = cg.build_cluster_graph(stream, cmap, nc, 1 << 20)
+    g, cmap2 = cg._stream_to_buckets(stream, cmap, nc, nb, str(tmp_path), "t", spill)
+    assert g.nb == nb and g.entries == ref[1].size
+    new_id, bounds = cg._hash_ids(nc, nb)
+    assert np.array_equal(cmap2, new_id[cmap]) and np.array_equal(g.bounds, bounds)
+    assert np.array_equal(np.sort(new_id), np.arange(nc))  # a renumbering
+    xadj, adj, ew = g.to_csr()
+    got = dense(xadj, adj, ew, nc)[np.ix_(new_id, new_id)]
+    np.testing.assert_array_equal(got, dense(ref[0], ref[1], ref[2], nc))
+    g.remove()
+    assert not any(f.suffix == ".bin" for f in tmp_path.iterdir())
+
+
+def test_bucketed_contraction_equals_in_memory_contraction(random_graph, tmp_path):
+    stream, n = random_graph
+    cmap = np.random.default_rng(2).integers(0, 900, n).astype(np.int32)
+    g, _ = cg._stream_to_buckets(stream, cmap, 900, 5, str(tmp_path), "a", 800)
+    xadj, adj, ew = g.to_csr()
+    lab = np.random.default_rng(3).integers(0, 60, 900)
+    first, lab = np.unique(lab, return_inverse=True)
+    nl = first.size
+    new_id, _ = cg._hash_ids(nl, 3)
+    lab = new_id[lab].astype(np.int32)
+    g2 = cg._contract_buckets(g, lab, nl, 3, "b", 100)
+    _, rx, ra, re, _ = contract(xadj, adj, ew, np.ones(900, np.int64), lab)
+    # contract() numbers coarse vertices by first appearance; map them to lab's ids
+    coarse_of = np.empty(nl, np.int64)
+    coarse_of[lab] = contract(xadj, adj, ew, np.ones(900, np.int64), lab)[0]
+    ref = dense(rx, ra, re, nl)[np.ix_(coarse_of, coarse_of)]
+    np.testing.assert_array_equal(dense(*g2.to_csr(), nl), ref)
+    assert g2.entries == ra.size
+
+
+def test_coarsening_fits_the_budget_and_matches_its_cmap(tmp_path, caplog):
+    """Over the budget, the coarsened cluster graph fits it, respects the cluster-size limit,
+    equals the cluster graph of the returned map, keeps communities together, and leaves no
+    scratch files."""
+    import logging
+
+    n, k = 20000, 4
+    write_skewed_sbm_edge_list(tmp_path / "s.npy", n, 200000, communities=16, mixing=0.02,
+                               seed=1)
+    stream = open_edge_stream(tmp_path / "s.npy", chunk_edges=40000)
+    cmap = np.arange(n, dtype=np.int32)  # singletons: the cluster graph is the graph
+    budget, maxw = 20000, 300
+    work = tmp_path / "work"
+    work.mkdir()
+    with caplog.at_level(logging.INFO, logger="argosy.partitioner"):
+        cm, nc, mw, levels, built = cg.coarsen_cluster_graph(stream, cmap, n, maxw, n // k,
+                                                             budget, _rng(0), str(work))
+    assert built is not None and levels >= 1 and "coarsening level" in caplog.text
+    xadj, adj, ew, _ = built
+    assert adj.size <= budget and xadj.size == nc + 1 and cm.max() == nc - 1
+    assert np.bincount(cm).max() <= mw
+    ref = cg.build_cluster_graph(stream, cm, nc, 1 << 20)
+    np.testing.assert_array_equal(dense(xadj, adj, ew, nc), dense(ref[0], ref[1], ref[2], nc))
+    assert os.listdir(work) == []
+    # communities stay together: the generator's community of vertex perm[i] is comm[i]
+    sizes = np.arange(1, 17, dtype=np.float64) ** -1.2
+    sizes = np.maximum(1, (sizes / sizes.sum() * n).astype(np.int64))
+    sizes[0] += n - sizes.sum()
+    truth = np.empty(n, np.int64)
+    truth[np.random.default_rng(1).permutation(n)] = np.repeat(np.arange(16), sizes)
+    major = np.zeros((nc, 16), np.int64)
+    np.add.at(major, (cm, truth), 1)
+    assert major.max(axis=1).sum() / n > 0.9
+
+
+def test_coarsening_gives_up_when_nothing_merges(random_graph, tmp_path):
+    """When label propagation cannot shrink the clusters even at the largest size allowed,
+    coarsening returns None (the caller decides) instead of a graph over the budget."""
+    stream, n = random_graph
+    cmap = np.arange(n, dtype=np.int32)
+    cm, nc, mw, levels, built = cg.coarsen_cluster_graph(stream, cmap, n, 1, 1, 100, _rng(0),
+                                                         str(tmp_path))
+    assert built is None and mw == 1 and nc == n and levels == 0
+    assert os.listdir(tmp_path) == []
