@@ -402,11 +402,13 @@ def _contract_keys(xadj, adj, ew, lo, lab, nl, keys, w):
 
 
 @numba.njit(cache=True)
-def _lp_bucket(xadj, adj, ew, lo, label, lw, vw, maxw, rating, touched, state):
+def _lp_bucket(xadj, adj, ew, lo, label, lw, vw, maxw, rating, touched, state, cpart,
+               use_part):
     """One round of size-constrained label propagation over a bucket's rows (random order):
     each vertex joins the neighbouring label it has the most edge weight to if that label's
-    weight stays within ``maxw``.  ``label``, ``lw`` (label weights) and ``rating`` (zeros,
-    left zero) are global.  Returns the number of moves."""
+    weight stays within ``maxw`` (and, with ``use_part``, if it is in the same block
+    ``cpart``).  ``label``, ``lw`` (label weights) and ``rating`` (zeros, left zero) are
+    global.  Returns the number of moves."""
     nr = xadj.size - 1
     order = _permutation(nr, state)
     moved = 0
@@ -426,7 +428,7 @@ def _lp_bucket(xadj, adj, ew, lo, label, lw, vw, maxw, rating, touched, state):
         nties = 1
         for t in range(nt):
             c = touched[t]
-            if c == cur or lw[c] + vw[v] > maxw:
+            if c == cur or lw[c] + vw[v] > maxw or (use_part and cpart[c] != cpart[v]):
                 continue
             rr = rating[c]
             if rr > bestr:
@@ -496,7 +498,7 @@ def _contract_buckets(g: BucketedGraph, lab: np.ndarray, nl: int, nb: int, tag: 
 
 def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: int,
                           maxw_cap: int, budget: int, state: np.ndarray,
-                          workdir: Optional[str] = None):
+                          workdir: Optional[str] = None, part: Optional[np.ndarray] = None):
     """Cluster graph of ``cmap`` within ``budget`` entries, coarsening it out of core when the
     streamed clusters leave it over the budget.
 
@@ -504,19 +506,22 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
     or when that is over the budget, it is built in buckets (in memory until half the
     budget, then spilled to disk); if over the budget it is coarsened by levels: rounds of
     size-constrained label propagation bucket by bucket (clusters of at most ``maxw``
-    vertices), then contraction, until the coarse graph fits.  A level that shrinks the
+    vertices), then contraction, until the coarse graph fits.  With ``part`` (the block of
+    every vertex; clusters inside blocks, as in GREM's V-cycles) clusters only join clusters
+    of their own block.  A level that shrinks the
     clusters by less than 10 % doubles ``maxw`` (up to ``maxw_cap``) and retries.
 
     Returns:
-        tuple: ``(cmap, nc, maxw, levels, built)``: the coarsened vertex -> cluster map, its
-        cluster count, the size limit reached, the levels run, and ``(xadj, adj, ew, entries)``
+        tuple: ``(cmap, nc, maxw, info, built)``: the coarsened vertex -> cluster map, its
+        cluster count, the size limit reached, ``info`` (``levels`` run, ``level1_entries``:
+        the entries of the graph of the given clusters), and ``(xadj, adj, ew, entries)``
         as :func:`build_cluster_graph` gives it, or ``None`` when even ``maxw_cap`` clusters did
         not fit (the caller decides).
     """
     if nc * nc * 8 <= DENSE_CLUSTER_GRAPH_BYTES:  # few clusters: in memory, dense
         built = build_cluster_graph(stream, cmap, nc, 1 << 20, budget)
         if built is not None:
-            return cmap, nc, maxw, 0, built
+            return cmap, nc, maxw, dict(levels=0, level1_entries=int(built[1].size)), built
     total = int(stream.stream_entries)
     tmp = tempfile.mkdtemp(prefix="argosy-clustergraph-", dir=workdir)
     spill = max(budget // 2, 1)
@@ -526,8 +531,13 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
                                      "l0", spill)
         logger.info("GREM coarsening: level-1 cluster graph %d clusters, %d entries in %d "
                     "buckets (budget %d)", nc, g.entries, g.nb, budget)
+        info = dict(levels=0, level1_entries=g.entries)
         vw = np.bincount(cmap, minlength=nc).astype(np.int64)
         while g.entries > budget:
+            cpart = np.zeros(1, np.int32)
+            if part is not None:  # every cluster lies inside one block
+                cpart = np.empty(nc, np.int32)
+                cpart[cmap] = part
             label = np.arange(nc, dtype=np.int64)
             lw = vw.copy()
             rating = np.zeros(nc, np.int64)
@@ -537,7 +547,7 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
                 for b in _permutation(g.nb, state):
                     xadj, adj, ew = g.load(int(b))
                     moved += _lp_bucket(xadj, adj, ew, int(g.bounds[b]), label, lw, vw, maxw,
-                                        rating, touched, state)
+                                        rating, touched, state, cpart, part is not None)
                 logger.debug("GREM coarsening: LP round moved %d of %d", moved, nc)
                 if moved <= nc // 100:
                     break
@@ -550,13 +560,14 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
                     logger.info("GREM coarsening: stalled at %d clusters, %d entries",
                                 nc, g.entries)
                     g.remove()
-                    return cmap, nc, maxw, levels, None
+                    return cmap, nc, maxw, info, None
                 maxw = min(2 * maxw, maxw_cap)
                 logger.info("GREM coarsening: %d -> %d clusters only; clusters up to %d "
                             "vertices", nc, nl, maxw)
                 if nl == nc:
                     continue
             levels += 1
+            info["levels"] = levels
             nb = _bucket_count(g.entries, budget, nl)
             new_id, _ = _hash_ids(nl, nb)
             lab = new_id[lab].astype(np.int32)
@@ -570,6 +581,6 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
             g, nc = g2, nl
         xadj, adj, ew = g.to_csr()
         g.remove()
-        return cmap, nc, maxw, levels, (xadj, adj, ew, total)
+        return cmap, nc, maxw, info, (xadj, adj, ew, total)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -596,230 +596,6 @@ def _chunk_fm(src, dst, starts, part, size, k, cap, local, rounds, stall, state)
     return moved_total, total
 
 
-# --------------------------------------------------------------------------------------------
-# streamed cluster merging (coarsening beyond the first level without a cluster graph)
-# --------------------------------------------------------------------------------------------
-MERGE_SLOTS = 4
-
-
-@numba.njit(cache=True)
-def _merge_rate_chunk(src, dst, starts, label, labs, cand, cnt, rnd, rndw, state, part,
-                      use_part):
-    """Rate neighbouring clusters for every cluster, over one chunk.
-
-    Each vertex gathers its neighbours' cluster ids, sorts them in cache and feeds every run
-    ``(cluster d, r edges)`` with ``d`` != its own cluster ``c`` into ``c``'s weighted
-    Misra-Gries summary (``cand[c]``, ``cnt[c]``: ``MERGE_SLOTS`` heaviest-neighbour
-    candidates).  Memory is O(clusters), not O(cluster-graph entries): the summary keeps the
-    heavy neighbours that matter for merging and forgets the long tail of weight-1 pairs.
-
-    On graphs without local structure (random-like, every pair of clusters joined by at most
-    one edge) the summary cancels out to zero; ``rnd[c]`` then holds one neighbouring cluster
-    drawn with probability proportional to its edge count (weighted reservoir sampling), so
-    that a merge still follows an edge, as heavy-edge matching does on unit weights.
-
-    Returns:
-        int: sum over the chunk's vertices of their distinct neighbouring clusters (an upper
-        bound on their share of the cluster graph's entries; inside blocks, cross-block
-        neighbours are counted by their entries, without sorting them).
-    """
-    ns = cand.shape[1]
-    distinct = 0
-    for g in range(starts.size - 1):
-        a = starts[g]
-        b = starts[g + 1]
-        c = label[src[a]]
-        d = 0
-        if use_part:  # inside blocks: only neighbours of the same block can be merged with
-            pv = part[src[a]]
-            for e in range(a, b):
-                if part[dst[e]] == pv:
-                    labs[d] = label[dst[e]]
-                    d += 1
-            distinct += (b - a) - d  # cross-block entries bound their distinct clusters
-        else:
-            d = b - a
-            for e in range(a, b):
-                labs[e - a] = label[dst[e]]
-        sort_range(labs, 0, d)
-        i = 0
-        while i < d:
-            x = labs[i]
-            j = i + 1
-            while j < d and labs[j] == x:
-                j += 1
-            r = j - i
-            i = j
-            if x == c:
-                continue
-            distinct += 1
-            rndw[c] += r
-            if _rand_below(state, rndw[c]) < r:
-                rnd[c] = x
-            hit = -1
-            emp = -1
-            lo = 0
-            for t in range(ns):
-                if cand[c, t] == x:
-                    hit = t
-                elif cnt[c, t] == 0 and emp < 0:
-                    emp = t
-                if cnt[c, t] < cnt[c, lo]:
-                    lo = t
-            if hit >= 0:
-                cnt[c, hit] += r
-            elif emp >= 0:
-                cand[c, emp] = x
-                cnt[c, emp] = r
-            else:
-                m = cnt[c, lo]
-                if r > m:  # weighted Misra-Gries: the newcomer keeps what exceeds the minimum
-                    for t in range(ns):
-                        cnt[c, t] -= m
-                    cand[c, lo] = x
-                    cnt[c, lo] = r - m
-                else:
-                    for t in range(ns):
-                        cnt[c, t] -= r
-    return distinct
-
-
-@numba.njit(cache=True)
-def _find(parent, c):
-    r = c
-    while parent[r] != r:
-        r = parent[r]
-    while parent[c] != r:
-        nxt = parent[c]
-        parent[c] = r
-        c = nxt
-    return r
-
-
-@numba.njit(cache=True)
-def _merge_apply(cand, cnt, rnd, csize, maxw, state, cpart, use_part):
-    """Each cluster (random order) joins the cluster of its heaviest surviving candidate (or
-    its sampled neighbour ``rnd`` if no candidate kept a weight) if the union stays within
-    ``maxw`` vertices (and inside one block with ``use_part``).  A cluster that another one
-    joined in this pass does not move itself, so a pass forms stars, not long chains of
-    merges that each followed a weak edge.
-
-    Returns:
-        np.ndarray: int64 (nc,) root cluster of every cluster.
-    """
-    nc = csize.size
-    ns = cand.shape[1]
-    parent = np.arange(nc)
-    hub = np.zeros(nc, np.bool_)
-    order = _permutation(nc, state)
-    for i in range(nc):
-        c = order[i]
-        if hub[c] or parent[c] != c:
-            continue
-        rc = c
-        best = -1
-        bw = 0
-        for t in range(ns):
-            w = cnt[c, t]
-            if w <= bw:
-                continue
-            d = cand[c, t]
-            rd = _find(parent, d)
-            if rd == rc or csize[rc] + csize[rd] > maxw:
-                continue
-            if use_part and cpart[rd] != cpart[rc]:
-                continue
-            best = rd
-            bw = w
-        if best < 0 and rnd[c] >= 0:
-            rd = _find(parent, rnd[c])
-            if rd != rc and csize[rc] + csize[rd] <= maxw and \
-                    (not use_part or cpart[rd] == cpart[rc]):
-                best = rd
-        if best >= 0:
-            hub[best] = True
-            parent[rc] = best
-            csize[best] += csize[rc]
-    # clusters with no neighbour they could join (inside blocks: every neighbour in another
-    # block, e.g. the leaves of a hub placed elsewhere) would stay apart for ever and, on
-    # power-law graphs, keep the cluster graph above its budget; pack them per block into
-    # shared clusters, as isolated vertices are (their edges are cut either way; the
-    # vertex-level refinement moves them one by one)
-    nb = 1
-    if use_part:
-        for c in range(nc):
-            nb = max(nb, cpart[c] + 1)
-    open_c = np.full(nb, -1, np.int64)
-    for i in range(nc):
-        c = order[i]
-        if rnd[c] >= 0 or hub[c] or parent[c] != c:
-            continue
-        b = cpart[c] if use_part else 0
-        o = open_c[b]
-        if o >= 0 and csize[o] + csize[c] <= maxw:
-            parent[c] = o
-            csize[o] += csize[c]
-        else:
-            open_c[b] = c
-    for c in range(nc):
-        parent[c] = _find(parent, c)
-    return parent
-
-
-def _stream_merge(stream, cmap, nc, maxw, budget, part, state, max_passes=16,
-                  until_stall=False):
-    """Coarsen the clustering further by streamed merge passes until the cluster graph is
-    certain to fit ``budget`` entries.
-
-    The cluster graph has at most ``nc**2`` entries and at most the sum over vertices of their
-    distinct neighbouring clusters; merging stops once either bound is within ``budget``, when
-    a pass shrinks the clustering by less than 10 %, or after ``max_passes``.  One pass reads
-    the stream once and holds O(nc) state.
-
-    ``until_stall`` ignores the per-vertex bound (merging then stops on ``nc**2``, on stalling
-    or on ``max_passes``).
-
-    Returns:
-        tuple: ``(cmap, nc, passes, entries_bound)``.
-    """
-    bound = nc * nc
-    passes = 0
-    use_part = part is not None
-    cpart = np.zeros(1, np.int32)
-    labs = np.empty(0, np.int64)
-    while bound > budget and passes < max_passes:
-        cand = np.full((nc, MERGE_SLOTS), -1, np.int32)
-        cnt = np.zeros((nc, MERGE_SLOTS), np.int32)
-        rnd = np.full(nc, -1, np.int32)
-        rndw = np.zeros(nc, np.int64)
-        distinct = 0
-        for src, dst, starts in stream.iter_groups():
-            need = max_group_size(starts) + 1
-            if labs.size < need:
-                labs = np.empty(need, np.int64)
-            distinct += _merge_rate_chunk(src, dst, starts, cmap, labs, cand, cnt, rnd, rndw,
-                                          state, part if use_part else cpart, use_part)
-        del rndw
-        passes += 1
-        if distinct <= budget and not until_stall:  # fits: keep the clusters as they are
-            bound = distinct
-            break
-        csize = np.bincount(cmap, minlength=nc).astype(np.int64)
-        if use_part:
-            cpart = np.empty(nc, np.int32)
-            cpart[cmap] = part
-        root = _merge_apply(cand, cnt, rnd, csize, maxw, state, cpart, use_part)
-        del cand, cnt, rnd
-        cmap, nc2 = _compact(root[cmap].astype(np.int32))
-        logger.info("GREM merge pass %d: %d -> %d clusters", passes, nc, nc2)
-        shrink = nc2 / max(nc, 1)
-        nc = nc2
-        bound = nc * nc if until_stall else min(nc * nc, distinct)
-        if shrink > 0.9:  # another full read of the stream would buy little
-            break
-    return cmap, nc, passes, bound
-
-
 # cluster-graph entries up to which the in-memory partitioner repeats its runs
 ML_EFFORT_ENTRIES = 1 << 21
 # streaming LP clustering stops once a pass moves fewer than this share of the vertices: later
@@ -827,6 +603,9 @@ ML_EFFORT_ENTRIES = 1 << 21
 # (20M R-MAT: passes 3-4 moved 0.2 % and 0.1 % for 1.3 s each; stopping at 1 % cut 10 % of the
 # time for +0.05 % cut; the 7 real graphs' geometric mean went 0.936 -> 0.932)
 LP_STOP_MOVED = 0.01
+# no streamed V-cycles when the first cycle's first-level clusters left more than this share of
+# the stream's entries between clusters
+VCYCLE_MAX_LEVEL1_SHARE = 0.9
 TREE_MIN_LP_GAIN = 0.005  # tree refinement only after k-way LP removed >= 0.5 % of the projected cut
 
 
@@ -1166,53 +945,30 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         if cyc == 0:  # per vertex with an edge: empty ids of a sparse id space buy nothing
             budget = cluster_budget(int(np.count_nonzero(seen)))
         nc1 = nc
-        built, mpasses, levels = None, 0, 0
+        built, info = None, dict(levels=0, level1_entries=0)
         if whole:
             cmap, nc = _singletons(cmap, nc, seen)
-        elif part is None:
-            # a first cycle coarsens the cluster graph itself (true weights, out of core) until
-            # it fits; see cluster_graph.py for why not by streamed merges
-            cmap, nc, maxw, levels, built = coarsen_cluster_graph(
-                stream, cmap, nc, maxw, max(1, n // k), budget, state,
-                stream.workdir)
         else:
-            cmap, nc, mpasses, bound = _stream_merge(stream, cmap, nc, maxw, budget,
-                                                     part, state)
-        cd.update(cluster_passes=passes, clusters_level1=int(nc1), merge_passes=mpasses,
-                  coarsen_levels=levels, clusters=int(nc), max_cluster=maxw,
-                  whole_graph=bool(whole))
+            # 2. cluster graph within the budget: coarsened out of core (true weights; see
+            # cluster_graph.py for why not by streamed merges), inside the blocks in a V-cycle;
+            # the size limit may double up to a block's n / k vertices (R-MAT at k = 256:
+            # 234-vertex clusters stall at 18.7M entries)
+            cmap, nc, maxw, info, built = coarsen_cluster_graph(
+                stream, cmap, nc, maxw, max(1, n // k), budget, state, stream.workdir, part)
+        cd.update(cluster_passes=passes, clusters_level1=int(nc1),
+                  level1_entries=info["level1_entries"], coarsen_levels=info["levels"],
+                  clusters=int(nc), max_cluster=maxw, whole_graph=bool(whole))
         logger.info("GREM cycle %d: %d clusters in %.1f s; building the cluster graph", cyc,
                     nc, time.perf_counter() - t0)
         t1 = time.perf_counter()
-        # 2. cluster graph, built within the budget.  Merging can stall above it: inside
-        # blocks where most edges cross blocks (a heavy-tailed power law: 22.9M entries for a 4M
-        # budget at 20M edges, when the bound still left out cross-block pairs), and in cycle 0
-        # where the size limit keeps clusters small (R-MAT at k = 256: 234-vertex clusters,
-        # 18.7M entries).  Then merge until the merging stalls, in cycle 0 with the size limit
-        # doubled each time up to a block's n / k vertices (coarse vertices that big still
-        # pack, and refinement moves single vertices); a V-cycle still over the budget ends
-        # the V-cycles, a first cycle is built over it (with a warning) as a last resort
-        limit = None if whole else budget
-        if built is None:
-            built = build_cluster_graph(stream, cmap, nc, 1 << 20, limit)
-        tries = 0
-        while built is None and (maxw < n // k if part is None else tries == 0):
-            tries += 1
-            if part is None:
-                maxw = min(2 * maxw, max(1, n // k))
-            logger.info("GREM cycle %d: cluster graph over its budget of %d entries; merging "
-                        "further (clusters up to %d vertices)", cyc, limit, maxw)
-            cmap, nc, more, _ = _stream_merge(stream, cmap, nc, maxw, limit, part, state,
-                                              until_stall=True)
-            mpasses += more
-            cd.update(merge_passes=mpasses, clusters=int(nc), max_cluster=maxw)
-            built = build_cluster_graph(stream, cmap, nc, 1 << 20, limit)
-        if built is None and part is None:
+        if whole:
+            built = build_cluster_graph(stream, cmap, nc, 1 << 20)
+        elif built is None and part is None:
             logger.warning("GREM cycle 0: the cluster graph does not fit its budget of %d "
-                           "entries even with %d-vertex clusters; building it anyway", limit,
+                           "entries even with %d-vertex clusters; building it anyway", budget,
                            maxw)
             built = build_cluster_graph(stream, cmap, nc, 1 << 20)
-        if built is None:
+        elif built is None:
             logger.info("GREM cycle %d: cluster graph still over its budget after %d clusters; "
                         "no more V-cycles", cyc, nc)
             det["vcycles_skipped"] = "cluster-graph-over-budget"
@@ -1345,6 +1101,14 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             # structure), and a streamed V-cycle re-clusters the same way, so it finds ~nothing
             # (none of the 5 recorded runs above this ratio gained an edge; of ~55 runs below
             # 1.35, V-cycles gained up to 27 %)
+            det["vcycles_skipped"] = "clusters-poor"
+            break
+        if fresh and det.get("start") != "greedy" and \
+                info["level1_entries"] > VCYCLE_MAX_LEVEL1_SHARE * stream.stream_entries:
+            # the stream clusters hold almost none of the edges (random-like blocks), and a
+            # V-cycle re-clusters the same way inside the blocks: on the 20M-edge skewed SBM,
+            # near-regular and 4-block planted graphs (93 % of the entries between first-level
+            # clusters) it gained 0.01-0.07 % for 8-16 s; R-MAT (66 %) gained 18 %
             det["vcycles_skipped"] = "clusters-poor"
             break
     part = best_part

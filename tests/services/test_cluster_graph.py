@@ -83,9 +83,9 @@ def test_coarsening_fits_the_budget_and_matches_its_cmap(tmp_path, caplog):
     work = tmp_path / "work"
     work.mkdir()
     with caplog.at_level(logging.INFO, logger="argosy.partitioner"):
-        cm, nc, mw, levels, built = cg.coarsen_cluster_graph(stream, cmap, n, maxw, n // k,
+        cm, nc, mw, info, built = cg.coarsen_cluster_graph(stream, cmap, n, maxw, n // k,
                                                              budget, _rng(0), str(work))
-    assert built is not None and levels >= 1 and "coarsening level" in caplog.text
+    assert built is not None and info["levels"] >= 1 and "coarsening level" in caplog.text
     xadj, adj, ew, _ = built
     assert adj.size <= budget and xadj.size == nc + 1 and cm.max() == nc - 1
     assert np.bincount(cm).max() <= mw
@@ -108,7 +108,17 @@ def test_coarsening_gives_up_when_nothing_merges(random_graph, tmp_path):
     coarsening returns None (the caller decides) instead of a graph over the budget."""
     stream, n = random_graph
     cmap = np.arange(n, dtype=np.int32)
-    cm, nc, mw, levels, built = cg.coarsen_cluster_graph(stream, cmap, n, 1, 1, 100, _rng(0),
+    cm, nc, mw, info, built = cg.coarsen_cluster_graph(stream, cmap, n, 1, 1, 100, _rng(0),
                                                          str(tmp_path))
-    assert built is None and mw == 1 and nc == n and levels == 0
+    assert built is None and mw == 1 and nc == n and info["levels"] == 0
     assert os.listdir(tmp_path) == []
+
+
+def test_coarsening_inside_blocks_keeps_every_cluster_in_one_block(random_graph, tmp_path):
+    stream, n = random_graph
+    part = np.random.default_rng(4).integers(0, 3, n).astype(np.int32)
+    cmap = np.arange(n, dtype=np.int32)
+    cm, nc, mw, info, built = cg.coarsen_cluster_graph(stream, cmap, n, 40, 1000, 8000,
+                                                         _rng(0), str(tmp_path), part)
+    assert built is not None and info["levels"] >= 1 and built[1].size <= 8000
+    assert np.unique(cm.astype(np.int64) * 3 + part).size == nc  # one block per cluster

@@ -263,24 +263,36 @@ def test_grem_structureless_families_balanced_and_beat_hash(tmp_path, family):
 
 def test_streamed_vcycles_skipped_only_after_poor_clusters(tmp_path):
     """A streamed V-cycle is skipped when refinement removed a third or more of the projected
-    cut (the clusters missed the blocks), and runs otherwise."""
+    cut (the clusters missed the blocks) or when the first-level clusters left more than 90 %
+    of the entries between them (a random-like graph: re-clustering finds nothing new), and
+    runs otherwise."""
+    from argosy.services.partitioner.grem import VCYCLE_MAX_LEVEL1_SHARE
     from argosy.shared.synthetic import (planted_blocks, write_planted_edge_list,
-                                         write_regular_edge_list)
+                                         write_regular_edge_list, write_rmat_edge_list)
 
     n, k = 20000, 16
     write_planted_edge_list(tmp_path / "pp.npy", n, 200000, blocks=k, mixing=0.2, seed=2)
     write_regular_edge_list(tmp_path / "rg.npy", n, 20, 2)
-    pp = partition_stream(open_edge_stream(tmp_path / "pp.npy", chunk_edges=20000), k, method="grem",
-                          seed=0, whole_graph=False)
-    c = pp.details["cycles"]
+    write_rmat_edge_list(tmp_path / "rm.npy", 14, 200000, seed=1)
+
+    def run(name):
+        st = open_edge_stream(tmp_path / name, chunk_edges=20000)
+        r = partition_stream(st, k, method="grem", seed=0, whole_graph=False)
+        return r, r.details["cycles"], st.stream_entries
+
+    pp, c, _ = run("pp.npy")
     assert c[0]["cut_projected"] >= 1.5 * c[0]["cut"]
     assert pp.details["vcycles_skipped"] == "clusters-poor" and len(c) == 1
     assert _agreement(planted_blocks(n, k, seed=2), pp.assignment, k) >= 0.95   # refinement found them
-    rg = partition_stream(open_edge_stream(tmp_path / "rg.npy", chunk_edges=20000), k, method="grem",
-                          seed=0, whole_graph=False)
-    c = rg.details["cycles"]
+    rg, c, entries = run("rg.npy")
     assert c[0]["cut_projected"] < 1.5 * c[0]["cut"]
-    assert "vcycles_skipped" not in rg.details and len(c) >= 2
+    assert c[0]["level1_entries"] > VCYCLE_MAX_LEVEL1_SHARE * entries
+    assert rg.details["vcycles_skipped"] == "clusters-poor" and len(c) == 1
+    rm, c, entries = run("rm.npy")
+    assert c[0]["cut_projected"] < 1.5 * c[0]["cut"]
+    assert c[0]["level1_entries"] <= VCYCLE_MAX_LEVEL1_SHARE * entries
+    assert "vcycles_skipped" not in rm.details and len(c) >= 2
+    assert c[-1]["cut"] < c[0]["cut"]  # and they pay there
 
 
 def test_first_cycle_relaxes_cluster_size_before_the_budget(tmp_path, monkeypatch):
@@ -357,42 +369,38 @@ def test_cluster_graph_sparse_path_matches_reference(planted_graph, monkeypatch,
     assert cluster_graph.build_cluster_graph(stream, cmap, nc, merge_every, limit=adj.size - 1) is None
 
 
-def test_vcycle_cluster_graph_stays_within_budget(tmp_path, monkeypatch, caplog):
-    """A streamed V-cycle merges only inside blocks, which can stall above the cluster-graph
-    budget on a heavy-tailed power law (most edges cut): the V-cycle's cluster graph is built
-    under the budget, merged further when over it, and the V-cycles stop if it still does not
-    fit; the partition stays valid either way."""
-    import logging
-
+def test_vcycle_cluster_graph_stays_within_budget(tmp_path, monkeypatch):
+    """A streamed V-cycle coarsens its cluster graph inside the blocks until it fits the budget
+    (on a heavy-tailed power law most edges cross blocks: at 20M edges a V-cycle's cluster graph
+    was 22.9M entries for a 4M budget), or stops the V-cycles when it cannot; the partition stays
+    valid either way."""
     from argosy.services.partitioner import grem
     from argosy.shared.synthetic import write_chunglu_edge_list
 
     n, k = 20000, 8
     write_chunglu_edge_list(tmp_path / "cl.npy", n, 200000, 2.1, seed=3)
-    built = []
-    real_build = grem.build_cluster_graph
+    calls = []
+    real = grem.coarsen_cluster_graph
 
-    def spy(stream, cmap, nc, merge_every, limit=None):
-        out = real_build(stream, cmap, nc, merge_every, limit)
-        built.append((limit, None if out is None else out[1].size))
+    def spy(stream, cmap, nc, maxw, maxw_cap, budget, state, workdir=None, part=None):
+        out = real(stream, cmap, nc, maxw, maxw_cap, budget, state, workdir, part)
+        cm, nc2, built = out[0], out[1], out[4]
+        if part is not None:  # a V-cycle: every cluster inside one block
+            assert np.unique(cm.astype(np.int64) * k + part).size == nc2
+        calls.append((budget, part is not None, None if built is None else built[1].size))
         return out
 
-    monkeypatch.setattr(grem, "build_cluster_graph", spy)
+    monkeypatch.setattr(grem, "coarsen_cluster_graph", spy)
     for budget in (60000, 5000):
-        built.clear()
+        calls.clear()
         monkeypatch.setattr(grem, "cluster_budget", lambda n_, b=budget: b)
-        with caplog.at_level(logging.INFO, logger="argosy.partitioner"):
-            r = partition_stream(open_edge_stream(tmp_path / "cl.npy", chunk_edges=50000), k,
-                                 method="grem", seed=0, whole_graph=False)
+        r = partition_stream(open_edge_stream(tmp_path / "cl.npy", chunk_edges=50000), k,
+                             method="grem", seed=0, whole_graph=False)
         assert r.part_sizes.max() <= capacity(n, k, 0.03)
-        limited = [b for b in built if b[0] is not None]
-        assert limited and all(lim == budget for lim, _ in limited)
-        assert all(size is None or size <= budget for _, size in limited)
-        assert any(size is None for _, size in limited)  # a build went over and stopped
-        assert "over its budget" in caplog.text
-        if built[-1][1] is None:  # gave up: no partition from an over-budget graph
+        assert any(vc for _, vc, _ in calls)  # V-cycles ran
+        assert all(size is None or size <= budget for _, _, size in calls)
+        if calls[-1][2] is None:  # gave up: no partition from an over-budget graph
             assert r.details["vcycles_skipped"] == "cluster-graph-over-budget"
-        caplog.clear()
 
 
 def test_bisection_tree_levels_are_contiguous_equal_groups():
