@@ -503,13 +503,15 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
     streamed clusters leave it over the budget.
 
     With few clusters it is built in memory (dense, :func:`build_cluster_graph`).  Otherwise,
-    or when that is over the budget, it is built in buckets (in memory until half the
-    budget, then spilled to disk); if over the budget it is coarsened by levels: rounds of
+    or when that is over the budget, it is built in buckets (in memory until half the budget,
+    then spilled to disk); if over the budget it is coarsened by levels: rounds of
     size-constrained label propagation bucket by bucket (clusters of at most ``maxw``
-    vertices), then contraction, until the coarse graph fits.  With ``part`` (the block of
-    every vertex; clusters inside blocks, as in GREM's V-cycles) clusters only join clusters
-    of their own block.  A level that shrinks the
-    clusters by less than 10 % doubles ``maxw`` (up to ``maxw_cap``) and retries.
+    vertices), then contraction, until the coarse graph fits.  A level that shrinks the
+    clusters by less than 10 % doubles ``maxw`` (up to ``maxw_cap``) and retries.  With
+    ``part`` (the block of every vertex; clusters inside blocks, as in GREM's V-cycles)
+    clusters only join clusters of their own block.  Scratch files go to a fresh directory
+    under ``workdir`` and are removed on return, also on errors (e.g. a full disk: the
+    ``OSError`` propagates).
 
     Returns:
         tuple: ``(cmap, nc, maxw, info, built)``: the coarsened vertex -> cluster map, its

@@ -122,3 +122,25 @@ def test_coarsening_inside_blocks_keeps_every_cluster_in_one_block(random_graph,
                                                          _rng(0), str(tmp_path), part)
     assert built is not None and info["levels"] >= 1 and built[1].size <= 8000
     assert np.unique(cm.astype(np.int64) * 3 + part).size == nc  # one block per cluster
+
+
+def test_full_disk_raises_and_leaves_no_scratch(random_graph, tmp_path, monkeypatch):
+    """ENOSPC while writing a bucket: the OSError reaches the caller (the CLI reports 'disk full
+    at PATH') and the scratch directory is gone."""
+    import errno
+
+    stream, n = random_graph
+    real, calls = cg._save_arrays, []
+
+    def full(path, *arrays):
+        calls.append(path)
+        if len(calls) > 2:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        real(path, *arrays)
+
+    monkeypatch.setattr(cg, "_save_arrays", full)
+    with pytest.raises(OSError) as e:
+        cg.coarsen_cluster_graph(stream, np.arange(n, dtype=np.int32), n, 40, 1000, 500,
+                                 _rng(0), str(tmp_path))
+    assert e.value.errno == errno.ENOSPC and len(calls) == 3
+    assert os.listdir(tmp_path) == []

@@ -263,7 +263,7 @@ def test_grem_structureless_families_balanced_and_beat_hash(tmp_path, family):
 
 def test_streamed_vcycles_skipped_only_after_poor_clusters(tmp_path):
     """A streamed V-cycle is skipped when refinement removed a third or more of the projected
-    cut (the clusters missed the blocks) or when the first-level clusters left more than 90 %
+    cut (the clusters missed the blocks) or when the first-level clusters left more than 80 %
     of the entries between them (a random-like graph: re-clustering finds nothing new), and
     runs otherwise."""
     from argosy.services.partitioner.grem import VCYCLE_MAX_LEVEL1_SHARE
