@@ -26,7 +26,7 @@ from typing import List, Optional, Tuple
 import numba
 import numpy as np
 
-from .multilevel import _permutation, _rand_below
+from .multilevel import _permutation, lp_best_label
 from .stream import EdgeStream
 
 logger = logging.getLogger("argosy.partitioner")
@@ -158,6 +158,26 @@ def _count_sorted(key, counts):
 
 
 
+def _counted_runs(stream: EdgeStream, cmap: np.ndarray, nc: int):
+    """Per chunk of the stream: ``(entries read, runs)``, one sorted run of distinct
+    ``(cmap[u] * nc + cmap[v], count)`` pairs per block of :data:`CLUSTER_KEY_BLOCK` entries
+    (keys written into one reused buffer, sorted and counted in place; the runs are copies)."""
+    kbuf = np.empty(CLUSTER_KEY_BLOCK, np.int64)
+    cbuf = np.empty(CLUSTER_KEY_BLOCK, np.int64)
+    for src, dst in stream:
+        runs = []
+        for b0 in range(0, src.size, CLUSTER_KEY_BLOCK):
+            b1 = min(b0 + CLUSTER_KEY_BLOCK, src.size)
+            nk = _cluster_pair_keys(src[b0:b1], dst[b0:b1], cmap, nc, kbuf)
+            if nk == 0:
+                continue
+            key = kbuf[:nk]
+            key.sort()  # in place
+            nu = _count_sorted(key, cbuf)
+            runs.append((key[:nu].copy(), cbuf[:nu].copy()))
+        yield src.size, runs
+
+
 def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_every: int,
                         limit: Optional[int] = None):
     """Stream the edges once and build the weighted CSR of the cluster graph.
@@ -191,20 +211,10 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
     acc_k = np.empty(0, np.int64)
     acc_w = np.empty(0, np.int64)
     runs, pend = [], 0
-    kbuf = np.empty(CLUSTER_KEY_BLOCK, np.int64)
-    cbuf = np.empty(CLUSTER_KEY_BLOCK, np.int64)
-    for src, dst in stream:
-        total += src.size
-        for b0 in range(0, src.size, CLUSTER_KEY_BLOCK):
-            b1 = min(b0 + CLUSTER_KEY_BLOCK, src.size)
-            nk = _cluster_pair_keys(src[b0:b1], dst[b0:b1], cmap, nc, kbuf)
-            if nk == 0:
-                continue
-            key = kbuf[:nk]
-            key.sort()  # in place
-            nu = _count_sorted(key, cbuf)
-            runs.append((key[:nu].copy(), cbuf[:nu].copy()))
-            pend += nu
+    for size, chunk_runs in _counted_runs(stream, cmap, nc):
+        total += size
+        runs += chunk_runs
+        pend += sum(r[0].size for r in chunk_runs)
         if pend >= max(merge_every, acc_k.size // 2):
             acc_k, acc_w = _merge_runs([(acc_k, acc_w)] + runs)
             runs, pend = [], 0
@@ -416,31 +426,8 @@ def _lp_bucket(xadj, adj, ew, lo, label, lw, vw, maxw, rating, touched, state, c
         r = order[i]
         v = lo + r
         cur = label[v]
-        nt = 0
-        for e in range(xadj[r], xadj[r + 1]):
-            c = label[adj[e]]
-            if rating[c] == 0:
-                touched[nt] = c
-                nt += 1
-            rating[c] += ew[e]
-        best = cur
-        bestr = rating[cur]
-        nties = 1
-        for t in range(nt):
-            c = touched[t]
-            if c == cur or lw[c] + vw[v] > maxw or (use_part and cpart[c] != cpart[v]):
-                continue
-            rr = rating[c]
-            if rr > bestr:
-                best = c
-                bestr = rr
-                nties = 1
-            elif rr == bestr and best != cur:
-                nties += 1
-                if _rand_below(state, nties) == 0:
-                    best = c
-        for t in range(nt):
-            rating[touched[t]] = 0
+        best = lp_best_label(adj, ew, xadj[r], xadj[r + 1], v, label, lw, vw[v], maxw, rating,
+                             touched, cpart, use_part, state)
         if best != cur:
             lw[cur] -= vw[v]
             lw[best] += vw[v]
@@ -462,18 +449,9 @@ def _stream_to_buckets(stream: EdgeStream, cmap: np.ndarray, nc: int, nb: int, d
     cmap = new_id[cmap]
     del new_id
     out = _BucketWriter(directory, tag, nc, bounds, spill)
-    kbuf = np.empty(CLUSTER_KEY_BLOCK, np.int64)
-    cbuf = np.empty(CLUSTER_KEY_BLOCK, np.int64)
-    for src, dst in stream:
-        for b0 in range(0, src.size, CLUSTER_KEY_BLOCK):
-            b1 = min(b0 + CLUSTER_KEY_BLOCK, src.size)
-            nk = _cluster_pair_keys(src[b0:b1], dst[b0:b1], cmap, nc, kbuf)
-            if nk == 0:
-                continue
-            key = kbuf[:nk]
-            key.sort()
-            nu = _count_sorted(key, cbuf)
-            out.add(key[:nu].copy(), cbuf[:nu].copy())
+    for _, runs in _counted_runs(stream, cmap, nc):
+        for key, count in runs:
+            out.add(key, count)
     return out.finish(), cmap
 
 

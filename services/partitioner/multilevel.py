@@ -85,6 +85,45 @@ def edge_cut_csr(xadj, adj, ew, part):
 # coarsening
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
+def lp_best_label(adj, ew, e0, e1, v, label, lw, wv, maxw, rating, touched, part, use_part,
+                  state):
+    """The label vertex ``v`` (weight ``wv``; its entries ``e0 .. e1 - 1``) takes in one step of
+    size-constrained label propagation: the neighbouring label with the most edge weight
+    whose weight ``lw`` stays within ``maxw`` with ``v`` added (and, with ``use_part``, of
+    ``v``'s block in ``part``, indexed like ``label``), else its own; ties at random.
+    ``rating`` is all zeros and left so; ``touched`` holds at least ``e1 - e0`` entries."""
+    cur = label[v]
+    nt = 0
+    for e in range(e0, e1):
+        c = label[adj[e]]
+        if rating[c] == 0:
+            touched[nt] = c
+            nt += 1
+        rating[c] += ew[e]
+    best = cur
+    bestr = rating[cur]
+    nties = 1
+    for t in range(nt):
+        c = touched[t]
+        if c == cur:
+            continue
+        r = rating[c]
+        if lw[c] + wv > maxw or (use_part and part[c] != part[v]):
+            continue
+        if r > bestr:
+            best = c
+            bestr = r
+            nties = 1
+        elif r == bestr and best != cur:
+            nties += 1
+            if _rand_below(state, nties) == 0:
+                best = c
+    for t in range(nt):
+        rating[touched[t]] = 0
+    return best
+
+
+@numba.njit(cache=True)
 def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks):
     """Size-constrained label propagation clustering.
 
@@ -116,33 +155,8 @@ def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks):
         for idx in range(n):
             v = order[idx]
             cur = label[v]
-            nt = 0
-            for e in range(xadj[v], xadj[v + 1]):
-                c = label[adj[e]]
-                if rating[c] == 0:
-                    touched[nt] = c
-                    nt += 1
-                rating[c] += ew[e]
-            best = cur
-            bestr = rating[cur]
-            nties = 1
-            for t in range(nt):
-                c = touched[t]
-                if c == cur:
-                    continue
-                r = rating[c]
-                if cw[c] + vw[v] > maxw or part[c] != part[v]:
-                    continue
-                if r > bestr:
-                    best = c
-                    bestr = r
-                    nties = 1
-                elif r == bestr and best != cur:
-                    nties += 1
-                    if _rand_below(seed_state, nties) == 0:
-                        best = c
-            for t in range(nt):
-                rating[touched[t]] = 0
+            best = lp_best_label(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v], maxw,
+                                 rating, touched, part, True, seed_state)
             if best != cur:
                 cw[cur] -= vw[v]
                 cw[best] += vw[v]
