@@ -518,7 +518,7 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
             if part is not None:  # every cluster lies inside one block
                 cpart = np.empty(nc, np.int32)
                 cpart[cmap] = part
-            label = np.arange(nc, dtype=np.int64)
+            label = np.arange(nc, dtype=np.int32)
             lw = vw.copy()
             rating = np.zeros(nc, np.int64)
             touched = np.empty(g.max_degree + 1, np.int64)
