@@ -962,8 +962,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         cd.update(cluster_passes=passes, clusters_level1=int(nc1),
                   level1_entries=info["level1_entries"], coarsen_levels=info["levels"],
                   clusters=int(nc), max_cluster=maxw, whole_graph=bool(whole))
-        logger.info("GREM cycle %d: %d clusters in %.1f s; building the cluster graph", cyc,
-                    nc, time.perf_counter() - t0)
+        logger.info("GREM cycle %d: %d clusters in %.1f s", cyc, nc, time.perf_counter() - t0)
         t1 = time.perf_counter()
         if whole:
             built = build_cluster_graph(stream, cmap, nc, 1 << 20)
