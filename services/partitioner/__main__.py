@@ -58,8 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "a model cannot learn from them)")
     p.add_argument("--synthetic-features", type=int, default=None, metavar="DIM", help=argparse.SUPPRESS)
     p.add_argument("--tmpdir", default=None,
-                   help="scratch directory for regrouping edge lists (~8 bytes per directed entry) and "
-                        "for inflating a deflated .npz's indices once (default: the system temp dir)")
+                   help="scratch directory for regrouping edge lists (~8 bytes per directed entry), "
+                        "for inflating a deflated .npz's indices once, and for GREM's cluster graph "
+                        "when it is coarsened out of core (~16 bytes per entry of it; default: the "
+                        "system temp dir)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
     return p
 

@@ -157,7 +157,8 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
             method when the stream has several unaligned chunks (exact gains for GREM, true
             vertex stream for LDG/Fennel, duplicates across chunks removed so that every
             method is scored on the same simple graph; its time is included in ``seconds``).
-            ``tmpdir`` (str): where the buckets go (default: the system temp dir).
+            ``tmpdir`` (str): where the buckets and GREM's out-of-core cluster graph go
+            (default: the system temp dir).
             ``keep_regrouped`` (bool): hand the regrouped view back in the result (see
             :class:`PartitionResult`) instead of deleting it.
 
@@ -208,7 +209,8 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
         if k == 1:
             part, det = np.zeros(n, np.int32), {}
         elif method == "grem":
-            part, det = grem_partition(work, k, order=order, seed=seed, eps=eps, **options)
+            part, det = grem_partition(work, k, order=order, seed=seed, eps=eps,
+                                       workdir=work.workdir or tmpdir, **options)
         else:
             part, det = BASELINES[method](work, k, order=order, seed=seed, eps=eps, **options)
         seconds = time.perf_counter() - t0

@@ -872,7 +872,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                    vcycles: int = 2, repeats: int = 3, stream_cycles: int = 2,
                    refine_shrink: int = 1, fm_rounds: int = 2, greedy_start: bool = True,
                    initial: str = "rb", whole_graph: bool = True,
-                   tree_refine: bool = True) -> Tuple[np.ndarray, Dict]:
+                   tree_refine: bool = True,
+                   workdir: Optional[str] = None) -> Tuple[np.ndarray, Dict]:
     """Partition a streamed graph with GREM.
 
     Args:
@@ -900,6 +901,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             always cluster in the stream, e.g. to measure the streaming path on small graphs).
         tree_refine (bool): before the first k-way streaming refinement, refine between the
             groups of blocks of the recursive-bisection tree, top down (see ``_tree_refine``).
+        workdir (str, optional): scratch directory for the out-of-core cluster graph (default:
+            the stream's own ``workdir``, else the system temp dir).
 
     Returns:
         tuple: ``(assignment int32 (n,), details dict)``; ``details`` holds phase timings,
@@ -958,7 +961,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             # the size limit may double up to a block's n / k vertices (R-MAT at k = 256:
             # 234-vertex clusters stall at 18.7M entries)
             cmap, nc, maxw, info, built = coarsen_cluster_graph(
-                stream, cmap, nc, maxw, max(1, n // k), budget, state, stream.workdir, part)
+                stream, cmap, nc, maxw, max(1, n // k), budget, state,
+                workdir or stream.workdir, part)
         cd.update(cluster_passes=passes, clusters_level1=int(nc1),
                   level1_entries=info["level1_entries"], coarsen_levels=info["levels"],
                   clusters=int(nc), max_cluster=maxw, whole_graph=bool(whole))

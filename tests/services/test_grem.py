@@ -454,3 +454,28 @@ def test_tree_refinement_finds_few_large_blocks(tmp_path):
     table = np.zeros((k, 4), np.int64)
     np.add.at(table, (r.assignment, truth), 1)
     assert table.max(1).sum() / n >= 0.95   # every block of the partition inside one planted block
+
+
+def test_out_of_core_scratch_goes_to_tmpdir(planted_graph, tmp_path, monkeypatch):
+    """A CSR input is not regrouped, so GREM's out-of-core cluster graph has no stream directory
+    to sit beside: it goes to ``tmpdir`` (the CLI's --tmpdir), not the system temp dir, and
+    nothing is left there."""
+    from argosy.services.partitioner import grem
+
+    indptr, indices, _, _ = planted_graph
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    dirs = []
+    real = grem.coarsen_cluster_graph
+
+    def spy(stream, cmap, nc, maxw, maxw_cap, budget, state, workdir=None, part=None):
+        dirs.append(workdir)
+        return real(stream, cmap, nc, maxw, maxw_cap, budget, state, workdir, part)
+
+    monkeypatch.setattr(grem, "coarsen_cluster_graph", spy)
+    monkeypatch.setattr(grem, "cluster_budget", lambda n_: 500)
+    st = ArrayEdgeStream.from_csr(indptr, indices, chunk_edges=3000)
+    r = partition_stream(st, 4, method="grem", seed=0, whole_graph=False, tmpdir=str(scratch))
+    assert dirs and all(d == str(scratch) for d in dirs)
+    assert r.details["cycles"][0]["coarsen_levels"] >= 1
+    assert os.listdir(scratch) == []
