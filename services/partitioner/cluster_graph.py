@@ -539,8 +539,7 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
                 if maxw >= maxw_cap:
                     logger.info("GREM coarsening: stalled at %d clusters, %d entries",
                                 nc, g.entries)
-                    g.remove()
-                    return cmap, nc, maxw, info, None
+                    return cmap, nc, maxw, info, None  # the scratch goes in `finally`
                 maxw = min(2 * maxw, maxw_cap)
                 logger.info("GREM coarsening: %d -> %d clusters only; clusters up to %d "
                             "vertices", nc, nl, maxw)
@@ -553,14 +552,13 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
             lab = new_id[lab].astype(np.int32)
             del new_id
             g2 = _contract_buckets(g, lab, nl, nb, f"l{levels}", spill)
-            g.remove()
+            g.remove()  # one level on disk at a time
             cmap = lab[cmap]
             vw = np.bincount(lab, weights=vw, minlength=nl).astype(np.int64)
             logger.info("GREM coarsening level %d: %d -> %d clusters, %d entries", levels, nc,
                         nl, g2.entries)
             g, nc = g2, nl
         xadj, adj, ew = g.to_csr()
-        g.remove()
         return cmap, nc, maxw, info, (xadj, adj, ew, total)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
