@@ -148,7 +148,7 @@ def _worker(args) -> None:
         ev = evaluate_partition(st, part, args.k)
         rec.update(seconds=secs, load_seconds=t_load, edge_cut=int(ev["edge_cut"]),
                    edge_cut_fraction=ev["edge_cut_fraction"], balance=ev["balance"],
-                   n=st.num_nodes, entries=st.num_edges)
+                   edge_balance=ev["edge_balance"], n=st.num_nodes, entries=st.num_edges)
     else:
         st = open_edge_stream(args.graph, chunk_edges=args.chunk_edges)
         t_open = time.perf_counter() - t0  # edge lists: one scan for the largest id
@@ -163,7 +163,7 @@ def _worker(args) -> None:
         det["open_seconds"] = round(t_open, 3)
         rec.update(seconds=r.seconds + t_open, edge_cut=r.edge_cut,
                    edge_cut_fraction=r.edge_cut_fraction, balance=r.balance,
-                   n=st.num_nodes, entries=st.num_edges,
+                   edge_balance=r.edge_balance, n=st.num_nodes, entries=st.num_edges,
                    details=json.loads(json.dumps(det, default=lambda o: str(o))))
     rec["wall_in_child"] = time.perf_counter() - t0
     rec["rss_start_kib"] = base_kib
@@ -558,7 +558,8 @@ def run_cli(graph: str, k: int, store: Path, timeout: float) -> dict:
     if not ru:
         return {"error": "the launcher did not report the peak RSS"}
     return {"seconds": wall, "peak_rss_mib": ru[-1] / 1024.0,
-            "edge_cut_fraction": r.get("edge_cut_fraction"), "balance": r.get("balance")}
+            "edge_cut_fraction": r.get("edge_cut_fraction"), "balance": r.get("balance"),
+            "edge_balance": r.get("edge_balance")}
 
 
 _LAUNCHER = (

@@ -226,12 +226,14 @@ def _write(args, stream, res, columns, t0) -> int:
     store_seconds = time.perf_counter() - t_store
     out = {"store": args.out, "n": manifest.num_nodes, "m": manifest.num_edges, "parts": args.parts,
            "method": res.method, "order": res.order, "edge_cut_fraction": manifest.partition["edge_cut_fraction"],
-           "balance": manifest.partition["balance"], "partition_seconds": res.seconds,
+           "balance": manifest.partition["balance"],
+           "edge_balance": manifest.partition.get("edge_balance", 0.0), "partition_seconds": res.seconds,
            "store_seconds": store_seconds, "total_seconds": time.perf_counter() - t0,
            "directed": bool(args.directed)}
     print(json.dumps(out) if args.json else
           f"wrote {args.out}: n={out['n']:,} m={out['m']:,} K={args.parts} method={res.method} order={res.order} "
           f"edge cut {100 * out['edge_cut_fraction']:.2f}% balance {out['balance']:.3f} "
+          f"(edges per part: max {out['edge_balance']:.2f}x mean) "
           f"({res.seconds:.2f} s partitioning, {store_seconds:.2f} s store, {out['total_seconds']:.2f} s total)")
     return 0
 

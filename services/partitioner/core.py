@@ -44,6 +44,10 @@ class PartitionResult:
         edge_cut (int): undirected edges whose endpoints lie in different blocks.
         edge_cut_fraction (float): ``edge_cut / undirected edges``.
         balance (float): largest block / (n / k).
+        edge_balance (float): the block with the most adjacency entries (the edges it stores,
+            samples from and gathers for) over the mean.  Only ``balance`` is constrained; on
+            power-law graphs a low cut can come from packing the hubs into a few blocks, which
+            this shows (see docs/partitioning.md, "Vertex balance and edge balance").
         part_sizes (np.ndarray): int64 (k,) vertices per block.
         details (dict): method-specific statistics (phase times, cluster counts, ...).
         regrouped (GroupedEdgeStream | None): the on-disk regrouped view of the input, when
@@ -60,6 +64,7 @@ class PartitionResult:
     edge_cut_fraction: float
     balance: float
     part_sizes: np.ndarray
+    edge_balance: float = 0.0
     details: Dict = field(default_factory=dict)
     regrouped: Optional[EdgeStream] = None
 
@@ -118,12 +123,15 @@ def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
 
 
 def evaluate_partition(stream: EdgeStream, assignment: np.ndarray, k: int) -> Dict:
-    """One streaming pass: undirected edge cut, cut fraction, balance and block sizes."""
+    """One streaming pass: undirected edge cut, cut fraction, balance (vertices), edge balance
+    (adjacency entries per block, max / mean) and block sizes."""
     n = stream.num_nodes
     cut_entries, entries = 0, 0
+    volume = np.zeros(k, np.int64)
     for src, dst in stream:
         entries += src.size
         cut_entries += int(count_cut(src, dst, assignment))
+        volume += np.bincount(assignment[src], minlength=k)
     div = 2 if stream.symmetric else 1
     sizes = np.bincount(assignment, minlength=k).astype(np.int64)
     und = entries // div
@@ -131,6 +139,7 @@ def evaluate_partition(stream: EdgeStream, assignment: np.ndarray, k: int) -> Di
         "edge_cut": cut_entries // div,
         "edge_cut_fraction": (cut_entries // div) / und if und else 0.0,
         "balance": float(sizes.max() / (n / k)) if n else 0.0,
+        "edge_balance": float(volume.max() / (entries / k)) if entries else 0.0,
         "part_sizes": sizes,
         "undirected_edges": und,
     }
@@ -232,4 +241,4 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
                            edge_cut=int(ev["edge_cut"]),
                            edge_cut_fraction=float(ev["edge_cut_fraction"]),
                            balance=float(ev["balance"]), part_sizes=ev["part_sizes"],
-                           details=det, regrouped=grouped_view if keep_regrouped else None)
+                           edge_balance=float(ev["edge_balance"]), details=det, regrouped=grouped_view if keep_regrouped else None)

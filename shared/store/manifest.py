@@ -60,7 +60,8 @@ class Manifest:
     splits: dict = field(default_factory=dict)
     """Vertices per split: ``{"train": 140, "val": 500, "test": 1000}``."""
     partition: dict = field(default_factory=dict)
-    """method, order, seed, seconds, edge_cut, edge_cut_fraction, balance, part_sizes."""
+    """method, order, seed, seconds, edge_cut, edge_cut_fraction, balance, edge_balance (adjacency
+    entries of the fullest part over the mean), part_sizes."""
     parts: list[PartEntry] = field(default_factory=list)
     name: str = "graph"
     format_version: int = FORMAT_VERSION

@@ -85,15 +85,21 @@ def graph_edge_chunks(g: Graph, chunk_edges: int = 1 << 22) -> Iterator[tuple[np
         row = end
 
 
-def partition_stats(assignment: np.ndarray, num_parts: int, cut_entries: int, num_edges: int) -> dict:
-    """Edge-cut fraction and balance of an assignment (``cut_entries`` counts directed entries)."""
+def partition_stats(assignment: np.ndarray, num_parts: int, cut_entries: int, num_edges: int,
+                    part_entries=None) -> dict:
+    """Edge-cut fraction and balance of an assignment (``cut_entries`` counts directed entries);
+    with ``part_entries`` (adjacency entries stored per part) also the edge balance, max / mean."""
     sizes = np.bincount(assignment, minlength=num_parts)
-    return {
+    out = {
         "edge_cut": int(cut_entries // 2),
         "edge_cut_fraction": float(cut_entries / 2 / max(num_edges, 1)),
         "balance": float(sizes.max() / max(sizes.mean(), 1e-9)),
         "part_sizes": sizes.tolist(),
     }
+    if part_entries is not None:
+        pe = np.asarray(part_entries, np.int64)
+        out["edge_balance"] = float(pe.max() / max(pe.mean(), 1e-9)) if pe.size else 0.0
+    return out
 
 
 def write_store(g: Graph, assignment: np.ndarray, out: str | os.PathLike, num_parts: int | None = None,
@@ -249,7 +255,8 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
               if s in stats}
     num_edges = total_entries if directed else total_entries // 2
     info = dict(partition_info)
-    info.update(partition_stats(assign, k, total_cut * (2 if directed else 1), num_edges))
+    info.update(partition_stats(assign, k, total_cut * (2 if directed else 1), num_edges,
+                                [pe.num_edges for pe in parts]))
     manifest = Manifest(
         num_nodes=n, num_edges=num_edges, num_parts=k, index_dtype=str(idt),
         feature_dim=int(feats.row_shape[0]) if feats is not None else 0,

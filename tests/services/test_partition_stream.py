@@ -547,3 +547,22 @@ def test_heap_retention_is_limited_unless_the_user_chose():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "False"
+
+
+def test_edge_balance_is_measured_and_stored(tmp_path):
+    """Only vertex counts are balanced; the edges a part stores are measured (max / mean) by the
+    partitioner's evaluation pass and by the store writer alike: a star whose hub's block holds
+    every leaf's edge shows it."""
+    from argosy.services.partitioner.core import evaluate_partition
+    from argosy.shared.store import write_store_from_edges
+    n, k = 8, 2
+    hub_edges = [(0, v) for v in range(1, n)]
+    src = np.array([u for u, v in hub_edges] + [v for u, v in hub_edges])
+    dst = np.array([v for u, v in hub_edges] + [u for u, v in hub_edges])
+    part = np.array([0, 0, 0, 0, 1, 1, 1, 1], np.int32)
+    ev = evaluate_partition(ArrayEdgeStream(src, dst, n), part, k)
+    # block 0: the hub (7 entries) + 3 leaves (1 each) = 10 of 14 entries; mean 7
+    assert ev["balance"] == 1.0 and ev["edge_balance"] == pytest.approx(10 / 7)
+    m = write_store_from_edges([(src, dst)], n, part, tmp_path / "s", num_parts=k)
+    assert m.partition["edge_balance"] == pytest.approx(10 / 7)
+    assert m.partition["balance"] == 1.0
