@@ -18,7 +18,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from .baselines import BASELINES
-from .grem import capacity, count_cut, grem_partition
+from .grem import capacity, count_cut, edge_balance_phase, grem_partition
 from .stream import EdgeStream, GroupedEdgeStream
 
 __all__ = ["PartitionResult", "MemoryBudgetError", "partition_stream", "estimate_cost",
@@ -170,6 +170,9 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
             (default: the system temp dir).
             ``keep_regrouped`` (bool): hand the regrouped view back in the result (see
             :class:`PartitionResult`) instead of deleting it.
+            ``max_edge_balance`` (float >= 1): after any method, cap every block's adjacency
+            entries at this multiple of the mean too (:func:`~.grem.edge_balance_phase`; its
+            time is included in ``seconds``).
 
     Returns:
         PartitionResult: the assignment and its quality.
@@ -205,6 +208,10 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
     regroup = options.pop("regroup", None)
     tmpdir = options.pop("tmpdir", None)
     keep_regrouped = bool(options.pop("keep_regrouped", False))
+    max_edge_balance = options.pop("max_edge_balance", None)
+    if max_edge_balance is not None and not (max_edge_balance >= 1.0):
+        raise ValueError(f"max_edge_balance must be >= 1 (a multiple of the mean edge count per "
+                         f"part), got {max_edge_balance}")
     t0 = time.perf_counter()
     work, grouped_view = stream, None
     if regroup is None:
@@ -222,8 +229,12 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
                                        workdir=work.workdir or tmpdir, **options)
         else:
             part, det = BASELINES[method](work, k, order=order, seed=seed, eps=eps, **options)
-        seconds = time.perf_counter() - t0
         part = np.ascontiguousarray(part, dtype=np.int32)
+        if max_edge_balance is not None and k > 1:
+            det = dict(det)
+            det["edge_balance_phase"] = edge_balance_phase(work, part, k, eps, max_edge_balance,
+                                                           order)
+        seconds = time.perf_counter() - t0
         ev = evaluate_partition(work, part, k)
     except BaseException:
         if grouped_view is not None:

@@ -566,3 +566,42 @@ def test_edge_balance_is_measured_and_stored(tmp_path):
     m = write_store_from_edges([(src, dst)], n, part, tmp_path / "s", num_parts=k)
     assert m.partition["edge_balance"] == pytest.approx(10 / 7)
     assert m.partition["balance"] == 1.0
+
+
+def test_max_edge_balance_caps_the_edges_per_part(tmp_path):
+    """A power-law graph partitioned for the cut alone packs its hubs (edge balance well above
+    the mean); ``max_edge_balance`` brings every part to the limit without breaking the vertex
+    capacity, and the reported cut and balances are those of the returned assignment."""
+    from argosy.services.partitioner.core import evaluate_partition
+    from argosy.services.partitioner.grem import capacity
+    from argosy.shared.synthetic import write_rmat_edge_list
+    path = tmp_path / "rmat.npy"
+    write_rmat_edge_list(path, 13, 60_000, seed=3)
+    free = partition_stream(open_edge_stream(path, chunk_edges=1 << 14), 8, seed=0)
+    assert free.edge_balance > 2.0  # the packing this option exists for
+    res = partition_stream(open_edge_stream(path, chunk_edges=1 << 14), 8, seed=0,
+                           max_edge_balance=1.2)
+    info = res.details["edge_balance_phase"]
+    assert info["reached"] and info["edge_balance_before"] == pytest.approx(free.edge_balance)
+    entries = 2 * res.details["undirected_edges"]
+    assert info["ecap"] == int(np.ceil(1.2 * entries / 8))  # rounded up, as the vertex capacity
+    assert res.edge_balance * entries / 8 <= info["ecap"] + 1e-6
+    assert res.part_sizes.max() <= capacity(res.assignment.size, 8, 0.03)
+    # one chunk: the simple graph the regrouped stream partitioned (duplicates removed)
+    ev = evaluate_partition(open_edge_stream(path, chunk_edges=1 << 20), res.assignment, 8)
+    assert ev["edge_cut"] == res.edge_cut and ev["edge_balance"] == pytest.approx(res.edge_balance)
+
+
+def test_max_edge_balance_unreachable_warns_and_bad_value_is_refused(caplog):
+    """A star's hub alone holds half the entries: 1.1x the mean over 4 parts cannot be met.
+    The partition stays valid (vertex capacity) and a warning says what was reached."""
+    import logging
+    n, k = 400, 4
+    src = np.concatenate([np.zeros(n - 1, np.int64), np.arange(1, n)])
+    dst = np.concatenate([np.arange(1, n), np.zeros(n - 1, np.int64)])
+    with caplog.at_level(logging.WARNING, logger="argosy.partitioner"):
+        res = partition_stream(ArrayEdgeStream(src, dst, n), k, max_edge_balance=1.1)
+    assert not res.details["edge_balance_phase"]["reached"]
+    assert "reached" in caplog.text and res.balance <= 1.03 + 1e-9
+    with pytest.raises(ValueError, match="max_edge_balance"):
+        partition_stream(ArrayEdgeStream(src, dst, n), k, max_edge_balance=0.5)
