@@ -162,6 +162,9 @@ def cmd_inspect(args) -> int:
     out = {"store": str(args.store), "format_version": m.format_version, "name": m.name, "n": m.num_nodes,
            "m": m.num_edges, "parts": m.num_parts, "method": m.partition.get("method"), "order": m.partition.get("order"),
            "edge_cut_fraction": m.partition.get("edge_cut_fraction"), "balance": m.partition.get("balance"),
+           # edges of the fullest part over the mean (from the parts: stores written before it was recorded too)
+           "edge_balance": round(max(p.num_edges for p in m.parts) * len(m.parts)
+                                 / max(sum(p.num_edges for p in m.parts), 1), 4),
            "feature_dim": m.feature_dim, "feature_dtype": m.feature_dtype, "num_classes": m.num_classes,
            "splits": m.splits, "part_sizes": [p.num_nodes for p in m.parts], "part_edges": [p.num_edges for p in m.parts]}
     if args.json:
