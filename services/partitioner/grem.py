@@ -146,6 +146,13 @@ def force_balance(part, k, cap):
 
 
 @numba.njit(cache=True)
+def _count_entries(src, deg):
+    """``deg[v] +=`` v's entries in this chunk (O(chunk), not O(n) per chunk)."""
+    for i in range(src.size):
+        deg[src[i]] += 1
+
+
+@numba.njit(cache=True)
 def _edge_balance_chunk(src, dst, starts, gorder, part, size, vol, conn, touched, k, deg, mode,
                         thr, vcap, ecap, dmax):
     """One sweep of the edge-balance phase over a vertex-aligned chunk (``deg[v]``: v's
@@ -845,10 +852,10 @@ def edge_balance_phase(stream: EdgeStream, part: np.ndarray, k: int, eps: float,
     cap = capacity(n, k, eps)
     if state is None:
         state = _rng(0)
-    deg = np.zeros(n, np.int64)
+    deg = np.zeros(n, np.int32)  # 4 bytes per vertex; one vertex's entries fit
     entries = 0
     for src, dst in stream:
-        deg += np.bincount(src, minlength=n)
+        _count_entries(src, deg)
         entries += src.size
     vol = np.bincount(part, weights=deg, minlength=k).astype(np.int64)
     size = np.bincount(part, minlength=k).astype(np.int64)
