@@ -825,6 +825,7 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
 
 EDGE_BALANCE_THRESHOLDS = (0.0, -0.25, -0.5, -0.75, -1.0)
 EDGE_BALANCE_ROUNDS = 12
+EDGE_BALANCE_VERTEX_THRESHOLDS = (0.0, -1.0, -2.0, -4.0)
 
 
 def edge_balance_phase(stream: EdgeStream, part: np.ndarray, k: int, eps: float,
@@ -883,7 +884,7 @@ def edge_balance_phase(stream: EdgeStream, part: np.ndarray, k: int, eps: float,
         thr = EDGE_BALANCE_THRESHOLDS[min(r, len(EDGE_BALANCE_THRESHOLDS) - 1)]
         m1, _ = sweep(1, thr, vcap, ecap) if vol.max() > ecap else (0, 0)
         m2 = 0
-        for thr2 in (0.0, -1.0, -2.0, -float(n)):
+        for thr2 in EDGE_BALANCE_VERTEX_THRESHOLDS:
             if size.max() <= cap:
                 break
             m2 += sweep(2, thr2, cap, ecap)[0]
