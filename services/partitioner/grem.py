@@ -179,13 +179,7 @@ def _edge_balance_chunk(src, dst, starts, gorder, part, size, vol, conn, touched
         if (mode == 1 and (vol[p] <= ecap or dv <= dmax)) or \
                 (mode == 2 and (size[p] <= vcap or dv > dmax)):
             continue
-        nt = 0
-        for e in range(a, b):
-            q = part[dst[e]]
-            if conn[q] == 0:
-                touched[nt] = q
-                nt += 1
-            conn[q] += 1
+        nt = _block_counts(dst, a, b, part, conn, touched)
         cp = conn[p]
         best = -1
         bestc = -1
@@ -548,9 +542,9 @@ def _stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touche
 
 
 @numba.njit(cache=True)
-def _group_best(src, dst, a, b, part, size, k, cap, conn, touched):
-    v = src[a]
-    p = part[v]
+def _block_counts(dst, a, b, part, conn, touched):
+    """Add the blocks of neighbours ``dst[a:b]`` into ``conn`` (all zeros before; the caller
+    clears the ``nt`` entries listed in ``touched[:nt]``); returns ``nt``."""
     nt = 0
     for e in range(a, b):
         q = part[dst[e]]
@@ -558,6 +552,14 @@ def _group_best(src, dst, a, b, part, size, k, cap, conn, touched):
             touched[nt] = q
             nt += 1
         conn[q] += 1
+    return nt
+
+
+@numba.njit(cache=True)
+def _group_best(src, dst, a, b, part, size, k, cap, conn, touched):
+    v = src[a]
+    p = part[v]
+    nt = _block_counts(dst, a, b, part, conn, touched)
     cp = conn[p]
     best = -1
     bestc = -1
