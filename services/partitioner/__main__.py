@@ -39,9 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eps", type=float, default=0.03, help="allowed imbalance: max part <= (1+eps) n/K")
     p.add_argument("--max-edge-balance", type=float, default=None, metavar="X",
-                   help="also cap each part's edges at X times the mean (X >= 1, e.g. 1.1): a streamed "
-                        "phase after partitioning moves vertices out of over-full parts, then refines "
-                        "under both limits. Off by default: only vertex counts are balanced, and on "
+                   help="also cap each part's edges at X times the mean (X >= 1, e.g. 1.1). GREM "
+                        "then also partitions by edges (a vertex weighs 1 + its degree) and keeps "
+                        "the lower cut of that and its vertex-balanced run, each finished by a "
+                        "streamed phase that moves vertices until both limits hold (other methods: "
+                        "the phase only). Off by default: only vertex counts are balanced, and on "
                         "power-law graphs the lowest cuts put several times the mean edge count in "
                         "one part (the summary line prints it)")
     p.add_argument("--memory-budget", default=None, help="refuse to run above this peak memory (e.g. 4G)")

@@ -18,7 +18,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from .baselines import BASELINES
-from .grem import capacity, count_cut, edge_balance_phase, grem_partition
+from .grem import capacity, count_cut, edge_balance_phase, grem_edge_limited, grem_partition
 from .stream import EdgeStream, GroupedEdgeStream
 
 __all__ = ["PartitionResult", "MemoryBudgetError", "partition_stream", "estimate_cost",
@@ -170,9 +170,10 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
             (default: the system temp dir).
             ``keep_regrouped`` (bool): hand the regrouped view back in the result (see
             :class:`PartitionResult`) instead of deleting it.
-            ``max_edge_balance`` (float >= 1): after any method, cap every block's adjacency
-            entries at this multiple of the mean too (:func:`~.grem.edge_balance_phase`; its
-            time is included in ``seconds``).
+            ``max_edge_balance`` (float >= 1): cap every block's adjacency entries at this
+            multiple of the mean too: after any method, :func:`~.grem.edge_balance_phase`;
+            GREM also partitions by edges and keeps the better result
+            (:func:`~.grem.grem_edge_limited`).  Its time is included in ``seconds``.
 
     Returns:
         PartitionResult: the assignment and its quality.
@@ -224,13 +225,16 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
     try:
         if k == 1:
             part, det = np.zeros(n, np.int32), {}
+        elif method == "grem" and max_edge_balance is not None:
+            part, det = grem_edge_limited(work, k, max_edge_balance, order=order, seed=seed,
+                                          eps=eps, workdir=work.workdir or tmpdir, **options)
         elif method == "grem":
             part, det = grem_partition(work, k, order=order, seed=seed, eps=eps,
                                        workdir=work.workdir or tmpdir, **options)
         else:
             part, det = BASELINES[method](work, k, order=order, seed=seed, eps=eps, **options)
         part = np.ascontiguousarray(part, dtype=np.int32)
-        if max_edge_balance is not None and k > 1:
+        if max_edge_balance is not None and k > 1 and "edge_balance_phase" not in det:
             det = dict(det)
             det["edge_balance_phase"] = edge_balance_phase(work, part, k, eps, max_edge_balance,
                                                            order)

@@ -582,7 +582,13 @@ def test_max_edge_balance_caps_the_edges_per_part(tmp_path):
     res = partition_stream(open_edge_stream(path, chunk_edges=1 << 14), 8, seed=0,
                            max_edge_balance=1.2)
     info = res.details["edge_balance_phase"]
-    assert info["reached"] and info["edge_balance_before"] == pytest.approx(free.edge_balance)
+    runs = res.details["edge_limited"]
+    assert info["reached"]
+    assert runs["vertex_balanced"]["edge_balance_before"] == pytest.approx(free.edge_balance)
+    # GREM also partitioned by edges (vertex weight 1 + degree) and kept the lower cut of the
+    # two runs; here that run wins, as on every heavy-tailed graph measured
+    assert runs["kept"] == "edge_weighted" and res.edge_cut == runs["edge_weighted"]["cut"]
+    assert runs["edge_weighted"]["cut"] < 0.95 * runs["vertex_balanced"]["cut"]
     entries = 2 * res.details["undirected_edges"]
     assert info["ecap"] == int(np.ceil(1.2 * entries / 8))  # rounded up, as the vertex capacity
     assert res.edge_balance * entries / 8 <= info["ecap"] + 1e-6
@@ -590,6 +596,19 @@ def test_max_edge_balance_caps_the_edges_per_part(tmp_path):
     # one chunk: the simple graph the regrouped stream partitioned (duplicates removed)
     ev = evaluate_partition(open_edge_stream(path, chunk_edges=1 << 20), res.assignment, 8)
     assert ev["edge_cut"] == res.edge_cut and ev["edge_balance"] == pytest.approx(res.edge_balance)
+
+
+def test_edge_limit_already_met_keeps_the_vertex_balanced_partition(tmp_path):
+    """A graph whose vertex-balanced partition is within the edge limit is not partitioned a
+    second time: the result is the plain GREM partition (same cut)."""
+    from argosy.shared.synthetic import write_planted_edge_list
+    path = tmp_path / "planted.npy"
+    write_planted_edge_list(path, 4000, 20_000, blocks=8, mixing=0.1, seed=1)
+    plain = partition_stream(open_edge_stream(path), 8, seed=0)
+    assert plain.edge_balance < 1.5
+    res = partition_stream(open_edge_stream(path), 8, seed=0, max_edge_balance=1.5)
+    assert "edge_weighted" not in res.details["edge_limited"]
+    assert res.edge_cut <= plain.edge_cut and res.edge_balance <= 1.5 + 1e-9
 
 
 def test_max_edge_balance_unreachable_warns_and_bad_value_is_refused(caplog):
