@@ -43,7 +43,9 @@ Algorithm (each step a numba kernel over one chunk; Python only loops over chunk
    assignments while streaming", applied to whole clusters as well as single vertices.
 
 The balance constraint holds after every step (hard capacity in every move; an O(n) repair
-``force_balance`` is the safety net).
+``force_balance`` is the safety net).  With ``edge_weighted`` the balanced quantity is
+1 + degree per vertex instead (:func:`grem_edge_limited` runs GREM both ways under an edge
+limit and finishes each with :func:`edge_balance_phase`).
 
 Stream order (``order``): ``"file"`` = chunks and vertices in stored order; ``"random"`` =
 seeded random chunk order (seekable streams) and random vertex order inside each chunk;
