@@ -984,14 +984,15 @@ def grem_edge_limited(stream: EdgeStream, k: int, max_edge_balance: float, order
     runs["edge_weighted"] = {"cut": acut, "reached": aphase["reached"],
                              "edge_balance_before": aphase["edge_balance_before"],
                              "seconds": adet.get("seconds")}
-    logger.info("GREM under an edge limit of %.2fx: vertex-balanced run %d cut edges, "
-                "edge-weighted run %d", max_edge_balance, cut, acut)
     if (aphase["reached"], -acut) > (phase["reached"], -cut):
         part, phase = alt, aphase
         det = dict(adet, edge_limited=runs)  # the kept run's cycles and timings
         runs["kept"] = "edge_weighted"
     else:
         runs["kept"] = "vertex_balanced"
+    logger.info("GREM under an edge limit of %.2fx: vertex-balanced run %d cut edges, "
+                "edge-weighted run %d; keeping the %s one", max_edge_balance, cut, acut,
+                runs["kept"].replace("_", "-"))
     det["edge_balance_phase"] = phase
     if not phase["reached"]:
         logger.warning("GREM edge balance: asked for %.2fx the mean edge count per block, "
