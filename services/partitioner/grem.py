@@ -940,7 +940,7 @@ def edge_balance_phase(stream: EdgeStream, part: np.ndarray, k: int, eps: float,
     info["edge_balance_after"] = float(vol.max() * k / max(entries, 1))
     if not info["reached"] and warn:
         logger.warning("GREM edge balance: asked for %.2fx the mean edge count per block, "
-                       "reached %.2fx (too few light vertices to trade, or vertices heavier "
+                       "reached %.3fx (too few light vertices to trade, or vertices heavier "
                        "than the limit)", max_edge_balance, info["edge_balance_after"])
     return info
 
@@ -996,7 +996,7 @@ def grem_edge_limited(stream: EdgeStream, k: int, max_edge_balance: float, order
     det["edge_balance_phase"] = phase
     if not phase["reached"]:
         logger.warning("GREM edge balance: asked for %.2fx the mean edge count per block, "
-                       "reached %.2fx (too few light vertices to trade, or vertices heavier "
+                       "reached %.3fx (too few light vertices to trade, or vertices heavier "
                        "than the limit)", max_edge_balance, phase["edge_balance_after"])
     return part, det
 
