@@ -1160,7 +1160,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             vertex capacity is then *not* enforced here: :func:`edge_balance_phase` (which
             ``partition_stream`` runs after it for ``max_edge_balance``) restores it by moving
             light vertices, which costs far less cut than moving hubs out of a partition that
-            packed them (soc-slashdot, k = 16, edge limit 1.1: 65.9 % against 71.4 %).
+            packed them (soc-slashdot, k = 16, edge limit 1.1: 62.3 % against 71.4 %).
         workdir (str, optional): scratch directory for the out-of-core cluster graph (default:
             the stream's own ``workdir``, else the system temp dir).
 
