@@ -261,9 +261,14 @@ def partition_to_store(data: str, out: Path, parts: int, method: str, seed: int 
     if proc.returncode != 0:
         raise ArgosyError(f"partitioning {data} failed:\n{proc.stderr.strip()[-2000:]}")
     res = json.loads(proc.stdout.strip().splitlines()[-1])
+    for line in proc.stderr.splitlines():  # the partitioner's warnings reach the user, not its INFO log
+        if " WARNING: " in line or "Warning: " in line:
+            print("partitioner warning: " + line.split(" WARNING: ", 1)[-1] if " WARNING: " in line else line,
+                  file=sys.stderr)
     if not quiet:
         print(f"partitioned {data} with {method} into {parts} parts: edge cut {100 * res['edge_cut_fraction']:.2f}%, "
-              f"balance {res['balance']:.3f} ({res['partition_seconds']:.1f} s)", file=sys.stderr)
+              f"balance {res['balance']:.3f}, edges per part max {res.get('edge_balance', 0.0):.2f}x mean "
+              f"({res['partition_seconds']:.1f} s)", file=sys.stderr)
     return res
 
 

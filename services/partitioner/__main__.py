@@ -28,6 +28,10 @@ SIDE_FILES = (("features", "--features"), ("labels", "--labels"), ("train_mask",
               ("val_mask", "--val-mask"), ("test_mask", "--test-mask"))
 
 
+SKEWED_EDGE_BALANCE = 2.0
+"""Above this edge balance (fullest part's edges / mean) without ``--max-edge-balance``, warn."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="argosy partition", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -232,6 +236,11 @@ def _write(args, stream, res, columns, t0) -> int:
                                       node_data=columns, partition_info=info, feature_dtype=args.feature_dtype,
                                       overwrite=args.overwrite, name=stream.source.name, directed=args.directed)
     store_seconds = time.perf_counter() - t_store
+    eb = manifest.partition.get("edge_balance", 0.0)
+    if args.parts > 1 and args.max_edge_balance is None and eb > SKEWED_EDGE_BALANCE:
+        logger.warning("one part holds %.1fx the mean edge count: the host serving it samples and "
+                       "gathers that much more than the others. --max-edge-balance 1.1 limits it, "
+                       "at some cut (docs/partitioning.md, 'GREM under both limits')", eb)
     out = {"store": args.out, "n": manifest.num_nodes, "m": manifest.num_edges, "parts": args.parts,
            "method": res.method, "order": res.order, "edge_cut_fraction": manifest.partition["edge_cut_fraction"],
            "balance": manifest.partition["balance"],

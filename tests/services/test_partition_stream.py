@@ -624,3 +624,26 @@ def test_max_edge_balance_unreachable_warns_and_bad_value_is_refused(caplog):
     assert "reached" in caplog.text and res.balance <= 1.03 + 1e-9
     with pytest.raises(ValueError, match="max_edge_balance"):
         partition_stream(ArrayEdgeStream(src, dst, n), k, max_edge_balance=0.5)
+
+
+def test_packed_part_is_warned_about_and_the_warning_reaches_train(tmp_path, caplog, capsys):
+    """A partition with one part holding several times the mean edge count is a slow host for
+    training: ``argosy partition`` warns (not with ``--max-edge-balance``), and ``argosy train``'s
+    own partitioning step, which runs the partitioner as a subprocess, passes the warning on."""
+    from argosy.services.driver import partition_to_store
+    from argosy.services.partitioner.__main__ import main
+    from argosy.shared.synthetic import write_rmat_edge_list
+    path = tmp_path / "rmat.npy"
+    write_rmat_edge_list(path, 13, 60_000, seed=3)
+    with caplog.at_level("WARNING", logger="argosy.partitioner"):
+        assert main([str(path), "--parts", "8", "--out", str(tmp_path / "a")]) == 0
+    assert "mean edge count" in caplog.text and "--max-edge-balance" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="argosy.partitioner"):
+        assert main([str(path), "--parts", "8", "--out", str(tmp_path / "b"),
+                     "--max-edge-balance", "1.2"]) == 0
+    assert "mean edge count" not in caplog.text
+    capsys.readouterr()
+    res = partition_to_store(str(path), tmp_path / "c", 8, "grem", quiet=True)
+    err = capsys.readouterr().err
+    assert res["edge_balance"] > 2.0 and "partitioner warning: one part holds" in err
