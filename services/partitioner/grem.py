@@ -827,6 +827,21 @@ def _stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm
     return rp, total_gain
 
 
+def _move_isolated(part, deg, k, cap):
+    """Move vertices without edges out of blocks over the vertex capacity ``cap`` into blocks
+    with room: they cost no cut anywhere, and no stream sweep meets them.  Returns the count."""
+    size = np.bincount(part, minlength=k).astype(np.int64)
+    over = np.maximum(size - cap, 0)
+    if not over.any():
+        return 0
+    iso = np.flatnonzero(deg == 0)
+    moving = np.concatenate([iso[part[iso] == b][:over[b]] for b in np.flatnonzero(over)])
+    room = np.maximum(cap - size, 0)
+    targets = np.repeat(np.arange(k, dtype=part.dtype), room)[:moving.size]
+    part[moving[:targets.size]] = targets
+    return int(targets.size)
+
+
 def _edge_balance_sweep(stream, part, size, vol, conn, touched, k, deg, mode, thr, vcap, ecap,
                         dmax, order, state):
     """One pass of :func:`_edge_balance_chunk` over the stream; returns ``(moved, gain)``."""
@@ -896,13 +911,14 @@ def edge_balance_phase(stream: EdgeStream, part: np.ndarray, k: int, eps: float,
     for src, dst in stream:
         _count_entries(src, deg)
         entries += src.size
+    moved_isolated = _move_isolated(part, deg, k, cap)  # free moves first
     vol = np.bincount(part, weights=deg, minlength=k).astype(np.int64)
     size = np.bincount(part, minlength=k).astype(np.int64)
     ecap = int(math.ceil(max_edge_balance * entries / k))
     vcap = cap + max(1, int(math.ceil(0.02 * n / k)))
     dmax = max(1, int(np.partition(deg, n // 2)[n // 2]))
     info = {"ecap": ecap, "edge_balance_before": float(vol.max() * k / max(entries, 1)),
-            "push_moves": 0, "refine_moves": 0, "rounds": 0}
+            "push_moves": 0, "refine_moves": 0, "rounds": 0, "isolated_moves": moved_isolated}
     conn = np.zeros(k, np.int64)
     touched = np.empty(k, np.int64)
 
@@ -928,6 +944,7 @@ def edge_balance_phase(stream: EdgeStream, part: np.ndarray, k: int, eps: float,
         if m1 + m2 == 0 and r >= len(EDGE_BALANCE_THRESHOLDS) - 1:
             break  # nothing moves even at the loosest threshold
     if size.max() > cap:  # the vertex capacity is the hard guarantee
+        info["isolated_moves"] += _move_isolated(part, deg, k, cap)
         force_balance(part, k, cap)
         size = np.bincount(part, minlength=k).astype(np.int64)
         vol = np.bincount(part, weights=deg, minlength=k).astype(np.int64)
