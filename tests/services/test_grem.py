@@ -479,3 +479,15 @@ def test_out_of_core_scratch_goes_to_tmpdir(planted_graph, tmp_path, monkeypatch
     assert dirs and all(d == str(scratch) for d in dirs)
     assert r.details["cycles"][0]["coarsen_levels"] >= 1
     assert os.listdir(scratch) == []
+
+
+def test_isolated_vertices_leave_full_blocks_first():
+    """The edge-balance phase restores the vertex capacity with free moves first: vertices without
+    edges (never met by a stream sweep) go from blocks over the capacity to blocks with room."""
+    from argosy.services.partitioner.grem import _move_isolated
+    deg = np.array([3, 0, 0, 0, 2, 0, 1, 1], np.int32)
+    part = np.array([0, 0, 0, 0, 0, 1, 1, 2], np.int32)   # block 0: 5 vertices, cap 3
+    moved = _move_isolated(part, deg, 3, 3)
+    assert moved == 2 and np.bincount(part, minlength=3).max() <= 3
+    assert part[0] == 0 and part[4] == 0                      # vertices with edges stay
+    assert (part[[1, 2, 3]] == 0).sum() == 1
