@@ -311,9 +311,11 @@ def run_local(args) -> dict:
         if args.store:
             store = Path(args.store)
             PartitionStore(store)                     # fails early with a clear message
-            if getattr(args, "random_features", None):
-                raise ArgosyError("--random-features applies when partitioning --data; the store "
-                                  f"{store} is already written (re-partition with --random-features)")
+            for flag in ("random_features", "max_edge_balance"):
+                if getattr(args, flag, None) is not None:
+                    name = "--" + flag.replace("_", "-")
+                    raise ArgosyError(f"{name} applies when partitioning --data; the store {store} is "
+                                      f"already written (re-partition with {name})")
         elif args.data:
             if not Path(args.data).exists():
                 raise ArgosyError(f"{args.data}: no such file")

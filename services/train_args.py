@@ -46,6 +46,10 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
     p.add_argument("--store", help="an existing partitioned store (skips partitioning)")
     p.add_argument("--parts", type=int, default=4, help="partitions when --data is given (default 4)")
     p.add_argument("--partition-method", default="grem", help="partitioner when --data is given (default grem)")
+    p.add_argument("--max-edge-balance", type=float, default=None, metavar="X",
+                   help="when --data is given: also cap each part's edges at X times the mean (e.g. 1.1; "
+                        "see argosy partition --help). Off by default; the partitioner warns when one part "
+                        "holds more than 2x the mean")
     p.add_argument("--model", default=_default(T, "model"), metavar="sage|gcn|gat|MODULE:FACTORY",
                    help=f"GNN (default {_default(T, 'model')}); MODULE:FACTORY is called as FACTORY(in_channels=, "
                         "hidden_channels=, num_layers=, out_channels=) and run as forward(x, edge_index) on each "
@@ -233,7 +237,7 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
 
 
 def node_data_flags(args: argparse.Namespace) -> list[str]:
-    """The partitioner flags that carry node data and the symmetrisation choice for ``--data``."""
+    """The partitioner flags for ``--data``: node data, the symmetrisation choice, the edge limit."""
     out: list[str] = []
     for name in ("features", "labels", "train_mask", "val_mask", "test_mask", "split"):
         if getattr(args, name, None):
@@ -242,6 +246,8 @@ def node_data_flags(args: argparse.Namespace) -> list[str]:
         out.append("--directed")
     if getattr(args, "random_features", None):
         out += ["--random-features", str(args.random_features)]
+    if getattr(args, "max_edge_balance", None) is not None:
+        out += ["--max-edge-balance", str(args.max_edge_balance)]
     return out
 
 

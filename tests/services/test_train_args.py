@@ -48,3 +48,20 @@ def test_sage_aggregator_flag(tmp_path):
         job_config(_args("--model", "gcn", "--aggregator", "gcn"), tmp_path, "j", tmp_path)
     with pytest.raises(SystemExit):                       # argparse: not one of the choices
         _args("--aggregator", "max")
+
+
+def test_edge_limit_reaches_the_partitioner_and_is_refused_with_a_store(tmp_path, small_store):
+    """``argosy train --data G --max-edge-balance X`` (and ``argosy.train(G, max_edge_balance=X)``)
+    hands the limit to the partitioner; with ``--store`` nothing is partitioned, so it is an error,
+    not a silently ignored flag."""
+    from argosy.api import train_argv
+    from argosy.services.driver import run_local
+    from argosy.services.train_args import node_data_flags
+    from argosy.shared.errors import ArgosyError
+    assert node_data_flags(_args("--data", "g.npz", "--max-edge-balance", "1.1"))[-2:] == \
+        ["--max-edge-balance", "1.1"]
+    assert "--max-edge-balance" not in node_data_flags(_args("--data", "g.npz"))
+    assert "--max-edge-balance=1.2" in train_argv("g.npz", max_edge_balance=1.2)
+    args = _args("--store", str(small_store[1]), "--max-edge-balance", "1.1", "--run-dir", str(tmp_path / "r"))
+    with pytest.raises(ArgosyError, match="--max-edge-balance applies when partitioning --data"):
+        run_local(args)
