@@ -955,11 +955,17 @@ def edge_balance_phase(stream: EdgeStream, part: np.ndarray, k: int, eps: float,
         if moved == 0 or gain <= 0.0005 * entries:
             break
     info["edge_balance_after"] = float(vol.max() * k / max(entries, 1))
+    info["heaviest_vertex"] = float(deg.max() * k / max(entries, 1)) if n else 0.0
     if not info["reached"] and warn:
-        logger.warning("GREM edge balance: asked for %.2fx the mean edge count per block, "
-                       "reached %.3fx (too few light vertices to trade, or vertices heavier "
-                       "than the limit)", max_edge_balance, info["edge_balance_after"])
+        _warn_edge_limit(max_edge_balance, info)
     return info
+
+
+def _warn_edge_limit(limit: float, info: Dict) -> None:
+    logger.warning("GREM edge balance: asked for %.2fx the mean edge count per block, reached "
+                   "%.3fx (the heaviest vertex alone holds %.2fx the mean; the rest is too few "
+                   "light vertices to trade)", limit, info["edge_balance_after"],
+                   info["heaviest_vertex"])
 
 
 def grem_edge_limited(stream: EdgeStream, k: int, max_edge_balance: float, order: str = "file",
@@ -1012,9 +1018,7 @@ def grem_edge_limited(stream: EdgeStream, k: int, max_edge_balance: float, order
                 runs["kept"].replace("_", "-"))
     det["edge_balance_phase"] = phase
     if not phase["reached"]:
-        logger.warning("GREM edge balance: asked for %.2fx the mean edge count per block, "
-                       "reached %.3fx (too few light vertices to trade, or vertices heavier "
-                       "than the limit)", max_edge_balance, phase["edge_balance_after"])
+        _warn_edge_limit(max_edge_balance, phase)
     return part, det
 
 
