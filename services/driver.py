@@ -287,7 +287,7 @@ def run_local(args) -> dict:
     killed), the report written, Redis stopped last.
     """
     from argosy.services.stack import LocalStack
-    from argosy.services.train_args import job_config, node_data_flags
+    from argosy.services.train_args import job_config, node_data_flags, refuse_partition_flags
     from argosy.shared.coord import Coordinator, redact_url
     from argosy.shared.metrics import read_autoscale_decisions
     from argosy.shared.redis_server import EmbeddedRedis
@@ -311,11 +311,7 @@ def run_local(args) -> dict:
         if args.store:
             store = Path(args.store)
             PartitionStore(store)                     # fails early with a clear message
-            for flag in ("random_features", "max_edge_balance"):
-                if getattr(args, flag, None) is not None:
-                    name = "--" + flag.replace("_", "-")
-                    raise ArgosyError(f"{name} applies when partitioning --data; the store {store} is "
-                                      f"already written (re-partition with {name})")
+            refuse_partition_flags(args, store)
         elif args.data:
             if not Path(args.data).exists():
                 raise ArgosyError(f"{args.data}: no such file")

@@ -71,12 +71,13 @@ def cmd_submit(args) -> int:
     """Write a job spec into an existing Redis for already-running (or soon-running) services,
     optionally wait for the job to finish and write its report (compose/Kubernetes driver)."""
     from argosy.services.driver import run_submitted
-    from argosy.services.train_args import job_config
+    from argosy.services.train_args import job_config, refuse_partition_flags
     from argosy.shared.coord import Coordinator
     from argosy.shared.store import PartitionStore
     if not args.store:
         raise ArgosyError("submit needs --store DIR (a store every service can read at the same path)")
     PartitionStore(args.store)
+    refuse_partition_flags(args, args.store)
     url = args.redis or envs.get(envs.REDIS_URL)
     if not url:
         raise ArgosyError("submit needs --redis URL or $ARGOSY_REDIS_URL")

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from argosy.shared.config import (MODEL_DEFAULTS, SAGE_AGGREGATORS, CoordConfig, FullGraphConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig,
                                   parse_size)
-from argosy.shared.errors import ConfigError
+from argosy.shared.errors import ArgosyError, ConfigError
 
 __all__ = ["add_train_args", "add_mode_args", "job_config", "fullgraph_config", "finish_args", "expand_job_file",
+           "refuse_partition_flags",
            "TRAIN_EPILOG"]
 
 
@@ -236,6 +237,15 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
         coord=CoordConfig(claim_timeout=args.claim_timeout, peer_timeout=args.peer_timeout))
 
 
+def refuse_partition_flags(args: argparse.Namespace, store) -> None:
+    """With an existing store nothing is partitioned: a partitioning flag would be silently ignored."""
+    for flag in ("random_features", "max_edge_balance"):
+        if getattr(args, flag, None) is not None:
+            name = "--" + flag.replace("_", "-")
+            raise ArgosyError(f"{name} applies when partitioning --data; the store {store} is already "
+                              f"written (re-partition with {name})")
+
+
 def node_data_flags(args: argparse.Namespace) -> list[str]:
     """The partitioner flags for ``--data``: node data, the symmetrisation choice, the edge limit."""
     out: list[str] = []
@@ -261,6 +271,7 @@ def fullgraph_config(args: argparse.Namespace) -> Path:
     job_config(args, run_dir / "store", job, run_dir)  # bad flags fail before any partitioning
     if args.store:
         store = Path(args.store)
+        refuse_partition_flags(args, store)
     elif args.data:
         store = run_dir / "store"
         partition_to_store(args.data, store, args.parts, args.partition_method, args.seed, args.json,

@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "streamed phase that moves vertices until both limits hold (other methods: "
                         "the phase only). Off by default: only vertex counts are balanced, and on "
                         "power-law graphs the lowest cuts put several times the mean edge count in "
-                        "one part (the summary line prints it)")
+                        "one part (the summary line prints it; above 2x a warning names this flag)")
     p.add_argument("--memory-budget", default=None, help="refuse to run above this peak memory (e.g. 4G)")
     p.add_argument("--dry-run", action="store_true", help="print the estimated peak memory and time, then exit")
     p.add_argument("--out", help="store directory to write")

@@ -65,3 +65,7 @@ def test_edge_limit_reaches_the_partitioner_and_is_refused_with_a_store(tmp_path
     args = _args("--store", str(small_store[1]), "--max-edge-balance", "1.1", "--run-dir", str(tmp_path / "r"))
     with pytest.raises(ArgosyError, match="--max-edge-balance applies when partitioning --data"):
         run_local(args)
+    sub = build_parser().parse_args(["submit", "--store", str(small_store[1]), "--max-edge-balance", "1.1",
+                                     "--redis", "redis://127.0.0.1:1/0", "--run-dir", str(tmp_path / "s")])
+    with pytest.raises(ArgosyError, match="--max-edge-balance applies"):
+        sub.func(sub)                       # refused before any Redis connection
