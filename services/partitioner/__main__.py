@@ -193,7 +193,8 @@ def run(args) -> int:
     n, entries = stream.num_nodes, stream.stream_entries
     if n == 0:
         raise GraphFormatError(f"{args.input}: the graph is empty (no edges, 0 vertices)")
-    peak, secs = estimate_cost(n, entries, args.parts, args.method)
+    peak, secs = estimate_cost(n, entries, args.parts, args.method,
+                               edge_limited=args.max_edge_balance is not None)
     if args.dry_run:
         ok = budget is None or peak <= budget
         line = {"n": n, "stream_entries": entries, "parts": args.parts, "method": args.method,

@@ -95,7 +95,7 @@ _BASE_BYTES = 160 << 20  # the interpreter with numpy and numba (and the kernels
 
 
 def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
-                  chunk_edges: int = 1 << 20) -> Tuple[int, float]:
+                  chunk_edges: int = 1 << 20, edge_limited: bool = False) -> Tuple[int, float]:
     """Rough peak extra memory and run time of a partitioning run.
 
     The model is linear: ``a * n + b * entries + c * chunk`` bytes (GREM's ``b`` covers its
@@ -108,6 +108,9 @@ def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
         k (int): number of blocks.
         method (str): one of :data:`METHODS`.
         chunk_edges (int): stream chunk size.
+        edge_limited (bool): with ``max_edge_balance``: an int32 degree per vertex, and for GREM
+            up to a second full run (:func:`~.grem.grem_edge_limited`; measured 1.5-1.6x the
+            time on the 20M R-MAT and Chung-Lu graphs, counted as 2x).
 
     Returns:
         tuple: ``(peak_bytes, seconds)``.
@@ -119,6 +122,9 @@ def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
     peak = _BASE_BYTES + a * num_nodes + b * num_edges + c * chunk + 64 * k
     sa, sb = _SECONDS[method]
     secs = sa * num_nodes + sb * num_edges * (1.0 + 0.05 * math.log2(max(k, 2)))
+    if edge_limited:
+        peak += 4 * num_nodes
+        secs *= 2.0 if method == "grem" else 1.2
     return int(peak), float(secs)
 
 
@@ -199,7 +205,8 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
     entries = int(stream.stream_entries)
     if memory_budget is not None:
         chunk = stream.chunk_edges * (2 if entries > stream.num_edges else 1)
-        need, _ = estimate_cost(n, entries, int(k), method, chunk)
+        need, _ = estimate_cost(n, entries, int(k), method, chunk,
+                                edge_limited=options.get("max_edge_balance") is not None)
         if need > memory_budget:
             raise MemoryBudgetError(
                 f"method {method!r} needs an estimated {need} bytes ({need / 2**20:.1f} MiB) for "

@@ -212,6 +212,8 @@ def test_estimate_cost_scales():
     b, _ = estimate_cost(10 ** 7, 10 ** 8, 16, "grem")
     m, _ = estimate_cost(10 ** 7, 10 ** 8, 16, "metis")
     assert b > a and m > b
+    (pb, sb), (pl, sl) = (estimate_cost(10 ** 7, 10 ** 8, 16, "grem", edge_limited=e) for e in (False, True))
+    assert pl == pb + 4 * 10 ** 7 and sl == pytest.approx(2 * sb)   # degrees; GREM's second run
     with pytest.raises(ValueError, match="unknown method"):
         estimate_cost(10, 10, 2, "bogus")
 
