@@ -5,7 +5,7 @@ offloaded epoch time <= 1.5x in-memory at peak memory <= 0.3x; Belady beats
 LRU on hit rate and bytes moved; SAR peak memory per worker ~1/N (<= 1.3/N)
 of single-process full-batch training; gradients equal to in-memory (1e-5).
 
-Every training measurement runs ``python -m argosy.services.fullgraph train --store ... --json``
+Every training measurement runs ``argosy train --store ... --mode fullgraph|sar|memory --json``
 in a fresh process, so peak RSS is that run's alone. Memory is reported
 "above imports" (peak RSS minus RSS after importing torch/numba and building an
 optimizer), as in ``sar_measured.md``. The bench graph is road-ny (264k vertices)
@@ -38,7 +38,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from argosy.services.fullgraph.synthetic import with_random_features  # noqa: E402
+from argosy.services.trainer.fullgraph.synthetic import with_random_features  # noqa: E402
 from argosy.shared.graphio import load_graph, save_graph_npz  # noqa: E402
 
 logger = logging.getLogger("bench.fullgraph")
@@ -52,8 +52,9 @@ def _load() -> float:
 
 def cli(args: list[str], timeout: int = 1800) -> dict:
     """Run one training in a fresh process and return its JSON line."""
-    cmd = [sys.executable, "-W", "ignore", "-m", "argosy.services.fullgraph", "train", *args, "--patience", "0",
-           "--json"]
+    run_dir = tempfile.mkdtemp(prefix="bench-fg-run-")
+    cmd = [sys.executable, "-W", "ignore", "-m", "argosy.services.launch", "train", *args, "--patience", "0",
+           "--run-dir", run_dir, "--json"]
     t0 = time.time()
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
@@ -81,12 +82,12 @@ def section_exactness() -> dict:
     """Max relative gradient error vs in-memory on Cora (dropout 0): offload P=1,4,16, SAR N=1,2,4 from a GREM store."""
     from dataclasses import asdict
 
-    from argosy.services.fullgraph.fullgraph import OffloadTrainer
-    from argosy.services.fullgraph.graph import build_plan, load_store_graph
-    from argosy.services.fullgraph.inmemory import InMemoryTrainer
-    from argosy.services.fullgraph.model import build_model, flat_grads
-    from argosy.services.fullgraph.sar import SARJob, launch_sar_jobs
-    from argosy.services.fullgraph.store import OffloadStore
+    from argosy.services.trainer.fullgraph.fullgraph import OffloadTrainer
+    from argosy.services.trainer.fullgraph.graph import build_plan, load_store_graph
+    from argosy.services.trainer.fullgraph.inmemory import InMemoryTrainer
+    from argosy.services.trainer.fullgraph.model import build_model, flat_grads
+    from argosy.services.trainer.fullgraph.sar import SARJob, launch_sar_jobs
+    from argosy.services.offload.store import OffloadStore
     from argosy.shared.config import FullGraphConfig, JobConfig, TrainerConfig
     from argosy.shared.store.reader import PartitionStore
 
@@ -338,7 +339,7 @@ def main() -> int:
     data = partition(npz, os.path.join(tmp, f"argosy-bench-roadny-grem{args.parts}"), args.parts) \
         if {"offload", "pairs", "sweep"} & set(secs) else ""
     sar_store = partition(npz, os.path.join(tmp, "argosy-bench-roadny-grem4"), 4) if "sar" in secs else ""
-    common = ["--model", "gcn", "--layers", str(args.layers), "--hidden", str(args.hidden), "--no-normalize-features",
+    common = ["--model", "gcn", "--fanouts=" + ",".join(["-1"] * args.layers), "--hidden", str(args.hidden), "--no-normalize-features",
               "--dropout", "0.5", "--lr", "0.01"]
     res["workload"] = (f"road-ny 264k vertices / 365k edges, random 64-d features, 8 classes, GCN {args.layers} "
                        f"layers x {args.hidden} hidden, dropout 0.5; GREM stores (offload P={args.parts}, SAR 4 parts)")

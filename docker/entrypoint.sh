@@ -2,7 +2,7 @@
 # Entrypoint of every Argosy image.
 #
 #   sampler|loader|trainer [ARGS]  python -m argosy.services.<role> --id <ARGOSY_SERVICE_ID or role-$HOSTNAME> ARGS
-#   offload [ARGS]                 python -m argosy.services.fullgraph serve ARGS
+#   offload [ARGS]                 python -m argosy.services.offload ARGS
 #   partition-job                  generate a demo graph if needed, partition it into $ARGOSY_STORE
 #   anything else                  exec'd as is (e.g. `argosy submit ...`, `bash`)
 #   (no arguments)                 the image's role ($ARGOSY_ROLE, set by docker/Dockerfile) with its defaults
@@ -34,7 +34,7 @@ case "${1:-}" in
         exec python -m "argosy.services.$role" --id "${ARGOSY_SERVICE_ID:-$role-$host}" "$@" ;;
     offload)
         shift
-        exec python -m argosy.services.fullgraph serve "$@" ;;
+        exec python -m argosy.services.offload "$@" ;;
     partition-job)
         shift
         exec /app/docker/partition-job.sh "$@" ;;

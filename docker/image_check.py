@@ -12,7 +12,7 @@ MODULES = {
     "loader": ["argosy.services.loader.service"],
     "trainer": ["argosy.services.trainer.service"],
     "partitioner": ["argosy.services.partitioner.core", "argosy.services.launch", "argosy.shared.report", "matplotlib"],
-    "offload": ["argosy.services.fullgraph.service"],
+    "offload": ["argosy.services.offload.service"],
 }
 
 

@@ -30,7 +30,7 @@ logger = logging.getLogger("argosy")
 
 def cmd_train(args) -> int:
     if args.mode != "minibatch":
-        cmd = [sys.executable, "-m", "argosy.services.fullgraph", "train", "--config", str(fullgraph_config(args))]
+        cmd = [sys.executable, "-m", "argosy.services.trainer.fullgraph", "--config", str(fullgraph_config(args))]
         return subprocess.call(cmd + (["--json"] if args.json else []))
     from argosy.services.driver import run_local
     res = run_local(args)

@@ -127,12 +127,16 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
 def add_mode_args(p: argparse.ArgumentParser) -> None:
     """``train``-only flags: resume and the full-graph modes."""
     p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
-    p.add_argument("--mode", default="minibatch", choices=("minibatch", "fullgraph", "sar"),
+    p.add_argument("--mode", default="minibatch", choices=("minibatch", "fullgraph", "sar", "memory"),
                    help="minibatch: sampled pipeline (default); fullgraph: whole-graph training with activations "
-                        "offloaded to disk (GriNNder-style); sar: --trainers workers, one part each (SAR)")
-    p.add_argument("--cache-bytes", default="256M", help="fullgraph: host cache budget for offloaded blocks")
-    p.add_argument("--spill-dir", default=None, help="fullgraph: where blocks spill (an NVMe path in production)")
-    p.add_argument("--eviction", default="belady", choices=("belady", "lru"), help="fullgraph: cache eviction policy")
+                        "offloaded to disk (GriNNder-style); sar: --trainers workers, one part each (SAR); "
+                        "memory: plain in-memory full-graph training (the baseline fullgraph is measured against)")
+    F = FullGraphConfig
+    p.add_argument("--cache-bytes", default=_default(F, "cache_bytes"), help="fullgraph: host cache budget for offloaded blocks")
+    p.add_argument("--spill-dir", default=_default(F, "spill_dir"), help="fullgraph: where blocks spill (an NVMe path in production)")
+    p.add_argument("--eviction", default=_default(F, "eviction"), choices=("belady", "lru"), help="fullgraph: cache eviction policy")
+    p.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=_default(F, "prefetch"),
+                   help="fullgraph: read planned blocks ahead of use")
 
 
 def finish_args(args: argparse.Namespace) -> argparse.Namespace:
@@ -262,8 +266,8 @@ def node_data_flags(args: argparse.Namespace) -> list[str]:
 
 
 def fullgraph_config(args: argparse.Namespace) -> Path:
-    """``train --mode fullgraph|sar``: partition ``--data`` if needed, then write the job and fullgraph
-    sections to ``RUN_DIR/fullgraph.json`` for ``python -m argosy.services.fullgraph train --config``."""
+    """``train --mode fullgraph|sar|memory``: partition ``--data`` if needed, then write the job and fullgraph
+    sections to ``RUN_DIR/fullgraph.json`` for ``python -m argosy.services.trainer.fullgraph --config``."""
     from argosy.services.driver import new_job_id, partition_to_store
     job = args.job or new_job_id()
     run_dir = Path(args.run_dir or Path("runs") / job)
@@ -280,7 +284,7 @@ def fullgraph_config(args: argparse.Namespace) -> Path:
         raise ConfigError(f"--mode {args.mode} needs --data FILE or --store DIR")
     cfg = job_config(args, store, job, run_dir)
     fg = FullGraphConfig(mode=args.mode, cache_bytes=args.cache_bytes, spill_dir=args.spill_dir,
-                         eviction=args.eviction)
+                         eviction=args.eviction, prefetch=args.prefetch)
     path = run_dir / "fullgraph.json"
     path.write_text(json.dumps({"job": asdict(cfg), "fullgraph": asdict(fg)}, indent=1))
     return path

@@ -177,7 +177,7 @@ class FullGraphConfig:
     prefetch: bool = True
     """Read planned blocks ahead of use (Belady only)."""
     store_addr: str | None = None
-    """Use an offload store served by ``python -m argosy.services.fullgraph serve`` at this endpoint."""
+    """Use an offload store served by ``python -m argosy.services.offload`` at this endpoint."""
 
     def __post_init__(self):
         self.cache_bytes = parse_size(self.cache_bytes)

@@ -9,9 +9,9 @@ import sys
 import pytest
 import torch
 
-from argosy.services.fullgraph.graph import load_store_graph
-from argosy.services.fullgraph.inmemory import InMemoryTrainer
-from argosy.services.fullgraph.synthetic import planted_graph
+from argosy.services.trainer.fullgraph.graph import load_store_graph
+from argosy.services.trainer.fullgraph.inmemory import InMemoryTrainer
+from argosy.services.trainer.fullgraph.synthetic import planted_graph
 from argosy.shared.graphio import save_graph_npz
 from argosy.shared.store.reader import PartitionStore
 
@@ -49,7 +49,7 @@ def test_fullgraph_and_sar_from_a_graph_file(tmp_path):
     # best.pt holds the best-validation weights: they reproduce the reported validation accuracy
     ck = torch.load(tmp_path / "fg" / "best.pt", weights_only=True)
     assert ck["format"] == 1 and ck["epoch"] == fg["best_epoch"] and ck["num_layers"] == 2
-    from argosy.services.fullgraph.model import build_model
+    from argosy.services.trainer.fullgraph.model import build_model
     from argosy.shared.config import JobConfig
     job = JobConfig.from_json(ck["spec"])
     model, spec = build_model(job.trainer, ck["in_dim"], ck["num_classes"], ck["num_layers"], 0)

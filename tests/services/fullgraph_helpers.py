@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from argosy.services.fullgraph.model import build_model
-from argosy.services.fullgraph.synthetic import planted_graph
+from argosy.services.trainer.fullgraph.model import build_model
+from argosy.services.trainer.fullgraph.synthetic import planted_graph
 from argosy.shared.config import TrainerConfig
 from argosy.shared.store.writer import write_store
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from argosy.services.fullgraph.inmemory import InMemoryTrainer
+from argosy.services.trainer.fullgraph.inmemory import InMemoryTrainer
 from argosy.shared.errors import ConfigError
 from argosy.shared.models import Blocks
 
 from .fullgraph_helpers import model
-from argosy.services.fullgraph.synthetic import planted_graph
+from argosy.services.trainer.fullgraph.synthetic import planted_graph
 
 
 def full_blocks(g, seeds: np.ndarray, hops: int) -> tuple[np.ndarray, Blocks]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from argosy.services.fullgraph.fullgraph import OffloadTrainer
-from argosy.services.fullgraph.graph import build_plan
-from argosy.services.fullgraph.inmemory import InMemoryTrainer
-from argosy.services.fullgraph.model import flat_grads
+from argosy.services.trainer.fullgraph.fullgraph import OffloadTrainer
+from argosy.services.trainer.fullgraph.graph import build_plan
+from argosy.services.trainer.fullgraph.inmemory import InMemoryTrainer
+from argosy.services.trainer.fullgraph.model import flat_grads
 from argosy.shared.models import make_optimizer
-from argosy.services.fullgraph.store import OffloadStore
-from argosy.services.fullgraph.synthetic import planted_graph
+from argosy.services.offload.store import OffloadStore
+from argosy.services.trainer.fullgraph.synthetic import planted_graph
 from argosy.shared.config import TrainerConfig
 
 from .fullgraph_helpers import contiguous, model, shuffled

@@ -11,12 +11,12 @@ import pytest
 import torch
 import zmq
 
-from argosy.services.fullgraph.fullgraph import OffloadTrainer
-from argosy.services.fullgraph.graph import build_plan
-from argosy.services.fullgraph.model import flat_grads
-from argosy.services.fullgraph.service import RemoteStore
-from argosy.services.fullgraph.store import OffloadStore
-from argosy.services.fullgraph.synthetic import planted_graph
+from argosy.services.trainer.fullgraph.fullgraph import OffloadTrainer
+from argosy.services.trainer.fullgraph.graph import build_plan
+from argosy.services.trainer.fullgraph.model import flat_grads
+from argosy.services.offload.service import RemoteStore
+from argosy.services.offload.store import OffloadStore
+from argosy.services.trainer.fullgraph.synthetic import planted_graph
 from argosy.shared.errors import BlockNotFoundError
 from argosy.shared.protocol import PROTOCOL_VERSION, STORE_STAT_FIELDS, SampledBatch, StoreReply, StoreRequest
 from argosy.shared.redis_server import free_port
@@ -28,7 +28,7 @@ from .fullgraph_helpers import contiguous, model
 
 def _serve(spill, env=None):
     addr = f"tcp://127.0.0.1:{free_port()}"
-    proc = subprocess.Popen([sys.executable, "-m", "argosy.services.fullgraph", "serve", "--bind", addr,
+    proc = subprocess.Popen([sys.executable, "-m", "argosy.services.offload", "--bind", addr,
                              "--spill-dir", str(spill), "--cache-bytes", "16K"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     assert json.loads(proc.stdout.readline())["serving"] == addr

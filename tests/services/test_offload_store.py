@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from argosy.services.fullgraph.policy import Schedule
-from argosy.services.fullgraph.store import OffloadStore
+from argosy.services.offload.policy import Schedule
+from argosy.services.offload.store import OffloadStore
 from argosy.shared.errors import BlockNotFoundError, CacheBudgetError, DiskBudgetError
 
 BLK = 1024  # bytes of one 16x16 float32 block

@@ -13,10 +13,10 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from argosy.services.fullgraph.graph import load_store_graph
-from argosy.services.fullgraph.inmemory import InMemoryTrainer
-from argosy.services.fullgraph.model import flat_grads
-from argosy.services.fullgraph.sar import SARJob, launch_sar_jobs, owned_parts
+from argosy.services.trainer.fullgraph.graph import load_store_graph
+from argosy.services.trainer.fullgraph.inmemory import InMemoryTrainer
+from argosy.services.trainer.fullgraph.model import flat_grads
+from argosy.services.trainer.fullgraph.sar import SARJob, launch_sar_jobs, owned_parts
 from argosy.shared.config import FullGraphConfig, JobConfig, SamplerConfig, TrainerConfig
 from argosy.shared.store.reader import PartitionStore
 

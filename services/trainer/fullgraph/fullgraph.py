@@ -1,7 +1,7 @@
 """Offloaded full-graph training: layer by layer, part by part, activations in the store.
 
 Why this module exists: it is GriNNder's schedule on top of our
-:class:`~argosy.services.fullgraph.store.OffloadStore`. Forward runs each layer over
+:class:`~argosy.services.offload.store.OffloadStore`. Forward runs each layer over
 all parts, gathering a part's expanded input (own rows + boundary rows of
 other parts) from the store and writing back only the compact output block.
 Backward runs layers in reverse and, instead of keeping the expanded inputs
@@ -35,9 +35,9 @@ from argosy.shared.models import GNN
 from .graph import GraphData, PartPlan
 from .kernels import SpMM
 from .model import ModelSpec, dropout_mask, layer_forward, masked_loss_sum, post_activation
-from .memory import trim_heap
-from .policy import Access, Schedule
-from .store import OffloadStore
+from argosy.services.offload.memory import trim_heap
+from argosy.services.offload.policy import Access, Schedule
+from argosy.services.offload.store import OffloadStore
 
 __all__ = ["OffloadTrainer"]
 

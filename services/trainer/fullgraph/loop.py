@@ -19,7 +19,7 @@ import torch
 from argosy.shared.config import JobConfig, TrainerConfig
 from argosy.shared.models import EarlyStopping
 
-from .memory import trim_heap
+from argosy.services.offload.memory import trim_heap
 
 __all__ = ["FullGraphTrainer", "fit", "save_best"]
 

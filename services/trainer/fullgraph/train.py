@@ -30,10 +30,10 @@ from .graph import build_plan, load_store_graph
 from .inmemory import InMemoryTrainer
 from .kernels import warm_up
 from .loop import fit, save_best
-from .memory import current_rss_bytes, peak_rss_bytes
+from argosy.services.offload.memory import current_rss_bytes, peak_rss_bytes
 from .model import build_model
 from .sar import launch_sar
-from .store import OffloadStore
+from argosy.services.offload.store import OffloadStore
 
 __all__ = ["run", "pick_device"]
 
@@ -113,7 +113,7 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
         nnz = sum(mt.nnz for mt in plan.matrix)
         remote = sum(mt.nnz - plan.block(p, p).nnz for p, mt in enumerate(plan.matrix)) / max(nnz, 1)
         if fg.store_addr:
-            from .service import RemoteStore
+            from argosy.services.offload.service import RemoteStore
 
             ostore = RemoteStore(fg.store_addr)
         else:

@@ -37,7 +37,7 @@ from argosy.shared.models import make_optimizer
 from .graph import normalize_rows
 from .kernels import CSR, csr_from_coo, spmm, warm_up
 from .loop import fit, save_best
-from .memory import configure_malloc, current_rss_bytes, peak_rss_bytes
+from argosy.services.offload.memory import configure_malloc, current_rss_bytes, peak_rss_bytes
 from .model import build_model, dropout_mask, flat_grads, layer_forward, masked_loss_sum, post_activation
 
 __all__ = ["SARJob", "SARContext", "SARAggregate", "SARWorker", "owned_parts", "launch_sar", "launch_sar_jobs"]

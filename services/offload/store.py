@@ -6,7 +6,7 @@ per-part blocks (GriNNder's rule: never store a gathered/expanded tensor).
 The store keeps as many blocks as a byte budget allows in host RAM and spills
 the rest to one file per block on local disk (NVMe in production). Because a
 layer-by-layer, part-by-part epoch has a known access order, the store takes
-that order as a :class:`~services.fullgraph.policy.Schedule` and runs Belady's
+that order as a :class:`~services.offload.policy.Schedule` and runs Belady's
 optimal eviction with exact prefetch; LRU is the baseline.
 
 Guarantees: nothing is silently dropped. A block that cannot be kept in the

@@ -2,7 +2,7 @@
 
 Why this module exists: the store is a library first (:class:`OffloadStore`), but a trainer may
 run on a host without the disk or RAM to hold a graph's activations; then the store runs as its own
-process (``python -m argosy.services.fullgraph serve``) and the trainer talks to it with
+process (``python -m argosy.services.offload``) and the trainer talks to it with
 :class:`RemoteStore`, which has the same methods as the in-process store.  Requests and replies are
 the typed :class:`~argosy.shared.protocol.StoreRequest` / ``StoreReply`` structs of the one wire
 module, on sockets from :func:`~argosy.shared.transport.make_socket` (so ``ARGOSY_CURVE_KEYS``
