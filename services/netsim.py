@@ -119,6 +119,36 @@ def _prefixes() -> set[str]:
     return out
 
 
+def _forward_rule(br: str) -> list[str]:
+    return ["FORWARD", "-i", br, "-o", br, "-j", "ACCEPT"]
+
+
+def _allow_bridged(br: str) -> None:
+    """Let traffic between the namespaces cross the bridge where iptables would drop it.
+
+    With ``br_netfilter`` loaded (``net.bridge.bridge-nf-call-iptables = 1``), bridged frames go
+    through the iptables FORWARD chain, whose policy Docker sets to DROP: the hosts would not reach
+    Redis or each other.  One ACCEPT rule for this bridge only, removed by :func:`cleanup`.
+    """
+    if shutil.which("iptables") is None:
+        return
+    try:
+        on = Path("/proc/sys/net/bridge/bridge-nf-call-iptables").read_text().strip() == "1"
+    except OSError:
+        on = False
+    if on:
+        _run("iptables", "-I", *_forward_rule(br), check=False)
+
+
+def _drop_bridge_rules(prefix: str) -> None:
+    if shutil.which("iptables") is None:
+        return
+    for line in _run("iptables", "-S", "FORWARD", check=False).stdout.splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[0] == "-A" and f[2] == "-i" and f[3] == f"{prefix}br":
+            _run("iptables", "-D", *_forward_rule(f[3]), check=False)
+
+
 def cleanup(prefix: str) -> None:
     """Kill every process in the ``prefix`` namespaces, delete their links, the bridge and the namespaces.
 
@@ -141,6 +171,7 @@ def cleanup(prefix: str) -> None:
                 _run("ip", "link", "del", dev, check=False)
     for name in names:
         _run("ip", "netns", "del", name, check=False)
+    _drop_bridge_rules(prefix)
 
 
 def sweep() -> list[str]:
@@ -207,6 +238,7 @@ class NetSim:
             _run("ip", "link", "add", br, "type", "bridge")
             _run("ip", "addr", "add", f"{self.subnet}.0.1/16", "dev", br)
             _run("ip", "link", "set", br, "up")
+            _allow_bridged(br)
             names = [f"h{i}" for i in range(self.hosts)] + ["gpu", "redis"]
             for idx, node in enumerate(names):
                 ns, dev = self.ns(node), self._dev(node)
