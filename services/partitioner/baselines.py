@@ -28,8 +28,10 @@ from typing import Dict, Tuple
 import numba
 import numpy as np
 
-from .grem import _greedy_place, _penalties, capacity, chunk_order, force_balance, group_order
-from .multilevel import _rng, rebalance
+from .multilevel import rebalance
+from .nbutil import rng_state
+from .placement import (capacity, chunk_order, force_balance, greedy_place, group_order, penalties,
+                        place_unseen)
 from .stream import EdgeStream, max_group_size, sorted_unique
 
 __all__ = ["random_partition", "hash_partition", "ldg_partition", "fennel_partition",
@@ -57,7 +59,7 @@ def _hash_assign(n, k, seed):
 def _one_pass_chunk(src, dst, starts, gorder, part, size, k, cap, mode, alpha, gamma, conn,
                     touched):
     """mode 0 = LDG, 1 = Fennel.  Places each not-yet-placed source vertex of the chunk."""
-    pen = _penalties(size, k, alpha, gamma)
+    pen = penalties(size, k, alpha, gamma)
     qs = np.empty(max_group_size(starts), np.int32)
     for gi in range(gorder.size):
         g = gorder[gi]
@@ -65,27 +67,15 @@ def _one_pass_chunk(src, dst, starts, gorder, part, size, k, cap, mode, alpha, g
         b = starts[g + 1]
         v = src[a]
         if part[v] < 0:
-            _greedy_place(v, a, b, dst, part, size, k, cap, mode, alpha, gamma, conn, touched,
+            greedy_place(v, a, b, dst, part, size, k, cap, mode, alpha, gamma, conn, touched,
                           pen, qs)
-
-
-@numba.njit(cache=True)
-def _place_unseen(part, size, k):
-    for v in range(part.size):
-        if part[v] < 0:
-            lb = 0
-            for q in range(k):
-                if size[q] < size[lb]:
-                    lb = q
-            part[v] = lb
-            size[lb] += 1
 
 
 def _one_pass(stream: EdgeStream, k: int, order: str, seed: int, eps: float,
               mode: int) -> Tuple[np.ndarray, Dict]:
     n = stream.num_nodes
     cap = capacity(n, k, eps)
-    state = _rng(seed)
+    state = rng_state(seed)
     part = np.full(n, -1, np.int32)
     size = np.zeros(k, np.int64)
     m_und = max(stream.stream_entries / 2.0, 1.0)
@@ -96,7 +86,7 @@ def _one_pass(stream: EdgeStream, k: int, order: str, seed: int, eps: float,
         go = group_order(starts, order, state)
         _one_pass_chunk(src, dst, starts, go, part, size, k, cap, mode, alpha, 1.5, conn,
                         touched)
-    _place_unseen(part, size, k)
+    place_unseen(part, size, k)
     return part, {"cap": cap, "alpha": alpha if mode == 1 else None}
 
 

@@ -1,11 +1,11 @@
 """The cluster graph GREM partitions in memory: built from the stream, and coarsened out of
 core when the stream's clusters leave it over its memory budget.
 
-Why this module exists: GREM's streaming label propagation (``grem._stream_cluster``) gives
+Why this module exists: GREM's streaming label propagation (``clustering.stream_cluster``) gives
 first-level clusters whose weighted graph must fit an in-memory budget before the multilevel
 partitioner sees it.  When it does not (skewed community sizes, many blocks, weak structure),
 the clusters have to be coarsened further.  Merging them by per-cluster summaries read from the
-stream (``grem._stream_merge``) mixes communities: on a skewed-community SBM the clusters went
+stream (a former ``_stream_merge``) mixes communities: on a skewed-community SBM the clusters went
 from 98 % to 78 % pure and the best cut on the cluster graph from 12.7 % to 31.1 %, where one
 level of size-constrained label propagation on the cluster graph's *true* weights gave 15.4 %.
 So the level-1 cluster graph is written to disk in buckets of clusters (:class:`BucketedGraph`),
@@ -26,7 +26,8 @@ from typing import List, Optional, Tuple
 import numba
 import numpy as np
 
-from .multilevel import _permutation, lp_best_label
+from .multilevel import lp_best_label
+from .nbutil import permutation
 from .stream import EdgeStream
 
 logger = logging.getLogger("argosy.partitioner")
@@ -420,7 +421,7 @@ def _lp_bucket(xadj, adj, ew, lo, label, lw, vw, maxw, rating, touched, state, c
     ``cpart``).  ``label``, ``lw`` (label weights) and ``rating`` (zeros, left zero) are
     global.  Returns the number of moves."""
     nr = xadj.size - 1
-    order = _permutation(nr, state)
+    order = permutation(nr, state)
     moved = 0
     for i in range(nr):
         r = order[i]
@@ -524,7 +525,7 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
             touched = np.empty(g.max_degree + 1, np.int64)
             for _ in range(COARSEN_LP_ROUNDS):
                 moved = 0
-                for b in _permutation(g.nb, state):
+                for b in permutation(g.nb, state):
                     xadj, adj, ew = g.load(int(b))
                     moved += _lp_bucket(xadj, adj, ew, int(g.bounds[b]), label, lw, vw, maxw,
                                         rating, touched, state, cpart, part is not None)

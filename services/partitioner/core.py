@@ -18,7 +18,9 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from .baselines import BASELINES
-from .grem import capacity, count_cut, edge_balance_phase, grem_edge_limited, grem_partition
+from .edge_balance import edge_balance_phase
+from .grem import grem_edge_limited, grem_partition
+from .placement import capacity, count_cut
 from .stream import EdgeStream, GroupedEdgeStream
 
 __all__ = ["PartitionResult", "MemoryBudgetError", "partition_stream", "estimate_cost",
@@ -177,7 +179,7 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
             ``keep_regrouped`` (bool): hand the regrouped view back in the result (see
             :class:`PartitionResult`) instead of deleting it.
             ``max_edge_balance`` (float >= 1): cap every block's adjacency entries at this
-            multiple of the mean too: after any method, :func:`~.grem.edge_balance_phase`;
+            multiple of the mean too: after any method, :func:`~.edge_balance.edge_balance_phase`;
             GREM also partitions by edges and keeps the better result
             (:func:`~.grem.grem_edge_limited`).  Its time is included in ``seconds``.
 

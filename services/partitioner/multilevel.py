@@ -19,6 +19,8 @@ from typing import List, Tuple
 import numba
 import numpy as np
 
+from .nbutil import heap_pop, heap_push_or_update, permutation, rand_below, rng_state
+
 __all__ = [
     "lp_cluster",
     "contract",
@@ -32,40 +34,6 @@ __all__ = [
     "multilevel_partition",
     "improve_partition",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# small helpers
-# --------------------------------------------------------------------------------------------
-@numba.njit(cache=True)
-def _xorshift(state):
-    x = state[0]
-    x ^= (x << np.uint64(13)) & np.uint64(0xFFFFFFFFFFFFFFFF)
-    x ^= x >> np.uint64(7)
-    x ^= (x << np.uint64(17)) & np.uint64(0xFFFFFFFFFFFFFFFF)
-    state[0] = x
-    return x
-
-
-@numba.njit(cache=True)
-def _rand_below(state, n):
-    return np.int64(_xorshift(state) % np.uint64(n))
-
-
-@numba.njit(cache=True)
-def _permutation(n, state):
-    p = np.arange(n)
-    for i in range(n - 1, 0, -1):
-        j = _rand_below(state, i + 1)
-        t = p[i]
-        p[i] = p[j]
-        p[j] = t
-    return p
-
-
-def _rng(seed: int) -> np.ndarray:
-    s = (int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF
-    return np.array([s or 1], dtype=np.uint64)
 
 
 @numba.njit(cache=True)
@@ -116,7 +84,7 @@ def lp_best_label(adj, ew, e0, e1, v, label, lw, wv, maxw, rating, touched, part
             nties = 1
         elif r == bestr and best != cur:
             nties += 1
-            if _rand_below(state, nties) == 0:
+            if rand_below(state, nties) == 0:
                 best = c
     for t in range(nt):
         rating[touched[t]] = 0
@@ -149,7 +117,7 @@ def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks):
         if d > maxdeg:
             maxdeg = d
     touched = np.empty(maxdeg + 1, np.int64)
-    order = _permutation(n, seed_state)
+    order = permutation(n, seed_state)
     for _ in range(rounds):
         moved = 0
         for idx in range(n):
@@ -192,7 +160,7 @@ def hem_cluster(xadj, adj, ew, vw, maxw, state, part):
     n = vw.size
     label = np.arange(n)
     matched = np.zeros(n, np.bool_)
-    order = _permutation(n, state)
+    order = permutation(n, state)
     for i in range(n):
         v = order[i]
         if matched[v]:
@@ -275,71 +243,6 @@ def contract(xadj, adj, ew, vw, label):
 
 
 # --------------------------------------------------------------------------------------------
-# binary max-heap keyed by int64 gain, with position index (for FM / graph growing)
-# --------------------------------------------------------------------------------------------
-@numba.njit(cache=True)
-def _heap_up(hv, hk, pos, i):
-    while i > 0:
-        p = (i - 1) >> 1
-        if hk[p] >= hk[i]:
-            break
-        hv[p], hv[i] = hv[i], hv[p]
-        hk[p], hk[i] = hk[i], hk[p]
-        pos[hv[p]] = p
-        pos[hv[i]] = i
-        i = p
-
-
-@numba.njit(cache=True)
-def _heap_down(hv, hk, pos, i, size):
-    while True:
-        l = 2 * i + 1
-        if l >= size:
-            break
-        c = l
-        if l + 1 < size and hk[l + 1] > hk[l]:
-            c = l + 1
-        if hk[i] >= hk[c]:
-            break
-        hv[c], hv[i] = hv[i], hv[c]
-        hk[c], hk[i] = hk[i], hk[c]
-        pos[hv[c]] = c
-        pos[hv[i]] = i
-        i = c
-
-
-@numba.njit(cache=True)
-def _heap_push_or_update(hv, hk, pos, size, v, key):
-    i = pos[v]
-    if i < 0:
-        hv[size] = v
-        hk[size] = key
-        pos[v] = size
-        _heap_up(hv, hk, pos, size)
-        return size + 1
-    old = hk[i]
-    hk[i] = key
-    if key > old:
-        _heap_up(hv, hk, pos, i)
-    else:
-        _heap_down(hv, hk, pos, i, size)
-    return size
-
-
-@numba.njit(cache=True)
-def _heap_pop(hv, hk, pos, size):
-    v = hv[0]
-    pos[v] = -1
-    size -= 1
-    if size > 0:
-        hv[0] = hv[size]
-        hk[0] = hk[size]
-        pos[hv[0]] = 0
-        _heap_down(hv, hk, pos, 0, size)
-    return v, size
-
-
-# --------------------------------------------------------------------------------------------
 # 2-way: greedy graph growing + FM
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
@@ -372,7 +275,7 @@ def _fm_2way(xadj, adj, ew, vw, side, maxw0, maxw1, max_passes, state):
     for _ in range(max_passes):
         hs[0] = 0
         hs[1] = 0
-        perm = _permutation(n, state)
+        perm = permutation(n, state)
         over0 = max(0, w[0] - maxw[0]) + max(0, w[1] - maxw[1])
         for i in range(n):
             v = perm[i]
@@ -389,7 +292,7 @@ def _fm_2way(xadj, adj, ew, vw, side, maxw0, maxw1, max_passes, state):
             pos[v] = -1
             if boundary or over0 > 0:
                 s = side[v]
-                hs[s] = _heap_push_or_update(hv[s], hk[s], pos, hs[s], v, g)
+                hs[s] = heap_push_or_update(hv[s], hk[s], pos, hs[s], v, g)
         start_over = over0
         best_over = start_over
         best_cut = cut
@@ -416,12 +319,12 @@ def _fm_2way(xadj, adj, ew, vw, side, maxw0, maxw1, max_passes, state):
             if pick < 0:
                 # neither top move keeps balance: drop the heavier side's top vertex
                 s = 0 if (hs[1] == 0 or (hs[0] > 0 and w[0] >= w[1])) else 1
-                v, hs[s] = _heap_pop(hv[s], hk[s], pos, hs[s])
+                v, hs[s] = heap_pop(hv[s], hk[s], pos, hs[s])
                 locked[v] = True
                 continue
             s = pick
             t = 1 - s
-            v, hs[s] = _heap_pop(hv[s], hk[s], pos, hs[s])
+            v, hs[s] = heap_pop(hv[s], hk[s], pos, hs[s])
             side[v] = t
             w[s] -= vw[v]
             w[t] += vw[v]
@@ -438,7 +341,7 @@ def _fm_2way(xadj, adj, ew, vw, side, maxw0, maxw1, max_passes, state):
                 else:
                     gain[u] += 2 * ew[e]
                 su = side[u]
-                hs[su] = _heap_push_or_update(hv[su], hk[su], pos, hs[su], u, gain[u])
+                hs[su] = heap_push_or_update(hv[su], hk[su], pos, hs[su], u, gain[u])
             if pick_over < best_over or (pick_over == best_over and cur_cut < best_cut):
                 best_over = pick_over
                 best_cut = cur_cut
@@ -483,7 +386,7 @@ def _grow(xadj, adj, ew, vw, target0, state):
     while w0 < target0:
         if size == 0:
             # (re)seed from a random vertex still on side 1
-            v = _rand_below(state, n)
+            v = rand_below(state, n)
             tries = 0
             while side[v] == 0 and tries < n:
                 v = (v + 1) % n
@@ -491,7 +394,7 @@ def _grow(xadj, adj, ew, vw, target0, state):
             if side[v] == 0:
                 break
         else:
-            v, size = _heap_pop(hv, hk, pos, size)
+            v, size = heap_pop(hv, hk, pos, size)
         if w0 + vw[v] > target0 and w0 > 0 and (w0 + vw[v] - target0) > (target0 - w0):
             break
         side[v] = 0
@@ -501,7 +404,7 @@ def _grow(xadj, adj, ew, vw, target0, state):
             if side[u] == 0:
                 continue
             gain[u] += 2 * ew[e]
-            size = _heap_push_or_update(hv, hk, pos, size, u, gain[u])
+            size = heap_push_or_update(hv, hk, pos, size, u, gain[u])
     return side
 
 
@@ -663,7 +566,7 @@ def refine_kway(xadj, adj, ew, vw, part, k, maxbw, rounds, state):
     touched = np.empty(k, np.int64)
     total_gain = 0
     for _ in range(rounds):
-        order = _permutation(n, state)
+        order = permutation(n, state)
         moved = 0
         rgain = 0
         for idx in range(n):
@@ -766,13 +669,13 @@ def fm_kway(xadj, adj, ew, vw, part, k, maxbw, rounds, stall, state):
     total = 0
     for _ in range(rounds):
         size = 0
-        order = _permutation(n, state)
+        order = permutation(n, state)
         for i in range(n):
             v = order[i]
             locked[v] = False
             g, t, bnd = _best_move(xadj, adj, ew, vw, part, bw, k, maxbw, v, conn, touched)
             if t >= 0:
-                size = _heap_push_or_update(hv, hk, pos, size, v, g)
+                size = heap_push_or_update(hv, hk, pos, size, v, g)
         delta = 0
         best_delta = 0
         best_idx = 0
@@ -782,12 +685,12 @@ def fm_kway(xadj, adj, ew, vw, part, k, maxbw, rounds, stall, state):
         work_cap = 4 * adj.size + 1000  # bounds a round at O(m) even on dense graphs
         while size > 0:
             key = hk[0]
-            v, size = _heap_pop(hv, hk, pos, size)
+            v, size = heap_pop(hv, hk, pos, size)
             g, t, bnd = _best_move(xadj, adj, ew, vw, part, bw, k, maxbw, v, conn, touched)
             if t < 0:
                 continue
             if g < key:
-                size = _heap_push_or_update(hv, hk, pos, size, v, g)
+                size = heap_push_or_update(hv, hk, pos, size, v, g)
                 continue
             p = part[v]
             part[v] = t
@@ -815,7 +718,7 @@ def fm_kway(xadj, adj, ew, vw, part, k, maxbw, rounds, stall, state):
                 work += xadj[u + 1] - xadj[u]
                 gu, tu, bu = _best_move(xadj, adj, ew, vw, part, bw, k, maxbw, u, conn, touched)
                 if tu >= 0:
-                    size = _heap_push_or_update(hv, hk, pos, size, u, gu)
+                    size = heap_push_or_update(hv, hk, pos, size, u, gu)
         for i in range(size):
             pos[hv[i]] = -1
         for i in range(nm - 1, best_idx - 1, -1):
@@ -975,7 +878,7 @@ def multilevel_partition(xadj, adj, ew, vw, k: int, maxbw: int, eps: float, seed
     Returns:
         np.ndarray: int64 (n,) block per vertex.
     """
-    state = _rng(seed)
+    state = rng_state(seed)
     xadj = np.ascontiguousarray(xadj, np.int64)
     adj = np.ascontiguousarray(adj, np.int64)
     ew = np.ascontiguousarray(ew, np.int64)
@@ -1014,7 +917,7 @@ def improve_partition(xadj, adj, ew, vw, part, k: int, maxbw: int, eps: float, s
     Returns:
         np.ndarray: int64 (n,) improved block per vertex.
     """
-    state = _rng(seed)
+    state = rng_state(seed)
     xadj = np.ascontiguousarray(xadj, np.int64)
     adj = np.ascontiguousarray(adj, np.int64)
     ew = np.ascontiguousarray(ew, np.int64)
@@ -1042,7 +945,7 @@ def _metis_initial(xadj, adj, ew, vw, k, eps, seed):
     try:
         import pymetis
     except ImportError:  # pragma: no cover - fallback
-        return recursive_bisection(xadj, adj, ew, vw, k, eps, _rng(seed))
+        return recursive_bisection(xadj, adj, ew, vw, k, eps, rng_state(seed))
     opts = pymetis.Options(ufactor=max(1, int(eps * 1000)), seed=int(seed))
     _, memb = pymetis.part_graph(k, xadj=xadj, adjncy=adj, vweights=vw, eweights=ew,
                                  recursive=False, options=opts)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from argosy.services.partitioner import cluster_graph as cg
-from argosy.services.partitioner.grem import _rng
+from argosy.services.partitioner.nbutil import rng_state
 from argosy.services.partitioner.multilevel import contract
 from argosy.services.partitioner.stream import ArrayEdgeStream, open_edge_stream
 from argosy.shared.synthetic import write_skewed_sbm_edge_list
@@ -84,7 +84,7 @@ def test_coarsening_fits_the_budget_and_matches_its_cmap(tmp_path, caplog):
     work.mkdir()
     with caplog.at_level(logging.INFO, logger="argosy.partitioner"):
         cm, nc, mw, info, built = cg.coarsen_cluster_graph(stream, cmap, n, maxw, n // k,
-                                                             budget, _rng(0), str(work))
+                                                             budget, rng_state(0), str(work))
     assert built is not None and info["levels"] >= 1 and "coarsening level" in caplog.text
     xadj, adj, ew, _ = built
     assert adj.size <= budget and xadj.size == nc + 1 and cm.max() == nc - 1
@@ -108,7 +108,7 @@ def test_coarsening_gives_up_when_nothing_merges(random_graph, tmp_path):
     coarsening returns None (the caller decides) instead of a graph over the budget."""
     stream, n = random_graph
     cmap = np.arange(n, dtype=np.int32)
-    cm, nc, mw, info, built = cg.coarsen_cluster_graph(stream, cmap, n, 1, 1, 100, _rng(0),
+    cm, nc, mw, info, built = cg.coarsen_cluster_graph(stream, cmap, n, 1, 1, 100, rng_state(0),
                                                          str(tmp_path))
     assert built is None and mw == 1 and nc == n and info["levels"] == 0
     assert os.listdir(tmp_path) == []
@@ -119,7 +119,7 @@ def test_coarsening_inside_blocks_keeps_every_cluster_in_one_block(random_graph,
     part = np.random.default_rng(4).integers(0, 3, n).astype(np.int32)
     cmap = np.arange(n, dtype=np.int32)
     cm, nc, mw, info, built = cg.coarsen_cluster_graph(stream, cmap, n, 40, 1000, 8000,
-                                                         _rng(0), str(tmp_path), part)
+                                                         rng_state(0), str(tmp_path), part)
     assert built is not None and info["levels"] >= 1 and built[1].size <= 8000
     assert np.unique(cm.astype(np.int64) * 3 + part).size == nc  # one block per cluster
 
@@ -141,6 +141,6 @@ def test_full_disk_raises_and_leaves_no_scratch(random_graph, tmp_path, monkeypa
     monkeypatch.setattr(cg, "_save_arrays", full)
     with pytest.raises(OSError) as e:
         cg.coarsen_cluster_graph(stream, np.arange(n, dtype=np.int32), n, 40, 1000, 500,
-                                 _rng(0), str(tmp_path))
+                                 rng_state(0), str(tmp_path))
     assert e.value.errno == errno.ENOSPC and len(calls) == 3
     assert os.listdir(tmp_path) == []

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from argosy.services.partitioner.core import METHODS, partition_stream
-from argosy.services.partitioner.grem import capacity
+from argosy.services.partitioner.placement import capacity
 from argosy.services.partitioner.multilevel import edge_cut_csr, multilevel_partition
 from argosy.services.partitioner.stream import ArrayEdgeStream, open_edge_stream, write_edge_list_npy
 
@@ -404,7 +404,7 @@ def test_vcycle_cluster_graph_stays_within_budget(tmp_path, monkeypatch):
 
 
 def test_bisection_tree_levels_are_contiguous_equal_groups():
-    from argosy.services.partitioner.grem import bisection_tree_levels
+    from argosy.services.partitioner.tree import bisection_tree_levels
 
     assert [lv[1].size for lv in bisection_tree_levels(16)] == [2, 4, 8]
     assert [lv[1].size for lv in bisection_tree_levels(12)] == [2, 4]  # then 1- and 2-block groups
@@ -418,7 +418,8 @@ def test_bisection_tree_levels_are_contiguous_equal_groups():
 def test_group_move_takes_the_block_with_most_neighbours():
     """Refining between groups {0,1} | {2,3}: a vertex of group 0 whose neighbours are all in
     group 1 moves there and takes block 3, which holds most of them; others stay put."""
-    from argosy.services.partitioner.grem import _stream_refine_chunk, bisection_tree_levels
+    from argosy.services.partitioner.refine import stream_refine_chunk
+    from argosy.services.partitioner.tree import bisection_tree_levels
 
     gmap, lo, hi = bisection_tree_levels(4)[0]
     # vertex 0 (block 0) -> neighbours 1 (block 2), 2, 3 (block 3); vertex 4 (block 1) -> 5 (block 0)
@@ -430,7 +431,7 @@ def test_group_move_takes_the_block_with_most_neighbours():
     lsize = np.bincount(part, minlength=4).astype(np.int64)
     gsize = np.add.reduceat(lsize, lo)
     conn, touched = np.zeros(2, np.int64), np.empty(2, np.int64)
-    moved, gain = _stream_refine_chunk(src, dst, starts, np.arange(6), part, gsize, 10, conn,
+    moved, gain = stream_refine_chunk(src, dst, starts, np.arange(6), part, gsize, 10, conn,
                                        touched, 2, gmap, lo, hi, lsize, 10)
     assert part[0] == 3 and moved == 1 and gain == 3
     assert part[1:].tolist() == [2, 3, 3, 1, 0]          # 4 and 5 share group 0: no move
@@ -484,10 +485,10 @@ def test_out_of_core_scratch_goes_to_tmpdir(planted_graph, tmp_path, monkeypatch
 def test_isolated_vertices_leave_full_blocks_first():
     """The edge-balance phase restores the vertex capacity with free moves first: vertices without
     edges (never met by a stream sweep) go from blocks over the capacity to blocks with room."""
-    from argosy.services.partitioner.grem import _move_isolated
+    from argosy.services.partitioner.edge_balance import move_isolated
     deg = np.array([3, 0, 0, 0, 2, 0, 1, 1], np.int32)
     part = np.array([0, 0, 0, 0, 0, 1, 1, 2], np.int32)   # block 0: 5 vertices, cap 3
-    moved = _move_isolated(part, deg, 3, 3)
+    moved = move_isolated(part, deg, 3, 3)
     assert moved == 2 and np.bincount(part, minlength=3).max() <= 3
     assert part[0] == 0 and part[4] == 0                      # vertices with edges stay
     assert (part[[1, 2, 3]] == 0).sum() == 1

@@ -575,7 +575,7 @@ def test_max_edge_balance_caps_the_edges_per_part(tmp_path):
     the mean); ``max_edge_balance`` brings every part to the limit without breaking the vertex
     capacity, and the reported cut and balances are those of the returned assignment."""
     from argosy.services.partitioner.core import evaluate_partition
-    from argosy.services.partitioner.grem import capacity
+    from argosy.services.partitioner.placement import capacity
     from argosy.shared.synthetic import write_rmat_edge_list
     path = tmp_path / "rmat.npy"
     write_rmat_edge_list(path, 13, 60_000, seed=3)

@@ -1,0 +1,109 @@
+"""Numba utilities shared by the partitioner's kernels: a seeded xorshift RNG and an
+indexed binary max-heap.
+
+Why this module exists: the multilevel partitioner, GREM's streaming kernels, the cluster-graph
+coarsening and the one-pass baselines all draw random numbers from the same ``uint64[1]`` state
+(so one seed reproduces a whole run) and FM in both forms needs a max-heap with a position
+index (gains change while a vertex sits in the heap).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["xorshift", "rand_below", "permutation", "rng_state", "heap_push_or_update",
+           "heap_pop"]
+
+
+@numba.njit(cache=True)
+def xorshift(state):
+    x = state[0]
+    x ^= (x << np.uint64(13)) & np.uint64(0xFFFFFFFFFFFFFFFF)
+    x ^= x >> np.uint64(7)
+    x ^= (x << np.uint64(17)) & np.uint64(0xFFFFFFFFFFFFFFFF)
+    state[0] = x
+    return x
+
+
+@numba.njit(cache=True)
+def rand_below(state, n):
+    return np.int64(xorshift(state) % np.uint64(n))
+
+
+@numba.njit(cache=True)
+def permutation(n, state):
+    p = np.arange(n)
+    for i in range(n - 1, 0, -1):
+        j = rand_below(state, i + 1)
+        t = p[i]
+        p[i] = p[j]
+        p[j] = t
+    return p
+
+
+def rng_state(seed: int) -> np.ndarray:
+    s = (int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF
+    return np.array([s or 1], dtype=np.uint64)
+
+
+@numba.njit(cache=True)
+def _heap_up(hv, hk, pos, i):
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[p] >= hk[i]:
+            break
+        hv[p], hv[i] = hv[i], hv[p]
+        hk[p], hk[i] = hk[i], hk[p]
+        pos[hv[p]] = p
+        pos[hv[i]] = i
+        i = p
+
+
+@numba.njit(cache=True)
+def _heap_down(hv, hk, pos, i, size):
+    while True:
+        l = 2 * i + 1
+        if l >= size:
+            break
+        c = l
+        if l + 1 < size and hk[l + 1] > hk[l]:
+            c = l + 1
+        if hk[i] >= hk[c]:
+            break
+        hv[c], hv[i] = hv[i], hv[c]
+        hk[c], hk[i] = hk[i], hk[c]
+        pos[hv[c]] = c
+        pos[hv[i]] = i
+        i = c
+
+
+@numba.njit(cache=True)
+def heap_push_or_update(hv, hk, pos, size, v, key):
+    i = pos[v]
+    if i < 0:
+        hv[size] = v
+        hk[size] = key
+        pos[v] = size
+        _heap_up(hv, hk, pos, size)
+        return size + 1
+    old = hk[i]
+    hk[i] = key
+    if key > old:
+        _heap_up(hv, hk, pos, i)
+    else:
+        _heap_down(hv, hk, pos, i, size)
+    return size
+
+
+@numba.njit(cache=True)
+def heap_pop(hv, hk, pos, size):
+    v = hv[0]
+    pos[v] = -1
+    size -= 1
+    if size > 0:
+        hv[0] = hv[size]
+        hk[0] = hk[size]
+        pos[hv[0]] = 0
+        _heap_down(hv, hk, pos, 0, size)
+    return v, size

@@ -1,0 +1,375 @@
+"""GREM step 4: streaming refinement of a vertex assignment (label-propagation moves with
+pairwise swaps, then buffered k-way FM on each vertex-aligned chunk).
+
+Why this module exists: GREM's "keep refining earlier assignments while streaming" is these
+kernels: every vertex met in a chunk may move to the block (or group of blocks, for the tree
+refinement of :mod:`.tree`) holding most of its neighbours, under the hard capacity.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numba
+import numpy as np
+
+from .nbutil import heap_pop, heap_push_or_update
+from .placement import block_counts, chunk_order, group_order
+from .stream import max_group_size
+
+logger = logging.getLogger("argosy.partitioner")
+
+__all__ = ["stream_refine", "stream_refine_chunk", "chunk_fm"]
+
+
+@numba.njit(cache=True)
+def _move_gain(dst, a, b, part, gmap, p, q):
+    """Cut edges (between groups ``gmap[block]``) saved by moving the vertex with adjacency
+    ``dst[a:b]`` from group p to group q."""
+    d = 0
+    for e in range(a, b):
+        x = gmap[part[dst[e]]]
+        if x == q:
+            d += 1
+        elif x == p:
+            d -= 1
+    return d
+
+
+@numba.njit(cache=True)
+def _best_block_in(dst, a, b, part, lo, hi, lsize, lcap, lconn):
+    """Block of ``[lo, hi)`` holding most of the vertex's neighbours among those with room
+    (the emptiest one if none has room)."""
+    for e in range(a, b):
+        x = part[dst[e]]
+        if lo <= x < hi:
+            lconn[x - lo] += 1
+    best = -1
+    emptiest = lo
+    for x in range(lo, hi):
+        if lsize[x] < lsize[emptiest]:
+            emptiest = x
+        if lsize[x] + 1 <= lcap and (best < 0 or lconn[x - lo] > lconn[best - lo]):
+            best = x
+    for x in range(lo, hi):
+        lconn[x - lo] = 0
+    return best if best >= 0 else emptiest
+
+
+@numba.njit(cache=True)
+def stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched, k,
+                         gmap, glo, ghi, lsize, lcap):
+    """One LP refinement sweep over a vertex-aligned chunk, then pairwise swaps.
+
+    Moves are between *groups* of blocks: vertex v is in group ``gmap[part[v]]``, group ``g``
+    is the blocks ``glo[g] .. ghi[g] - 1``, ``size``/``cap`` count vertices per group, and
+    ``lsize``/``lcap`` per block.  For the k-way refinement every block is its own group; the
+    tree refinement passes the groups of the recursive-bisection tree.  A vertex that changes
+    group takes the block of its new group that holds most of its neighbours.
+
+    Each vertex moves to the group holding most of its neighbours if that group has room.
+    When the best group is full, the wish is recorded; after the sweep, wishes ``p -> q`` and
+    ``q -> p`` are paired (best gains first) and swapped when the exact gain of the pair is
+    positive (the two vertices trade blocks, so no size changes).  Swaps get past the capacity
+    wall that stops plain LP when groups are full: with equal planted blocks, LP alone stalls
+    with two blocks' vertices mixed and only FM's slower move sequences got them apart.
+    """
+    moved = 0
+    gain = 0
+    qs = np.empty(max_group_size(starts), np.int32)  # neighbours' groups, gathered first
+    wg = np.empty(gorder.size, np.int64)             # blocked wishes: group, target, gain
+    wq = np.empty(gorder.size, np.int64)
+    wgain = np.empty(gorder.size, np.int64)
+    lconn = np.zeros(lsize.size, np.int64)
+    nw = 0
+    for gi in range(gorder.size):
+        g = gorder[gi]
+        a = starts[g]
+        b = starts[g + 1]
+        v = src[a]
+        p = gmap[part[v]]
+        for e in range(a, b):
+            qs[e - a] = gmap[part[dst[e]]]
+        nt = 0
+        for i in range(b - a):
+            q = qs[i]
+            if conn[q] == 0:
+                touched[nt] = q
+                nt += 1
+            conn[q] += 1
+        if nt == 0 or (nt == 1 and touched[0] == p):
+            for t in range(nt):
+                conn[touched[t]] = 0
+            continue
+        cp = conn[p]
+        best = p
+        bestc = cp
+        full = -1
+        fullc = cp
+        for t in range(nt):
+            q = touched[t]
+            if q == p:
+                continue
+            c = conn[q]
+            if size[q] + 1 > cap:
+                if c > fullc:
+                    full = q
+                    fullc = c
+                continue
+            if c > bestc or (c == bestc and best != p and size[q] < size[best]) or \
+                    (c == bestc and best == p and size[q] + 1 < size[p]):
+                best = q
+                bestc = c
+        if best != p:
+            old = part[v]
+            nb = glo[best] if ghi[best] - glo[best] == 1 else \
+                _best_block_in(dst, a, b, part, glo[best], ghi[best], lsize, lcap, lconn)
+            part[v] = nb
+            size[p] -= 1
+            size[best] += 1
+            lsize[old] -= 1
+            lsize[nb] += 1
+            moved += 1
+            gain += bestc - cp
+        elif full >= 0:
+            wg[nw] = g
+            wq[nw] = full
+            wgain[nw] = fullc - cp
+            nw += 1
+        for t in range(nt):
+            conn[touched[t]] = 0
+    if nw < 2:
+        return moved, gain
+    # pair the wishes: sort by (from-group, to-group, -gain), then walk p->q against q->p
+    wp = np.empty(nw, np.int64)
+    for i in range(nw):
+        wp[i] = gmap[part[src[starts[wg[i]]]]]
+    key = np.empty(nw, np.int64)
+    span = np.int64(1) << 40
+    for i in range(nw):
+        key[i] = (wp[i] * k + wq[i]) * span + (span - 1 - min(wgain[i], span - 1))
+    o = np.argsort(key)
+    head = np.full(k * k + 1, nw, np.int64)          # first wish of each (from, to) pair
+    for j in range(nw - 1, -1, -1):
+        i = o[j]
+        head[wp[i] * k + wq[i]] = j
+    for c in range(k * k - 1, -1, -1):
+        if head[c] > head[c + 1]:
+            head[c] = head[c + 1]
+    for p in range(k):
+        for q in range(p + 1, k):
+            i, ie = head[p * k + q], head[p * k + q + 1]
+            j, je = head[q * k + p], head[q * k + p + 1]
+            while i < ie and j < je:
+                gv, gu = o[i], o[j]
+                av, bv = starts[wg[gv]], starts[wg[gv] + 1]
+                au, bu = starts[wg[gu]], starts[wg[gu] + 1]
+                v, u = src[av], src[au]
+                if gmap[part[v]] != p:
+                    i += 1
+                    continue
+                if gmap[part[u]] != q:
+                    j += 1
+                    continue
+                bv0, bu0 = part[v], part[u]
+                dv = _move_gain(dst, av, bv, part, gmap, p, q)
+                part[v] = bu0                          # v first, then u's exact gain
+                du = _move_gain(dst, au, bu, part, gmap, q, p)
+                if dv + du > 0:
+                    part[u] = bv0                      # the two trade blocks
+                    moved += 2
+                    gain += dv + du
+                    i += 1
+                    j += 1
+                else:
+                    part[v] = bv0
+                    break
+    return moved, gain
+
+
+@numba.njit(cache=True)
+def _group_best(src, dst, a, b, part, size, k, cap, conn, touched):
+    v = src[a]
+    p = part[v]
+    nt = block_counts(dst, a, b, part, conn, touched)
+    cp = conn[p]
+    best = -1
+    bestc = -1
+    for t in range(nt):
+        q = touched[t]
+        if q == p or size[q] + 1 > cap:
+            continue
+        c = conn[q]
+        if c > bestc or (c == bestc and size[q] < size[best]):
+            bestc = c
+            best = q
+    for t in range(nt):
+        conn[touched[t]] = 0
+    if best < 0:
+        return np.int64(0), np.int64(-1)
+    return np.int64(bestc - cp), np.int64(best)
+
+
+@numba.njit(cache=True)
+def chunk_fm(src, dst, starts, part, size, k, cap, local, rounds, stall, state):
+    """Buffered k-way FM on the vertices of one vertex-aligned chunk.
+
+    Vertices outside the chunk stay fixed; gains use each chunk vertex's full adjacency, so
+    they are exact.  Moves (also negative ones) are applied greedily by gain from a heap, each
+    vertex at most once per round, and rolled back to the best prefix.
+
+    Returns:
+        tuple: (vertices moved, cut reduction counted over the chunk's adjacency lists).
+    """
+    ng = starts.size - 1
+    for i in range(ng):
+        local[src[starts[i]]] = i
+    conn = np.zeros(k, np.int64)
+    touched = np.empty(k, np.int64)
+    hv = np.empty(ng, np.int64)
+    hk = np.empty(ng, np.int64)
+    pos = np.full(ng, -1, np.int64)
+    locked = np.zeros(ng, np.bool_)
+    mv = np.empty(ng, np.int64)
+    mfrom = np.empty(ng, np.int64)
+    deg_cap = max(64, 8 * (src.size // max(ng, 1)))
+    total = 0
+    moved_total = 0
+    for _ in range(rounds):
+        hsize = 0
+        for i in range(ng):
+            locked[i] = False
+            g, t = _group_best(src, dst, starts[i], starts[i + 1], part, size, k, cap, conn,
+                               touched)
+            if t >= 0 and g > -(starts[i + 1] - starts[i]):
+                hsize = heap_push_or_update(hv, hk, pos, hsize, i, g)
+        delta = 0
+        best_delta = 0
+        best_idx = 0
+        nm = 0
+        since = 0
+        work = 0
+        work_cap = 4 * src.size + 1000
+        while hsize > 0:
+            key = hk[0]
+            i, hsize = heap_pop(hv, hk, pos, hsize)
+            g, t = _group_best(src, dst, starts[i], starts[i + 1], part, size, k, cap, conn,
+                               touched)
+            if t < 0:
+                continue
+            if g < key:
+                hsize = heap_push_or_update(hv, hk, pos, hsize, i, g)
+                continue
+            v = src[starts[i]]
+            p = part[v]
+            part[v] = t
+            size[p] -= 1
+            size[t] += 1
+            locked[i] = True
+            mv[nm] = i
+            mfrom[nm] = p
+            nm += 1
+            delta -= g
+            if delta < best_delta:
+                best_delta = delta
+                best_idx = nm
+                since = 0
+            else:
+                since += 1
+                if since > stall:
+                    break
+            if work > work_cap:
+                break
+            for e in range(starts[i], starts[i + 1]):
+                j = local[dst[e]]
+                if j < 0 or locked[j] or starts[j + 1] - starts[j] > deg_cap:
+                    continue
+                work += starts[j + 1] - starts[j]
+                gj, tj = _group_best(src, dst, starts[j], starts[j + 1], part, size, k, cap,
+                                     conn, touched)
+                if tj >= 0:
+                    hsize = heap_push_or_update(hv, hk, pos, hsize, j, gj)
+        for h in range(hsize):
+            pos[hv[h]] = -1
+        for h in range(nm - 1, best_idx - 1, -1):
+            i = mv[h]
+            v = src[starts[i]]
+            t = part[v]
+            p = mfrom[h]
+            part[v] = p
+            size[t] -= 1
+            size[p] += 1
+        total -= best_delta
+        moved_total += best_idx
+        if best_delta == 0:
+            break
+    for i in range(ng):
+        local[src[starts[i]]] = -1
+    return moved_total, total
+
+
+def stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_rounds,
+                   min_gain=0.001, groups=None):
+    """Streaming refinement passes: label-propagation moves, then buffered FM per chunk.
+
+    FM costs ~4x an LP pass and only pays once LP has converged: while an LP pass still
+    removes more than 2 % of the cut (a poor start, e.g. the projection of a coarse partition
+    of a graph without local structure, where LP recovers the blocks over many passes) the
+    passes are LP only, and they do not count against ``passes`` (at most ``4 * passes`` of
+    them run).  Without FM (ungrouped streams) every pass counts.
+
+    ``groups`` = ``(gmap, glo, ghi, block_size, block_cap)`` refines between groups of blocks
+    (see :func:`stream_refine_chunk`; ``k``, ``size`` and ``cap`` are then per group and
+    ``fm_rounds`` must be 0); a pass stops the loop once it gains less than ``min_gain`` of
+    ``ref_cut``.
+    """
+    if groups is None:
+        ident = np.arange(k, dtype=np.int64)
+        groups = (ident.astype(np.int32), ident, ident + 1, np.zeros(k, np.int64), 0)
+    gmap, glo, ghi, lsize, lcap = groups
+    conn = np.zeros(k, np.int64)
+    ktouch = np.empty(k, np.int64)
+    can_fm = fm_rounds > 0 and stream.grouped
+    local = np.full(part.size, -1, np.int32) if can_fm else None
+    total_gain, rp, lp_only = 0, 0, 0
+    cut_est = ref_cut
+    use_fm = can_fm and ref_cut <= 0
+    # a pass over a long stream is cut short once its first eighth shows (almost) no gain:
+    # the partition is then already locally optimal for these moves, and the rest of the pass
+    # would cost a full read with random accesses for nothing
+    probe = stream.num_chunks >= 16 and ref_cut > 0 and stream.stream_entries > 0
+    while rp - (lp_only if can_fm else 0) < passes:
+        pg, pm, seen_entries, short = 0, 0, 0, False
+        for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
+            go = group_order(starts, order, state)
+            m_, g_ = stream_refine_chunk(src, dst, starts, go, part, size, cap, conn, ktouch, k,
+                                          gmap, glo, ghi, lsize, lcap)
+            pm += m_
+            pg += g_
+            if use_fm:
+                stall = max(50, (starts.size - 1) // 50)
+                m_, g_ = chunk_fm(src, dst, starts, part, size, k, cap, local, fm_rounds,
+                                   stall, state)
+                pm += m_
+                pg += g_
+            seen_entries += src.size
+            frac = seen_entries / stream.stream_entries
+            if probe and frac >= 0.125 and pg * 2 < 0.0005 * cut_est * frac:
+                short = True
+                break
+        rp += 1
+        total_gain += pg
+        was_fm = use_fm
+        if not use_fm:
+            lp_only += 1
+        logger.info("GREM refinement pass %d%s: %d moves, %d fewer cut edges%s", rp,
+                    "" if was_fm else " (LP)", pm, pg,
+                    f" (stopped after {100 * frac:.0f}% of the stream: no gain)" if short else "")
+        big = cut_est > 0 and pg * 2 > 0.02 * cut_est
+        cut_est = max(cut_est - 2 * pg, 0)
+        if can_fm and not use_fm and (not big or lp_only >= 4 * passes):
+            use_fm = True  # LP has converged: switch FM on (this pass does not end the loop)
+            continue
+        if short or pm == 0 or pg <= 0 or (ref_cut > 0 and pg * 2 < min_gain * ref_cut):
+            break
+    return rp, total_gain
