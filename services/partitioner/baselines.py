@@ -28,7 +28,7 @@ from typing import Dict, Tuple
 import numba
 import numpy as np
 
-from .multilevel import rebalance
+from .kway import rebalance
 from .nbutil import rng_state
 from .placement import (capacity, chunk_order, force_balance, greedy_place, group_order, penalties,
                         place_unseen)

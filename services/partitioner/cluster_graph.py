@@ -26,7 +26,7 @@ from typing import List, Optional, Tuple
 import numba
 import numpy as np
 
-from .multilevel import lp_best_label
+from .coarsening import lp_best_label
 from .nbutil import permutation
 from .stream import EdgeStream
 

@@ -13,8 +13,8 @@ import logging
 import numba
 import numpy as np
 
-from .nbutil import heap_pop, heap_push_or_update
-from .placement import block_counts, chunk_order, group_order
+from .kway import fm_rounds
+from .placement import chunk_order, group_order
 from .stream import max_group_size
 
 logger = logging.getLogger("argosy.partitioner")
@@ -188,124 +188,28 @@ def stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched
 
 
 @numba.njit(cache=True)
-def _group_best(src, dst, a, b, part, size, k, cap, conn, touched):
-    v = src[a]
-    p = part[v]
-    nt = block_counts(dst, a, b, part, conn, touched)
-    cp = conn[p]
-    best = -1
-    bestc = -1
-    for t in range(nt):
-        q = touched[t]
-        if q == p or size[q] + 1 > cap:
-            continue
-        c = conn[q]
-        if c > bestc or (c == bestc and size[q] < size[best]):
-            bestc = c
-            best = q
-    for t in range(nt):
-        conn[touched[t]] = 0
-    if best < 0:
-        return np.int64(0), np.int64(-1)
-    return np.int64(bestc - cp), np.int64(best)
-
-
-@numba.njit(cache=True)
 def chunk_fm(src, dst, starts, part, size, k, cap, local, rounds, stall, state):
-    """Buffered k-way FM on the vertices of one vertex-aligned chunk.
+    """Buffered k-way FM (:func:`~.kway.fm_rounds`) on the vertices of one vertex-aligned chunk.
 
     Vertices outside the chunk stay fixed; gains use each chunk vertex's full adjacency, so
     they are exact.  Moves (also negative ones) are applied greedily by gain from a heap, each
-    vertex at most once per round, and rolled back to the best prefix.
+    vertex at most once per round, and rolled back to the best prefix.  ``local`` is an all -1
+    int32 (n,) scratch array (left so); ``size`` (vertices per block) is kept up to date.
 
     Returns:
         tuple: (vertices moved, cut reduction counted over the chunk's adjacency lists).
     """
     ng = starts.size - 1
+    ids = np.empty(ng, np.int64)
     for i in range(ng):
-        local[src[starts[i]]] = i
-    conn = np.zeros(k, np.int64)
-    touched = np.empty(k, np.int64)
-    hv = np.empty(ng, np.int64)
-    hk = np.empty(ng, np.int64)
-    pos = np.full(ng, -1, np.int64)
-    locked = np.zeros(ng, np.bool_)
-    mv = np.empty(ng, np.int64)
-    mfrom = np.empty(ng, np.int64)
-    deg_cap = max(64, 8 * (src.size // max(ng, 1)))
-    total = 0
-    moved_total = 0
-    for _ in range(rounds):
-        hsize = 0
-        for i in range(ng):
-            locked[i] = False
-            g, t = _group_best(src, dst, starts[i], starts[i + 1], part, size, k, cap, conn,
-                               touched)
-            if t >= 0 and g > -(starts[i + 1] - starts[i]):
-                hsize = heap_push_or_update(hv, hk, pos, hsize, i, g)
-        delta = 0
-        best_delta = 0
-        best_idx = 0
-        nm = 0
-        since = 0
-        work = 0
-        work_cap = 4 * src.size + 1000
-        while hsize > 0:
-            key = hk[0]
-            i, hsize = heap_pop(hv, hk, pos, hsize)
-            g, t = _group_best(src, dst, starts[i], starts[i + 1], part, size, k, cap, conn,
-                               touched)
-            if t < 0:
-                continue
-            if g < key:
-                hsize = heap_push_or_update(hv, hk, pos, hsize, i, g)
-                continue
-            v = src[starts[i]]
-            p = part[v]
-            part[v] = t
-            size[p] -= 1
-            size[t] += 1
-            locked[i] = True
-            mv[nm] = i
-            mfrom[nm] = p
-            nm += 1
-            delta -= g
-            if delta < best_delta:
-                best_delta = delta
-                best_idx = nm
-                since = 0
-            else:
-                since += 1
-                if since > stall:
-                    break
-            if work > work_cap:
-                break
-            for e in range(starts[i], starts[i + 1]):
-                j = local[dst[e]]
-                if j < 0 or locked[j] or starts[j + 1] - starts[j] > deg_cap:
-                    continue
-                work += starts[j + 1] - starts[j]
-                gj, tj = _group_best(src, dst, starts[j], starts[j + 1], part, size, k, cap,
-                                     conn, touched)
-                if tj >= 0:
-                    hsize = heap_push_or_update(hv, hk, pos, hsize, j, gj)
-        for h in range(hsize):
-            pos[hv[h]] = -1
-        for h in range(nm - 1, best_idx - 1, -1):
-            i = mv[h]
-            v = src[starts[i]]
-            t = part[v]
-            p = mfrom[h]
-            part[v] = p
-            size[t] -= 1
-            size[p] += 1
-        total -= best_delta
-        moved_total += best_idx
-        if best_delta == 0:
-            break
+        ids[i] = src[starts[i]]
+        local[ids[i]] = i
+    none = np.empty(0, np.int64)
+    moved, gain = fm_rounds(starts, dst, none, none, ids, local, part, size, k, cap, rounds,
+                            stall, state, False)
     for i in range(ng):
-        local[src[starts[i]]] = -1
-    return moved_total, total
+        local[ids[i]] = -1
+    return moved, gain
 
 
 def stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_rounds,

@@ -26,7 +26,7 @@ __all__ = ["bisection_tree_levels", "refine_down_tree"]
 def bisection_tree_levels(k: int):
     """Groups of blocks at each inner depth of the recursive-bisection tree over ``k`` blocks.
 
-    :func:`~.multilevel.recursive_bisection` numbers blocks so that every tree node is a
+    :func:`~.bisection.recursive_bisection` numbers blocks so that every tree node is a
     contiguous range: node ``(lo, kk)`` splits into ``(lo, kk // 2)`` and
     ``(lo + kk // 2, kk - kk // 2)``.  Depths are listed from the root's two children down to
     the last one above the leaves, and only while all groups of a depth hold the same number
