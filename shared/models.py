@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 import torch.nn.functional as F
 
+from argosy.shared.aggregate import csr_ptr, edge_softmax, segment_sum
 from argosy.shared.config import SAGE_AGGREGATORS
 
 __all__ = ["EarlyStopping", "Blocks", "SAGEConv", "GCNConv", "GATConv", "GNN", "EdgeIndexModel", "load_factory", "build_model",
@@ -74,7 +75,9 @@ class Blocks:
 
     Shapes:
         hop_nodes: python list[H + 1]; degrees: float[N] full-graph degrees;
-        edge_src, edge_dst: int64[E] local ids; hop_edges: python list[H + 1].
+        edge_src, edge_dst: int32|int64[E] local ids; hop_edges: python list[H + 1];
+        dst_ptr: python list[H] of int[hop_nodes[h-1] + 1], hop ``h``'s edges of each destination
+        (offsets within the hop; edges grouped by destination), or None: the layers build it.
     """
 
     hop_nodes: list[int]
@@ -82,6 +85,7 @@ class Blocks:
     edge_src: Tensor
     edge_dst: Tensor
     degrees: Tensor
+    dst_ptr: list[Tensor] | None = None
 
     @property
     def num_hops(self) -> int:
@@ -91,6 +95,10 @@ class Blocks:
         """``(edge_src, edge_dst, num_src, num_dst)`` of hop ``h`` (1-based, innermost = 1)."""
         e0, e1 = self.hop_edges[h - 1], self.hop_edges[h]
         return self.edge_src[e0:e1], self.edge_dst[e0:e1], self.hop_nodes[h], self.hop_nodes[h - 1]
+
+    def hop_ptr(self, h: int) -> Tensor | None:
+        """Hop ``h``'s CSR offsets over destinations, when the batch carries them."""
+        return None if self.dst_ptr is None else self.dst_ptr[h - 1]
 
     @classmethod
     def full_graph(cls, indptr, indices, num_layers: int, device: str | torch.device = "cpu") -> "Blocks":
@@ -104,7 +112,7 @@ class Blocks:
         src = torch.as_tensor(indices, dtype=torch.int64)
         return cls(hop_nodes=[n] * (num_layers + 1), hop_edges=[h * E for h in range(num_layers + 1)],
                    edge_src=src.repeat(num_layers).to(device), edge_dst=dst.repeat(num_layers).to(device),
-                   degrees=indptr.diff().to(device, torch.float32))
+                   degrees=indptr.diff().to(device, torch.float32), dst_ptr=[indptr.to(device)] * num_layers)
 
     def edge_index(self) -> Tensor:
         """The sampled subgraph as one PyG ``edge_index`` (row 0 source, row 1 target, local ids).
@@ -132,7 +140,7 @@ class SAGEConv(nn.Module):
     the mean over the neighbourhood *with* the vertex itself and one weight matrix; on small
     citation graphs it is the stronger of the two (DGL's figures on Cora: mean ~80.4, gcn ~83.4).
 
-    Shapes: x (num_src, F_in) -> (num_dst, F_out).
+    Shapes: x (num_src, F_in); src, dst int[E]; ptr int[num_dst + 1] (see :class:`Blocks`) -> (num_dst, F_out).
     """
 
     def __init__(self, in_dim: int, out_dim: int, aggr: str = "mean"):
@@ -148,13 +156,16 @@ class SAGEConv(nn.Module):
             self.bias = nn.Parameter(torch.zeros(out_dim))
             nn.init.xavier_uniform_(self.lin_neigh.weight, gain=nn.init.calculate_gain("relu"))
 
-    def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor) -> Tensor:
-        cnt = torch.bincount(dst, minlength=num_dst).to(x.dtype)
-        # The mean is linear, so project first when that shrinks the rows gathered per edge
-        # (E x F_out instead of E x F_in): same result, far less memory traffic for wide inputs.
+    def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor,
+                ptr: Tensor | None = None) -> Tensor:
+        if ptr is None:
+            ptr, src, dst = csr_ptr(src, dst, num_dst)
+        cnt = ptr.diff().to(x.dtype)
+        # The mean is linear, so project first when that shrinks the rows read per edge
+        # (F_out instead of F_in): same result, less memory traffic for wide inputs.
         project_first = self.lin_neigh.out_features < self.lin_neigh.in_features
         h = self.lin_neigh(x) if project_first else x
-        agg = torch.zeros(num_dst, h.shape[1], dtype=h.dtype, device=h.device).index_add_(0, dst, h[src])
+        agg = segment_sum(h, ptr, src, num_dst)
         if self.aggr == "gcn":
             agg = (agg + h[:num_dst]) / (cnt + 1)[:, None]
             return (agg if project_first else self.lin_neigh(agg)) + self.bias
@@ -172,7 +183,7 @@ class GCNConv(nn.Module):
     are full-graph degrees and ``s_v`` the number of sampled neighbours of ``v``; with every
     neighbour sampled this is exactly ``D^-1/2 (A+I) D^-1/2 H W`` on the seeds.
 
-    Shapes: x (num_src, F_in) -> (num_dst, F_out).
+    Shapes: x (num_src, F_in); src, dst int[E]; ptr int[num_dst + 1] (see :class:`Blocks`) -> (num_dst, F_out).
     """
 
     def __init__(self, in_dim: int, out_dim: int):
@@ -183,13 +194,18 @@ class GCNConv(nn.Module):
         # inputs and learns visibly slower (Citeseer).
         nn.init.xavier_uniform_(self.lin.weight)
 
-    def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor) -> Tensor:
+    def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor,
+                ptr: Tensor | None = None) -> Tensor:
+        if ptr is None:
+            ptr, src, dst = csr_ptr(src, dst, num_dst)
         x = self.lin(x)
-        d1 = degrees + 1.0
-        sampled = torch.bincount(dst, minlength=num_dst).to(x.dtype)
-        scale = torch.where(sampled > 0, degrees[:num_dst] / sampled.clamp(min=1), torch.zeros_like(sampled))
-        w = scale[dst] * torch.rsqrt(d1[src] * d1[dst])
-        out = torch.zeros(num_dst, x.shape[1], dtype=x.dtype, device=x.device).index_add_(0, dst, x[src] * w[:, None])
+        deg = degrees[:x.shape[0]].to(x.dtype)
+        d1 = deg + 1.0
+        sampled = ptr.diff().to(x.dtype)
+        scale = torch.where(sampled > 0, deg[:num_dst] / sampled.clamp(min=1), torch.zeros_like(sampled))
+        # the edge weight scale_v / sqrt(d1_u d1_v) splits into a source and a destination factor
+        c = torch.rsqrt(d1)
+        out = segment_sum(x * c[:, None], ptr, src, num_dst) * (scale * c[:num_dst])[:, None]
         return out + x[:num_dst] / d1[:num_dst, None] + self.bias
 
     def __repr__(self) -> str:
@@ -203,7 +219,8 @@ class GATConv(nn.Module):
     heads are concatenated (``concat=True``) or averaged (the output layer).  The softmax runs
     over the sampled neighbours; with every neighbour sampled it is the full-graph layer.
 
-    Shapes: x (num_src, F_in) -> (num_dst, heads * F_out) if concat else (num_dst, F_out).
+    Shapes: x (num_src, F_in); src, dst int[E]; ptr int[num_dst + 1] (see :class:`Blocks`)
+    -> (num_dst, heads * F_out) if concat else (num_dst, F_out).
     """
 
     def __init__(self, in_dim: int, out_dim: int, heads: int = 1, concat: bool = True, attn_dropout: float = 0.0):
@@ -217,21 +234,22 @@ class GATConv(nn.Module):
         nn.init.xavier_uniform_(self.att_src)
         nn.init.xavier_uniform_(self.att_dst)
 
-    def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor) -> Tensor:
+    def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor,
+                ptr: Tensor | None = None) -> Tensor:
+        if ptr is None:
+            ptr, src, dst = csr_ptr(src, dst, num_dst)
         H, C = self.heads, self.out_dim
         h = self.lin(x).view(-1, H, C)
-        loops = torch.arange(num_dst, device=x.device)          # destinations are a prefix of the sources
-        src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
         a_src = (h * self.att_src).sum(-1)
         a_dst = (h[:num_dst] * self.att_dst).sum(-1)
-        e = F.leaky_relu(a_src[src] + a_dst[dst], 0.2)                                  # (E, H)
-        idx = dst[:, None].expand(-1, H)
-        e_max = torch.full((num_dst, H), float("-inf"), dtype=e.dtype, device=e.device)
-        e_max = e_max.scatter_reduce(0, idx, e, "amax", include_self=True)
-        w = torch.exp(e - e_max[dst])
-        denom = torch.zeros(num_dst, H, dtype=e.dtype, device=e.device).index_add_(0, dst, w)
-        alpha = F.dropout(w / denom[dst], self.attn_dropout, self.training)
-        out = torch.zeros(num_dst, H, C, dtype=h.dtype, device=h.device).index_add_(0, dst, h[src] * alpha[..., None])
+        # scores of the sampled edges (E, H) and of each destination's self loop (destinations are
+        # a prefix of the sources); one (E, H) row per edge, never an (E, H, C) one
+        s = F.leaky_relu(a_src[src] + a_dst[dst], 0.2)
+        s_self = F.leaky_relu(a_src[:num_dst] + a_dst, 0.2)
+        alpha, alpha_self = edge_softmax(s, s_self, ptr)
+        alpha = F.dropout(alpha, self.attn_dropout, self.training)
+        alpha_self = F.dropout(alpha_self, self.attn_dropout, self.training)
+        out = segment_sum(h, ptr, src, num_dst, alpha) + alpha_self[..., None] * h[:num_dst]
         out = out.reshape(num_dst, H * C) if self.concat else out.mean(1)
         return out + self.bias
 
@@ -266,14 +284,16 @@ class GNN(nn.Module):
                                         for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
 
-    def layer_forward(self, i: int, h: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor) -> Tensor:
+    def layer_forward(self, i: int, h: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor,
+                      ptr: Tensor | None = None) -> Tensor:
         """Layer ``i`` with its input dropout and (but for the last layer) its activation.
 
         Mini-batch training, full-graph modes and layer-wise inference (``argosy predict``) all go
-        through here, so they compute the same function.
+        through here, so they compute the same function.  ``ptr``: the block's CSR offsets over
+        destinations, when known (see :class:`Blocks`).
         """
         h = F.dropout(h, self.dropout, self.training)
-        h = self.layers[i](h, src, dst, num_dst, degrees)
+        h = self.layers[i](h, src, dst, num_dst, degrees, ptr)
         if i < len(self.layers) - 1:
             h = F.elu(h) if self.kind == "gat" else F.relu(h)
         return h
@@ -286,7 +306,7 @@ class GNN(nn.Module):
         h = x[:blocks.hop_nodes[H]]
         for i in range(len(self.layers)):
             src, dst, num_src, num_dst = blocks.hop(H - i)
-            h = self.layer_forward(i, h, src, dst, num_dst, blocks.degrees)
+            h = self.layer_forward(i, h, src, dst, num_dst, blocks.degrees, blocks.hop_ptr(H - i))
         return h
 
 

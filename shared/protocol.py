@@ -25,7 +25,8 @@ __all__ = ["PROTOCOL_VERSION", "MsgKind", "Message", "SampledBatch", "FeatureBat
            "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS",
            "HaloRequest", "AdjacencyRows", "FeatureRows", "HALO_WHAT"]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+"""2: SampledBatch carries dst_ptr (the blocks' CSR offsets)."""
 
 
 class MsgKind(IntEnum):
@@ -69,11 +70,15 @@ class SampledBatch(Message):
     Shapes:
         nodes: int64[N] global ids (seeds first, hop by hop); hop_nodes: int64[H + 1]
         cumulative node counts; degrees: int32[N] full-graph degree of each node;
-        edge_src, edge_dst: int32[E] local ids; hop_edges: int64[H + 1] edge offsets per hop.
+        edge_src, edge_dst: int32[E] local ids; hop_edges: int64[H + 1] edge offsets per hop;
+        dst_ptr: int32[sum_h (hop_nodes[h-1] + 1)] hop by hop (innermost first), the offsets of each
+        destination's edges within its hop (edges are grouped by destination): the block's CSR,
+        so the trainer aggregates without building it (empty: not sent, the trainer builds it).
     """
 
     KIND: ClassVar[MsgKind] = MsgKind.SAMPLED_BATCH
-    ARRAYS: ClassVar[tuple[str, ...]] = ("nodes", "hop_nodes", "degrees", "edge_src", "edge_dst", "hop_edges")
+    ARRAYS: ClassVar[tuple[str, ...]] = ("nodes", "hop_nodes", "degrees", "edge_src", "edge_dst", "hop_edges",
+                                         "dst_ptr")
     job: str = ""
     epoch: int = 0
     phase: str = "train"
@@ -94,6 +99,7 @@ class SampledBatch(Message):
     edge_src: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
     edge_dst: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
     hop_edges: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    dst_ptr: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
 
     @property
     def num_seeds(self) -> int:

@@ -36,7 +36,7 @@ __all__ = ["BatchBounds", "MessageValidator", "PlanIndex", "check_sampled_batch"
 
 _WORK_ID = re.compile(r"\d{1,20}-\d{1,20}")
 _INT_DTYPES = {"nodes": "int64", "hop_nodes": "int64", "hop_edges": "int64", "degrees": "int32",
-               "edge_src": "int32", "edge_dst": "int32", "labels": "int64"}
+               "edge_src": "int32", "edge_dst": "int32", "dst_ptr": "int32", "labels": "int64"}
 
 
 def _bad(msg: Message, what: str) -> InvalidMessageError:
@@ -145,6 +145,8 @@ def check_sampled_batch(b: SampledBatch, bounds: BatchBounds) -> None:
             raise _bad(b, "edge_src holds local ids outside its hop's source nodes")
         if (b.edge_dst < 0).any() or (b.edge_dst >= dst_lim).any():
             raise _bad(b, "edge_dst holds local ids outside its hop's destination nodes")
+    if b.dst_ptr.shape[0]:
+        check_dst_ptr(b)
     if N and (int(b.degrees.min()) < 0 or int(b.degrees.max()) > bounds.max_degree):
         raise _bad(b, f"degrees outside [0, {bounds.max_degree}] (the store's adjacency entries)")
     seeds = b.nodes[:int(hn[0])]
@@ -152,6 +154,21 @@ def check_sampled_batch(b: SampledBatch, bounds: BatchBounds) -> None:
         raise _bad(b, "duplicate seed ids")
     if not 0 <= b.remote_neighbors <= E:
         raise _bad(b, f"remote_neighbors {b.remote_neighbors} outside [0, {E}]")
+
+
+def check_dst_ptr(b: SampledBatch) -> None:
+    """Each hop's CSR offsets rise from 0 to the hop's edges over its destinations (O(nodes), no edge pass)."""
+    hn, he, p = b.hop_nodes, b.hop_edges, b.dst_ptr
+    lens = hn[:-1] + 1
+    if p.shape[0] != int(lens.sum()):
+        raise _bad(b, f"dst_ptr has {p.shape[0]} offsets, the hops' destinations need {int(lens.sum())}")
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    if (p[starts] != 0).any() or (p[starts + lens - 1] != np.diff(he)).any():
+        raise _bad(b, f"dst_ptr must rise from 0 to each hop's edges {np.diff(he).tolist()[:8]}")
+    steps = np.diff(p)
+    steps[starts[1:] - 1] = 0                         # where one hop's offsets end and the next begin
+    if (steps < 0).any():
+        raise _bad(b, "dst_ptr offsets fall within a hop")
 
 
 def check_feature_batch(fb: FeatureBatch, bounds: BatchBounds) -> None:

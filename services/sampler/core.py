@@ -214,7 +214,8 @@ class SamplerCore:
             halo = self._resolve(before, count, nodes, degrees, nstart, halo, h + 1 < H, epoch)
         return SampledBatch(nodes=nodes[:count].copy(), hop_nodes=hop_nodes, degrees=degrees[:count].copy(),
                             edge_src=esrc[:ecount].copy(), edge_dst=edst[:ecount].copy(), hop_edges=hop_edges,
-                            remote_neighbors=int(remote), sample_seconds=time.perf_counter() - t0)
+                            dst_ptr=dst_ptr(degrees, hop_nodes, fanouts), remote_neighbors=int(remote),
+                            sample_seconds=time.perf_counter() - t0)
 
     def sample_item(self, item: WorkItem, fanouts) -> SampledBatch:
         """Sample the batch a work item describes, deterministically."""
@@ -223,3 +224,19 @@ class SamplerCore:
         batch.epoch, batch.phase, batch.batch_id = item.epoch, item.phase, item.batch_id
         batch.part, batch.trainer_rank = item.part, item.trainer_rank
         return batch
+
+
+def dst_ptr(degrees: np.ndarray, hop_nodes: np.ndarray, fanouts: list[int]) -> np.ndarray:
+    """The blocks' CSR offsets over destinations (see :class:`~shared.protocol.SampledBatch`).
+
+    ``sample_hop`` emits each destination's edges together, in destination order, and takes
+    ``min(degree, fanout)`` of them (all with fanout -1), so the offsets follow from the degrees
+    alone: O(nodes), no pass over the edges.  Shapes: degrees int32[>= hop_nodes[-1]] -> int32[...].
+    """
+    parts = []
+    for h, f in enumerate(fanouts):
+        d = degrees[:hop_nodes[h]]
+        ptr = np.zeros(d.shape[0] + 1, np.int32)
+        np.cumsum(d if f < 0 else np.minimum(d, f), out=ptr[1:])
+        parts.append(ptr)
+    return np.concatenate(parts) if parts else np.empty(0, np.int32)

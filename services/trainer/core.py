@@ -57,10 +57,14 @@ class TrainerCore:
         x = torch.from_numpy(fb.features).to(dev, torch.float32, non_blocking=True)
         if self.cfg.normalize_features:
             x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
-        blocks = Blocks(hop_nodes=fb.hop_nodes.tolist(), hop_edges=fb.hop_edges.tolist(),
+        hop_nodes = fb.hop_nodes.tolist()
+        ptr = None
+        if fb.dst_ptr.shape[0]:                        # the sampler's CSR offsets, one slice per hop
+            ptr = torch.from_numpy(fb.dst_ptr).to(dev).split([n + 1 for n in hop_nodes[:-1]])
+        blocks = Blocks(hop_nodes=hop_nodes, hop_edges=fb.hop_edges.tolist(),
                         edge_src=torch.from_numpy(fb.edge_src).to(dev).long(),
                         edge_dst=torch.from_numpy(fb.edge_dst).to(dev).long(),
-                        degrees=torch.from_numpy(fb.degrees).to(dev, torch.float32))
+                        degrees=torch.from_numpy(fb.degrees).to(dev, torch.float32), dst_ptr=ptr)
         y = torch.from_numpy(fb.labels).to(dev)
         return x, blocks, y
 

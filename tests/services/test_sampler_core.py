@@ -32,6 +32,7 @@ def test_invariants(core, fanouts, idx_dtype):
     np.testing.assert_array_equal(b.nodes[:40], seeds)                   # seeds first
     np.testing.assert_array_equal(b.degrees, deg[b.nodes])
     assert b.hop_nodes[0] == 40 and b.hop_nodes[-1] == len(b.nodes) and np.all(np.diff(b.hop_nodes) >= 0)
+    ptrs = np.split(b.dst_ptr, np.cumsum(b.hop_nodes[:-1] + 1)[:-1])
     for h in range(1, len(fanouts) + 1):
         e0, e1 = b.hop_edges[h - 1], b.hop_edges[h]
         src, dst = b.edge_src[e0:e1], b.edge_dst[e0:e1]
@@ -42,6 +43,8 @@ def test_invariants(core, fanouts, idx_dtype):
         f = fanouts[h - 1]
         want = deg[b.nodes[:b.hop_nodes[h - 1]]]
         np.testing.assert_array_equal(counts, want if f < 0 else np.minimum(want, f))
+        assert np.all(np.diff(dst) >= 0)                                 # grouped by destination: a CSR
+        np.testing.assert_array_equal(ptrs[h - 1], np.concatenate([[0], np.cumsum(counts)]))
         pairs = set(zip(src.tolist(), dst.tolist()))
         assert len(pairs) == len(src)                                   # without replacement
 

@@ -126,3 +126,135 @@ def test_per_model_defaults_live_in_the_config():
         assert (t.hidden, t.dropout, t.lr) == tuple(MODEL_DEFAULTS[model][k] for k in ("hidden", "dropout", "lr"))
     assert TrainerConfig(model="gat", lr=0.1).lr == 0.1                  # explicit values win
     assert isinstance(GNN("gat", 8, 4, 3, 2, heads=2).layers[0], GATConv)
+
+
+# ----------------------------------------------------------------------------- sparse aggregation
+# The layers aggregate through shared.aggregate (CSR over destinations, numba on CPU, torch ops
+# elsewhere); these pin them to the per-edge formulas they replaced, on both backends.
+from argosy.shared import aggregate
+from argosy.shared.models import GCNConv, SAGEConv
+from argosy.shared.aggregate import csr_ptr, edge_softmax, segment_sum
+
+
+def _per_edge(layer, x, src, dst, num_dst, degrees):
+    """The per-edge formulas (one gathered row per edge + index_add_) the layers used before."""
+    src, dst = src.long(), dst.long()
+    zeros = lambda *shape: torch.zeros(*shape, dtype=x.dtype)
+    if isinstance(layer, SAGEConv):
+        cnt = torch.bincount(dst, minlength=num_dst).to(x.dtype)
+        h = layer.lin_neigh(x)
+        agg = zeros(num_dst, h.shape[1]).index_add_(0, dst, h[src])
+        if layer.aggr == "gcn":
+            return (agg + h[:num_dst]) / (cnt + 1)[:, None] + layer.bias
+        return layer.lin_self(x[:num_dst]) + agg / cnt.clamp(min=1)[:, None]
+    if isinstance(layer, GCNConv):
+        x = layer.lin(x)
+        d1 = degrees.to(x.dtype) + 1.0
+        sampled = torch.bincount(dst, minlength=num_dst).to(x.dtype)
+        scale = torch.where(sampled > 0, degrees[:num_dst].to(x.dtype) / sampled.clamp(min=1), torch.zeros_like(sampled))
+        w = scale[dst] * torch.rsqrt(d1[src] * d1[dst])
+        return zeros(num_dst, x.shape[1]).index_add_(0, dst, x[src] * w[:, None]) + x[:num_dst] / d1[:num_dst, None] \
+            + layer.bias
+    H, C = layer.heads, layer.out_dim
+    h = layer.lin(x).view(-1, H, C)
+    loops = torch.arange(num_dst)
+    src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
+    a_src, a_dst = (h * layer.att_src).sum(-1), (h[:num_dst] * layer.att_dst).sum(-1)
+    e = torch.nn.functional.leaky_relu(a_src[src] + a_dst[dst], 0.2)
+    e_max = torch.full((num_dst, H), float("-inf"), dtype=e.dtype).scatter_reduce(
+        0, dst[:, None].expand(-1, H), e, "amax", include_self=True)
+    w = torch.exp(e - e_max[dst])
+    alpha = w / zeros(num_dst, H).index_add_(0, dst, w)[dst]
+    out = zeros(num_dst, H, C).index_add_(0, dst, h[src] * alpha[..., None])
+    return (out.reshape(num_dst, H * C) if layer.concat else out.mean(1)) + layer.bias
+
+
+def _block(num_src, num_dst, num_edges, isolated=(), seed=0, dtype=torch.int64):
+    """A random block grouped by destination; destinations in ``isolated`` get no edge."""
+    g = torch.Generator().manual_seed(seed)
+    dst = torch.randint(0, max(num_dst, 1), (num_edges,), generator=g) if num_dst else torch.zeros(0, dtype=torch.int64)
+    keep = ~torch.isin(dst, torch.tensor(list(isolated), dtype=torch.int64))
+    dst = dst[keep].sort().values
+    src = torch.randint(0, num_src, (dst.shape[0],), generator=g)
+    degrees = torch.bincount(dst, minlength=num_src).float() + torch.randint(0, 3, (num_src,), generator=g)
+    return src.to(dtype), dst.to(dtype), degrees
+
+
+LAYERS = {"sage-mean": lambda a, b: SAGEConv(a, b, "mean"), "sage-gcn": lambda a, b: SAGEConv(a, b, "gcn"),
+          "gcn": GCNConv, "gat": lambda a, b: GATConv(a, b, heads=3), "gat-mean": lambda a, b: GATConv(a, b, 2, concat=False)}
+
+
+def test_every_aggregator_is_listed():
+    from argosy.shared.config import SAGE_AGGREGATORS
+    assert {f"sage-{a}" for a in SAGE_AGGREGATORS} <= set(LAYERS)
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("kind", sorted(LAYERS))
+@pytest.mark.parametrize("shape", [(30, 12, 90, ()), (30, 12, 90, (0, 5, 11)), (9, 4, 0, ()), (5, 0, 0, ())],
+                         ids=["random", "isolated", "no-edges", "no-dst"])
+def test_layers_equal_the_per_edge_formula(monkeypatch, backend, dtype, kind, shape):
+    """Output and every gradient (input and parameters) as the per-edge formula, on int32/int64
+    blocks, destinations without neighbours, blocks without edges or destinations."""
+    monkeypatch.setattr(aggregate, "BACKEND", backend)
+    torch.manual_seed(1)
+    num_src, num_dst, num_edges, isolated = shape
+    in_dim = 24 if kind == "sage-mean" else 7            # SAGE projects first when out < in, else aggregates first
+    layer = LAYERS[kind](in_dim, 10).double()
+    src, dst, degrees = _block(num_src, num_dst, num_edges, isolated, dtype=dtype)
+    x = torch.randn(num_src, in_dim, dtype=torch.float64, requires_grad=True)
+    got = layer(x, src, dst, num_dst, degrees)
+    want = _per_edge(layer, x, src, dst, num_dst, degrees)
+    torch.testing.assert_close(got, want)
+    gout = torch.randn_like(want)
+    grads = torch.autograd.grad(got, [x] + list(layer.parameters()), gout, allow_unused=True)
+    wants = torch.autograd.grad(want, [x] + list(layer.parameters()), gout, allow_unused=True)
+    for a, b in zip(grads, wants):
+        torch.testing.assert_close(a if a is not None else torch.zeros_like(b), b if b is not None else torch.zeros_like(a))
+
+
+@pytest.mark.parametrize("kind", sorted(LAYERS))
+def test_carried_ptr_and_unsorted_edges_give_the_same_layer(kind):
+    """The sampler's CSR offsets, none (built from edge_dst), or edges in any order: one result."""
+    torch.manual_seed(2)
+    layer = LAYERS[kind](8, 6)
+    src, dst, degrees = _block(40, 15, 120, (3,))
+    x = torch.randn(40, 8)
+    ptr, _, _ = csr_ptr(src, dst, 15)
+    perm = torch.randperm(src.shape[0])
+    a = layer(x, src, dst, 15, degrees, ptr)
+    torch.testing.assert_close(layer(x, src, dst, 15, degrees), a)
+    torch.testing.assert_close(layer(x, src[perm], dst[perm], 15, degrees), a, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_kernels_pass_gradcheck(monkeypatch, backend, dtype):
+    """segment_sum (plain and weighted per head) and edge_softmax on tiny float64 blocks."""
+    monkeypatch.setattr(aggregate, "BACKEND", backend)
+    src, dst, _ = _block(7, 5, 14, (2,), seed=3, dtype=dtype)
+    ptr, _, _ = csr_ptr(src, dst, 5)
+    x = torch.randn(7, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x: segment_sum(x, ptr, src, 5), (x,))
+    xh = torch.randn(7, 2, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(src.shape[0], 2, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w: segment_sum(x, ptr, src, 5, w), (xh, w))
+    s = torch.randn(src.shape[0], 2, dtype=torch.float64, requires_grad=True)
+    s_self = torch.randn(5, 2, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda s, t: edge_softmax(s, t, ptr), (s, s_self))
+    a, a_self = edge_softmax(s, s_self, ptr)             # each destination's weights sum to one
+    torch.testing.assert_close(a_self.index_add(0, dst.long(), a), torch.ones(5, 2, dtype=torch.float64))
+
+
+def test_malformed_blocks_are_clear_errors():
+    x = torch.randn(4, 3)
+    src, ptr = torch.tensor([0, 1, 3]), torch.tensor([0, 2, 3])
+    with pytest.raises(ValueError, match=r"src ids must lie in \[0, 3\)"):
+        segment_sum(x[:3], ptr, src, 2)
+    with pytest.raises(ValueError, match="num_dst \\+ 1 = 4 offsets"):
+        segment_sum(x, ptr, src, 3)
+    with pytest.raises(ValueError, match="rise from 0 to the 3 edges"):
+        segment_sum(x, torch.tensor([0, 2, 5]), src, 2)
+    with pytest.raises(ValueError, match="rise from 0"):
+        segment_sum(x, torch.tensor([0, 3, 3]) - torch.tensor([0, 2, 0]) * 2, src, 2)

@@ -106,6 +106,22 @@ def test_hop_counts_inconsistent(env):
         v(_with(sb, nodes=sb.nodes.astype(np.float64)))
 
 
+def test_dst_ptr_inconsistent(env):
+    cfg, _, sb, fb = env
+    v = _loader(cfg)
+    assert v(_with(sb, dst_ptr=np.empty(0, np.int32)))                  # optional: the trainer builds it
+    with pytest.raises(InvalidMessageError, match="dst_ptr has .* offsets, the hops' destinations need"):
+        v(_with(sb, dst_ptr=sb.dst_ptr[:-1]))
+    p = sb.dst_ptr.copy()
+    p[int(sb.hop_nodes[0])] += 1                # hop 1's last offset no longer its edge count
+    with pytest.raises(InvalidMessageError, match="dst_ptr must rise from 0 to each hop's edges"):
+        v(_with(sb, dst_ptr=p))
+    p = sb.dst_ptr.copy()
+    p[1] = p[2] + 1                             # falls within hop 1 (16 seeds: offsets 0..16)
+    with pytest.raises(InvalidMessageError, match="dst_ptr offsets fall within a hop"):
+        v(_with(sb, dst_ptr=p))
+
+
 def test_huge_well_formed_batch_is_bounded(env):
     cfg, store, sb, _ = env
     b = BatchBounds.from_job(cfg, store)

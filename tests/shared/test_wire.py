@@ -57,7 +57,7 @@ def test_rejects_wrong_version():
     frames = encode(_batch())
     h = _header(frames)
     h[0] = PROTOCOL_VERSION + 1
-    with pytest.raises(ProtocolError, match="protocol version mismatch: peer speaks 2"):
+    with pytest.raises(ProtocolError, match=f"protocol version mismatch: peer speaks {PROTOCOL_VERSION + 1}"):
         decode(_with_header(frames, h))
 
 
