@@ -27,8 +27,8 @@ __all__ = ["train", "predict", "load_model", "train_argv"]
 
 def train_argv(data: str | None = None, *, config: str | None = None, **options) -> list[str]:
     """The ``argosy train`` command line for these arguments (what :func:`train` runs)."""
-    from argosy.services.train_args import _flag_table
-    table = _flag_table()
+    from argosy.services.train_args import flag_table
+    table = flag_table()
     argv = ["train"]
     if config is not None:
         argv += ["--config", str(config)]

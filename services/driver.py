@@ -22,13 +22,13 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Sequence
 
 from argosy.shared import envs
-from argosy.shared.errors import ArgosyError
+from argosy.shared.errors import ArgosyError, ConfigError
 from argosy.shared.lifecycle import EXIT_CANNOT_START
 from argosy.shared.records import JobState
 
@@ -274,6 +274,32 @@ def partition_to_store(data: str, out: Path, parts: int, method: str, seed: int 
 
 def new_job_id() -> str:
     return f"job-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+
+
+def fullgraph_config(args) -> Path:
+    """``train --mode fullgraph|sar|memory``: partition ``--data`` if needed, then write the job and fullgraph
+    sections to ``RUN_DIR/fullgraph.json`` for ``python -m argosy.services.trainer.fullgraph --config``."""
+    from argosy.services.train_args import job_config, node_data_flags, refuse_partition_flags
+    from argosy.shared.config import FullGraphConfig
+    job = args.job or new_job_id()
+    run_dir = Path(args.run_dir or Path("runs") / job)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    job_config(args, run_dir / "store", job, run_dir)  # bad flags fail before any partitioning
+    if args.store:
+        store = Path(args.store)
+        refuse_partition_flags(args, store)
+    elif args.data:
+        store = run_dir / "store"
+        partition_to_store(args.data, store, args.parts, args.partition_method, args.seed, args.json,
+                           node_data_flags(args))
+    else:
+        raise ConfigError(f"--mode {args.mode} needs --data FILE or --store DIR")
+    cfg = job_config(args, store, job, run_dir)
+    fg = FullGraphConfig(mode=args.mode, cache_bytes=args.cache_bytes, spill_dir=args.spill_dir,
+                         eviction=args.eviction, prefetch=args.prefetch)
+    path = run_dir / "fullgraph.json"
+    path.write_text(json.dumps({"job": asdict(cfg), "fullgraph": asdict(fg)}, indent=1))
+    return path
 
 
 def _raise_stop(signum, frame):

@@ -20,8 +20,7 @@ from pathlib import Path
 from argosy.shared import envs
 from argosy.shared.errors import ArgosyError
 from argosy.shared.records import JobState, Role
-from argosy.services.train_args import (TRAIN_EPILOG, add_mode_args, add_train_args, expand_job_file, finish_args,
-                                        fullgraph_config)
+from argosy.services.train_args import TRAIN_EPILOG, add_mode_args, add_train_args, expand_job_file, finish_args
 
 __all__ = ["main", "build_parser"]
 
@@ -30,6 +29,7 @@ logger = logging.getLogger("argosy")
 
 def cmd_train(args) -> int:
     if args.mode != "minibatch":
+        from argosy.services.driver import fullgraph_config
         cmd = [sys.executable, "-m", "argosy.services.trainer.fullgraph", "--config", str(fullgraph_config(args))]
         return subprocess.call(cmd + (["--json"] if args.json else []))
     from argosy.services.driver import run_local

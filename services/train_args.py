@@ -1,20 +1,19 @@
 """The training flags of ``argosy demo|train|up|submit`` and their mapping to :class:`JobConfig`.
 
 One place: a new flag is added in :func:`add_train_args` and read in :func:`job_config` (or, for
-the full-graph modes, in :func:`fullgraph_config`).
+the full-graph modes, in :func:`argosy.services.driver.fullgraph_config`).  Pure: this module
+starts nothing, so the driver imports it and not the reverse.
 """
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import asdict
 from pathlib import Path
 
 from argosy.shared.config import (MODEL_DEFAULTS, SAGE_AGGREGATORS, CoordConfig, FullGraphConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig,
                                   parse_size)
 from argosy.shared.errors import ArgosyError, ConfigError
 
-__all__ = ["add_train_args", "add_mode_args", "job_config", "fullgraph_config", "finish_args", "expand_job_file",
+__all__ = ["add_train_args", "add_mode_args", "job_config", "finish_args", "expand_job_file", "flag_table",
            "refuse_partition_flags",
            "TRAIN_EPILOG"]
 
@@ -147,7 +146,8 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-def _flag_table() -> dict[str, argparse.Action]:
+def flag_table() -> dict[str, argparse.Action]:
+    """Every training flag's argparse action by its ``dest`` (read by ``--config`` files and the Python API)."""
     p = argparse.ArgumentParser(add_help=False)
     add_train_args(p)
     add_mode_args(p)
@@ -182,7 +182,7 @@ def expand_job_file(argv: list[str]) -> list[str]:
         doc = {}
     if not isinstance(doc, dict):
         raise ConfigError(f"--config {path}: expected a mapping of flag names to values (got {type(doc).__name__})")
-    table = _flag_table()
+    table = flag_table()
     flags: list[str] = []
     for key, value in doc.items():
         dest = str(key).replace("-", "_")
@@ -263,28 +263,3 @@ def node_data_flags(args: argparse.Namespace) -> list[str]:
     if getattr(args, "max_edge_balance", None) is not None:
         out += ["--max-edge-balance", str(args.max_edge_balance)]
     return out
-
-
-def fullgraph_config(args: argparse.Namespace) -> Path:
-    """``train --mode fullgraph|sar|memory``: partition ``--data`` if needed, then write the job and fullgraph
-    sections to ``RUN_DIR/fullgraph.json`` for ``python -m argosy.services.trainer.fullgraph --config``."""
-    from argosy.services.driver import new_job_id, partition_to_store
-    job = args.job or new_job_id()
-    run_dir = Path(args.run_dir or Path("runs") / job)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    job_config(args, run_dir / "store", job, run_dir)  # bad flags fail before any partitioning
-    if args.store:
-        store = Path(args.store)
-        refuse_partition_flags(args, store)
-    elif args.data:
-        store = run_dir / "store"
-        partition_to_store(args.data, store, args.parts, args.partition_method, args.seed, args.json,
-                           node_data_flags(args))
-    else:
-        raise ConfigError(f"--mode {args.mode} needs --data FILE or --store DIR")
-    cfg = job_config(args, store, job, run_dir)
-    fg = FullGraphConfig(mode=args.mode, cache_bytes=args.cache_bytes, spill_dir=args.spill_dir,
-                         eviction=args.eviction, prefetch=args.prefetch)
-    path = run_dir / "fullgraph.json"
-    path.write_text(json.dumps({"job": asdict(cfg), "fullgraph": asdict(fg)}, indent=1))
-    return path
