@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 __all__ = ["MetricSpec", "COUNTERS", "GAUGES", "ServiceMetrics", "RedisCollector", "metrics_from_redis",
-           "serve_registry", "RateTracker", "work_queue_depths", "prometheus_available",
+           "serve_registry", "RateTracker", "work_queue_depths",
            "record_autoscale", "read_autoscale_decisions", "read_autoscale_replicas", "read_autoscale_observation"]
 
 logger = logging.getLogger(__name__)
@@ -41,10 +41,6 @@ try:  # prometheus_client is a dependency, but a service must never die because 
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 except ImportError:  # pragma: no cover - exercised only without the package
     _prom = None
-
-
-def prometheus_available() -> bool:
-    return _prom is not None
 
 
 @dataclass(frozen=True)

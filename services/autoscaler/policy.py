@@ -65,7 +65,7 @@ class ScalerConfig:
     """Capacity asked for, relative to what the trainers could consume."""
     roles: tuple[str, ...] = ("sampler", "loader")
     """Roles the autoscaler may scale."""
-    warmup: float = 0.0
+    warmup: float = 10.0
     """Seconds after the first observation during which nothing changes (services register, rates fill)."""
     min_gain: float = 0.05
     """A scale-up whose first fresh measurement shows the trainers' rate grown by less than this
@@ -188,7 +188,7 @@ def decide(obs: Observation, state: ScalerState, cfg: ScalerConfig) -> Decision:
         >>> obs = Observation(t=100.0, trainer_idle=0.4, idle_window_start=90.0, trainer_rate=6.0,
         ...                   replicas={"sampler": 1, "loader": 1}, rates={"sampler": 6, "loader": 6},
         ...                   busy={"sampler": 0.9, "loader": 0.2})
-        >>> d = decide(obs, ScalerState(), ScalerConfig())
+        >>> d = decide(obs, ScalerState(), ScalerConfig(warmup=0))
         >>> d.action, d.role, d.replicas
         ('add', 'sampler', 2)
     """

@@ -8,6 +8,12 @@ import pytest
 from argosy.services.autoscaler.policy import Observation, ScalerConfig, ScalerState, bottleneck, decide, tier_capacity
 
 
+def _cfg(**kw) -> ScalerConfig:
+    """The policy's knobs without the warm-up (10 s by default): these series act from their first tick."""
+    kw.setdefault("warmup", 0.0)
+    return ScalerConfig(**kw)
+
+
 def obs(t, idle, samplers=1, loaders=1, rate=None, s_busy=0.9, l_busy=0.3, fill=0.2, start=None):
     """One observation; the tiers deliver ``rate`` batches/s (default 10 per sampler: linear scaling),
     busy ``*_busy`` seconds per second."""
@@ -39,7 +45,7 @@ def changes(decisions):
 
 
 def test_rising_idle_scales_up_the_bottleneck_tier():
-    cfg = ScalerConfig(cooldown=10)
+    cfg = _cfg(cooldown=10)
     d = decide(obs(100, 0.38, rate=12, s_busy=0.95, l_busy=0.4), ScalerState(), cfg)
     assert (d.action, d.role, d.replicas, d.delta) == ("add", "sampler", 2, 1)
     assert "idle 38% > 10%" in d.reason and "sampler tier is the bottleneck" in d.reason
@@ -50,12 +56,12 @@ def test_rising_idle_scales_up_the_bottleneck_tier():
 
 
 def test_loader_bottleneck_grows_loaders():
-    d = decide(obs(100, 0.5, s_busy=0.2, l_busy=0.95), ScalerState(), ScalerConfig())
+    d = decide(obs(100, 0.5, s_busy=0.2, l_busy=0.95), ScalerState(), _cfg())
     assert (d.action, d.role) == ("add", "loader")
 
 
 def test_idle_below_target_holds():
-    cfg = ScalerConfig()
+    cfg = _cfg()
     series = [(t, 0.05, {}) for t in range(0, 200, 1)]
     dec, hist = replay(series, cfg)
     assert not changes(dec)
@@ -65,7 +71,7 @@ def test_idle_below_target_holds():
 
 def test_starved_series_converges_and_respects_cooldown():
     """A recorded run: idle falls as samplers are added; changes are >= cooldown apart."""
-    cfg = ScalerConfig(cooldown=20, idle_target=0.10)
+    cfg = _cfg(cooldown=20, idle_target=0.10)
     # idle as a function of samplers (what the bench measured, roughly): 1 -> 55 %, 2 -> 30 %, 3 -> 12 %, 4 -> 4 %
     idle_of = {1: 0.55, 2: 0.30, 3: 0.12, 4: 0.04, 5: 0.03, 6: 0.03}
     state, reps, decisions = ScalerState(), {"sampler": 1, "loader": 1}, []
@@ -85,7 +91,7 @@ def test_starved_series_converges_and_respects_cooldown():
 
 
 def test_stale_measurement_after_change_is_ignored():
-    cfg = ScalerConfig(cooldown=5)
+    cfg = _cfg(cooldown=5)
     d = decide(obs(100, 0.5), ScalerState(), cfg)
     assert d.action == "add"
     # 30 s later the newest measurement still started before the change: do not act on it again
@@ -98,7 +104,7 @@ def test_stale_measurement_after_change_is_ignored():
 def test_hysteresis_band_no_flapping():
     """Idle oscillating around the target inside [low, target] never changes anything; a series that
     alternates above target and inside the band, with up_after=2, never scales either."""
-    cfg = ScalerConfig(idle_target=0.10, idle_low=0.02, cooldown=0, up_after=2, down_after=5)
+    cfg = _cfg(idle_target=0.10, idle_low=0.02, cooldown=0, up_after=2, down_after=5)
     series = [(t, 0.03 + 0.06 * (t % 2), {"fill": 1.0}) for t in range(100)]       # 3 % / 9 %
     dec, _ = replay(series, cfg)
     assert not changes(dec)
@@ -111,7 +117,7 @@ def test_hysteresis_band_no_flapping():
 
 
 def test_up_streak_counts_fresh_measurements_only():
-    cfg = ScalerConfig(up_after=2, cooldown=0)
+    cfg = _cfg(up_after=2, cooldown=0)
     st = ScalerState()
     d = decide(obs(10, 0.5, start=1.0), st, cfg)
     assert d.action == "hold" and "1/2" in d.reason
@@ -122,24 +128,24 @@ def test_up_streak_counts_fresh_measurements_only():
 
 
 def test_bounds_respected():
-    cfg = ScalerConfig(max_replicas=3, cooldown=0)
+    cfg = _cfg(max_replicas=3, cooldown=0)
     dec, hist = replay([(t, 0.9, {"start": t - 0.5}) for t in range(0, 50)], cfg)
     assert max(h["sampler"] for h in hist) == 3
     assert any("at max 3" in d.reason for d in dec)
     # below min / above max are corrected before anything else, once the cooldown has passed
     st = ScalerState(last_change_t=99.0)
-    d = decide(obs(100, 0.9, samplers=0), st, ScalerConfig(min_replicas=1, cooldown=60))
+    d = decide(obs(100, 0.9, samplers=0), st, _cfg(min_replicas=1, cooldown=60))
     assert d.action == "hold" and "cooldown" in d.reason
-    d = decide(obs(160, 0.9, samplers=0), st, ScalerConfig(min_replicas=1, cooldown=60))
+    d = decide(obs(160, 0.9, samplers=0), st, _cfg(min_replicas=1, cooldown=60))
     assert (d.action, d.role, d.replicas) == ("add", "sampler", 1) and "< min 1" in d.reason
-    d = decide(obs(160, 0.0, samplers=5), st, ScalerConfig(max_replicas=4, cooldown=60))
+    d = decide(obs(160, 0.0, samplers=5), st, _cfg(max_replicas=4, cooldown=60))
     assert (d.action, d.role, d.replicas) == ("remove", "sampler", 4)
-    d = decide(obs(100, 0.9, samplers=2), ScalerState(), ScalerConfig(max_replicas=8, max_step=1))
+    d = decide(obs(100, 0.9, samplers=2), ScalerState(), _cfg(max_replicas=8, max_step=1))
     assert d.replicas == 3                                       # max_step
 
 
 def test_scale_down_when_idle_zero_and_queues_full_for_long():
-    cfg = ScalerConfig(cooldown=10, down_after=30, min_replicas=1)
+    cfg = _cfg(cooldown=10, down_after=30, min_replicas=1)
     # 4 samplers, each busy 20 % -> capacity 10 / 0.8 * 4 = 50 batches/s; trainer eats 10
     series = [(t, 0.0, {"fill": 1.0, "s_busy": 0.8, "l_busy": 0.5}) for t in range(0, 100)]
     dec, hist = replay(series, cfg, replicas={"sampler": 4, "loader": 1})
@@ -152,7 +158,7 @@ def test_scale_down_when_idle_zero_and_queues_full_for_long():
 
 
 def test_no_scale_down_when_queues_not_full_or_idle_in_band():
-    cfg = ScalerConfig(cooldown=0, down_after=5)
+    cfg = _cfg(cooldown=0, down_after=5)
     dec, _ = replay([(t, 0.0, {"fill": 0.3}) for t in range(50)], cfg, replicas={"sampler": 4, "loader": 2})
     assert not changes(dec)
     dec, _ = replay([(t, 0.05 if t == 4 else 0.0, {"fill": 1.0, "s_busy": 0.4}) for t in range(12)], cfg,
@@ -162,7 +168,7 @@ def test_no_scale_down_when_queues_not_full_or_idle_in_band():
 
 
 def test_no_scale_down_below_what_the_trainer_needs():
-    cfg = ScalerConfig(cooldown=0, down_after=1)
+    cfg = _cfg(cooldown=0, down_after=1)
     # 2 samplers fully busy: removing one would leave 10 batches/s < 11 needed
     dec, _ = replay([(t, 0.0, {"fill": 1.0, "s_busy": 2.0, "l_busy": 0.9}) for t in range(10)], cfg,
                     replicas={"sampler": 2, "loader": 1})
@@ -180,7 +186,7 @@ def test_capacity_and_bottleneck_helpers():
 
 
 def test_warmup_holds_everything():
-    cfg = ScalerConfig(warmup=10, cooldown=0)
+    cfg = _cfg(warmup=10, cooldown=0)
     d = decide(obs(100, 0.9, samplers=0), ScalerState(), cfg)
     assert d.action == "hold" and "warming up" in d.reason
     d = decide(obs(105, 0.9, samplers=0), d.state, cfg)
@@ -190,13 +196,13 @@ def test_warmup_holds_everything():
 
 
 def test_no_scale_up_before_batches_flow():
-    d = decide(obs(100, 1.0, rate=0.0), ScalerState(), ScalerConfig())
+    d = decide(obs(100, 1.0, rate=0.0), ScalerState(), _cfg())
     assert d.action == "hold" and "no batch applied" in d.reason
 
 
 def test_scale_up_that_does_not_raise_throughput_pauses_scale_ups():
     """On a machine whose cores are all busy, more samplers do not make batches flow faster."""
-    cfg = ScalerConfig(cooldown=10, pause=100, min_gain=0.05)
+    cfg = _cfg(cooldown=10, pause=100, min_gain=0.05)
     d = decide(obs(100, 0.3, samplers=1, rate=20), ScalerState(), cfg)
     assert d.action == "add" and d.state.added == "sampler" and d.state.rate_before == 20
     d = decide(obs(115, 0.3, samplers=2, rate=20.5, start=108), d.state, cfg)      # +2.5 %: did not help
@@ -214,17 +220,17 @@ def test_scale_up_that_does_not_raise_throughput_pauses_scale_ups():
 def test_holds_unless_job_running():
     o = Observation(t=0, trainer_idle=0.9, idle_window_start=0, trainer_rate=1, replicas={"sampler": 0, "loader": 0},
                     job_state="starting")
-    d = decide(o, ScalerState(), ScalerConfig())
+    d = decide(o, ScalerState(), _cfg())
     assert d.action == "hold" and "starting" in d.reason
 
 
 def test_config_validation():
     with pytest.raises(ValueError, match="min_replicas"):
-        ScalerConfig(min_replicas=3, max_replicas=2)
+        _cfg(min_replicas=3, max_replicas=2)
     with pytest.raises(ValueError, match="idle_target"):
-        ScalerConfig(idle_target=1.5)
+        _cfg(idle_target=1.5)
     with pytest.raises(ValueError, match="idle_low"):
-        ScalerConfig(idle_low=0.5)
+        _cfg(idle_low=0.5)
 
 
 # ---- the control loop against a fake backend and a real Redis ------------------------------------
@@ -251,7 +257,7 @@ def test_autoscaler_proc_records_decisions_in_redis(redis_url):
     svc.register("loader", "loader-0", {}, interval=0.5, ttl=30)
     clock = [1000.0]
     be = FakeBackend()
-    proc = AutoscalerProc(coord, ScalerConfig(cooldown=5), be, clock=lambda: clock[0])
+    proc = AutoscalerProc(coord, _cfg(cooldown=5), be, clock=lambda: clock[0])
     # counters as services would push them: sampler busy 95 %, loader 30 %, 10 batches/s; trainer idle 40 %
     for i in range(24):
         coord.incr(sampler_batches=10, loader_batches=10, sample_seconds=0.95, load_seconds=0.3,
@@ -269,7 +275,7 @@ def test_autoscaler_proc_records_decisions_in_redis(redis_url):
     coord.delete_job()
     coord.set_state("running")
     be2 = FakeBackend()
-    dry = AutoscalerProc(coord, ScalerConfig(cooldown=5), be2, dry_run=True, clock=lambda: clock[0])
+    dry = AutoscalerProc(coord, _cfg(cooldown=5), be2, dry_run=True, clock=lambda: clock[0])
     for i in range(6):
         coord.incr(sampler_batches=10, loader_batches=10, sample_seconds=0.95, load_seconds=0.3,
                    trainer_idle_seconds=0.4, trainer_compute_seconds=0.6)
