@@ -59,13 +59,13 @@ def _parhip_path(path: str) -> str:
 def _write_parhip(path: str) -> str:
     """ParHIP binary twin of a graph (KaMinPar's fast input; 64-bit ids): written once, next to
     the graph, streamed from its CSR so that the KaMinPar worker's peak is its own."""
-    from argosy.services.partitioner.baselines import _gather_csr
+    from argosy.services.partitioner.baselines import gather_csr
     from argosy.services.partitioner.stream import open_edge_stream
 
     out = _parhip_path(path)
     if os.path.exists(out):
         return out
-    indptr, indices = _gather_csr(open_edge_stream(path, chunk_edges=1 << 22))
+    indptr, indices = gather_csr(open_edge_stream(path, chunk_edges=1 << 22))
     n, m = indptr.size - 1, indices.size
     with open(out + ".tmp", "wb") as fh:
         np.array([3, n, m], np.uint64).tofile(fh)

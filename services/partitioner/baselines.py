@@ -28,14 +28,16 @@ from typing import Dict, Tuple
 import numba
 import numpy as np
 
+from argosy.shared.graphio import csr_from_keys, indptr_from_rows, sorted_unique
+
 from .kway import rebalance
 from .nbutil import rng_state
 from .placement import (capacity, chunk_order, force_balance, greedy_place, group_order, penalties,
                         place_unseen)
-from .stream import EdgeStream, max_group_size, sorted_unique
+from .stream import EdgeStream, max_group_size
 
 __all__ = ["random_partition", "hash_partition", "ldg_partition", "fennel_partition",
-           "metis_partition", "BASELINES"]
+           "metis_partition", "gather_csr", "BASELINES"]
 
 
 @numba.njit(cache=True)
@@ -122,7 +124,7 @@ def hash_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
     return part, {"cap": cap, "spilled": int(moved)}
 
 
-def _gather_csr(stream: EdgeStream) -> Tuple[np.ndarray, np.ndarray]:
+def gather_csr(stream: EdgeStream) -> Tuple[np.ndarray, np.ndarray]:
     """Materialise the symmetric CSR from the stream (METIS needs it in memory)."""
     n = stream.num_nodes
     srcs, dsts = [], []
@@ -133,14 +135,10 @@ def _gather_csr(stream: EdgeStream) -> Tuple[np.ndarray, np.ndarray]:
     dst = np.concatenate(dsts) if dsts else np.empty(0, np.int32)
     del srcs, dsts
     if not stream.grouped or stream.num_chunks > 1 and np.any(src[1:] < src[:-1]):
-        key = src.astype(np.int64) * n + dst
-        key = sorted_unique(key)
-        src = (key // n).astype(dst.dtype)
-        dst = (key % n).astype(dst.dtype)
-        del key
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
-    return indptr, dst
+        key = sorted_unique(src.astype(np.int64) * n + dst)
+        del src
+        return csr_from_keys(key, n, dst.dtype)
+    return indptr_from_rows(src, n), dst
 
 
 def metis_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 0,
@@ -157,7 +155,7 @@ def metis_partition(stream: EdgeStream, k: int, order: str = "file", seed: int =
                           "(or argosy[metis])") from exc
     n = stream.num_nodes
     cap = capacity(n, k, eps)
-    indptr, indices = _gather_csr(stream)
+    indptr, indices = gather_csr(stream)
     if k == 1:
         return np.zeros(n, np.int32), {"cap": cap}
     opts = pymetis.Options(ufactor=max(1, int(round(eps * 1000))), seed=int(seed))

@@ -26,6 +26,8 @@ from typing import List, Optional, Tuple
 import numba
 import numpy as np
 
+from argosy.shared.graphio import csr_from_keys
+
 from .coarsening import lp_best_label
 from .nbutil import permutation
 from .stream import EdgeStream
@@ -226,11 +228,8 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
         del runs
     if limit is not None and acc_k.size > limit:
         return None
-    rows = acc_k // nc
-    adj = acc_k % nc
-    xadj = np.zeros(nc + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=nc), out=xadj[1:])
-    return xadj, adj.astype(np.int64), acc_w, total
+    xadj, adj = csr_from_keys(acc_k, nc)
+    return xadj, adj, acc_w, total
 
 
 
@@ -369,11 +368,9 @@ class _BucketWriter:
             k, w = _merge_runs(runs)
             del runs
             lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
-            rows = k // self.nc - lo
-            xadj = np.zeros(hi - lo + 1, np.int64)
-            np.cumsum(np.bincount(rows, minlength=hi - lo), out=xadj[1:])
+            xadj, adj = csr_from_keys(k, self.nc, np.int32, row0=lo, num_rows=hi - lo)
             f = os.path.join(self.dir, f"{self.tag}-bucket{b}.bin")
-            _save_arrays(f, xadj, (k % self.nc).astype(np.int32), w)
+            _save_arrays(f, xadj, adj, w)
             files.append(f)
             entries += k.size
             if hi > lo:

@@ -39,11 +39,10 @@ import numba
 import numpy as np
 
 from argosy.shared.errors import GraphFormatError
-from argosy.shared.graphio import TextEdgeReader, check_num_nodes, csr_is_symmetric, open_graph
+from argosy.shared.graphio import TextEdgeReader, check_num_nodes, csr_is_symmetric, open_graph, sorted_unique
 from argosy.shared.graphio import check_ids as _check_ids
 
 __all__ = [
-    "sorted_unique",
     "EdgeStream",
     "ArrayEdgeStream",
     "CSRNpzStream",
@@ -194,25 +193,6 @@ class EdgeStream:
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
                 f"chunk_edges={self.chunk_edges}, chunks={self.num_chunks})")
-
-
-def sorted_unique(keys: np.ndarray, return_counts: bool = False):
-    """Sorted distinct values (and their counts) via sort + diff.
-
-    ``np.unique`` on int64 is ~50x slower than ``np.sort`` with NumPy 2.4 on this machine, so
-    the hot paths use this instead.
-    """
-    keys = np.sort(keys)
-    if keys.size == 0:
-        return (keys, np.empty(0, np.int64)) if return_counts else keys
-    first = np.empty(keys.size, np.bool_)
-    first[0] = True
-    np.not_equal(keys[1:], keys[:-1], out=first[1:])
-    idx = np.flatnonzero(first)
-    if not return_counts:
-        return keys[idx]
-    counts = np.diff(np.append(idx, keys.size))
-    return keys[idx], counts
 
 
 def _normalise_pairs(u: np.ndarray, v: np.ndarray, n: int, symmetrize: bool) -> Chunk:

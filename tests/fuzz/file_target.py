@@ -1,4 +1,4 @@
-"""Fuzz target for the graph file readers (``shared/graphio.py`` and the partitioner's streams).
+"""Fuzz target for the graph file readers (``shared/graphio/`` and the partitioner's streams).
 
 An input is one byte choosing the file name's suffix followed by the file's bytes.  Each input is
 written to a scratch file and read twice: whole (:func:`load_graph`) and streamed

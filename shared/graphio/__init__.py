@@ -1,0 +1,48 @@
+"""The one input layer for graph files: format detection, header validation and block reading.
+
+Both the streaming partitioner (``services/partitioner/stream.py``) and whole-graph loads
+(:func:`load_graph`, for small graphs) read through the classes here, so a file is accepted or
+rejected the same way everywhere.
+
+Formats (detected by content first, then by case-insensitive extension):
+
+* ``.npz``: a CSR (``indptr`` + ``indices``) or an edge list (``src`` + ``dst``, optional
+  ``num_nodes``), with optional node data ``features`` (alias ``x``), ``labels`` (alias ``y``),
+  ``train_mask``/``val_mask``/``test_mask``.  Members are read one at a time, in blocks.
+* ``.npy``: an integer edge list of shape ``(m, 2)``.
+* text edge lists (``.txt .csv .tsv .el .edges .edgelist .snap .dat``, optionally ``.gz``):
+  ``u v`` per line, space/tab/comma separated; ``#``/``%`` comment lines; a UTF-8 BOM and one
+  header line (e.g. ``src,dst,weight``) are skipped; columns after the second (weights) are
+  dropped, in every reader.
+* an OGB node-property-prediction directory: ``raw/edge.csv.gz``, ``raw/node-feat.csv.gz``,
+  ``raw/node-label.csv.gz``, ``split/<name>/{train,valid,test}.csv.gz``.
+
+Arrays are read with an explicit dtype, byte order and memory order: big-endian and
+Fortran-ordered ``.npy`` data are converted, object (pickled) members are refused, and a header
+that declares more bytes than the file holds is reported as truncated before anything is
+allocated.  Edge lists and asymmetric CSRs are symmetrised (the store is undirected) unless the
+caller keeps them directed.
+
+Example:
+    >>> import numpy as np
+    >>> g = csr_from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]), num_nodes=3)
+    >>> g.indptr.tolist(), g.indices.tolist()
+    ([0, 2, 4, 6], [1, 2, 0, 2, 0, 1])
+"""
+from __future__ import annotations
+
+from .columns import ArrayColumn, CsvColumn, NodeColumn, NpyColumn, check_node_columns, node_column_from_file
+from .formats import (NODE_ARRAYS, SPLITS, SUPPORTED_FORMATS, check_ids, check_num_nodes, graph_format,
+                      index_dtype)
+from .graph import Graph, csr_from_edges, csr_from_keys, csr_is_symmetric, indptr_from_rows, sorted_unique
+from .load import load_graph, save_graph_npz, save_graph_ogb
+from .npy import NpyArray, PairArrayReader
+from .source import GraphSource, open_graph
+from .text import TextEdgeReader
+
+__all__ = ["Graph", "load_graph", "csr_from_edges", "csr_from_keys", "csr_is_symmetric", "indptr_from_rows",
+           "sorted_unique", "save_graph_npz",
+           "index_dtype", "graph_format", "open_graph", "GraphSource", "NpyArray", "PairArrayReader",
+           "TextEdgeReader", "NodeColumn", "NpyColumn", "CsvColumn", "ArrayColumn", "check_node_columns",
+           "node_column_from_file", "SUPPORTED_FORMATS", "check_num_nodes", "check_ids", "NODE_ARRAYS", "SPLITS",
+           "save_graph_ogb"]
