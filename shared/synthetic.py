@@ -155,12 +155,7 @@ def _kernels():
         for i in range(nl):
             prob[large[i]] = 1.0
 
-    @nb.njit(cache=True)
-    def splitmix(x):
-        z = x + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
+    from argosy.shared.hashing import splitmix64 as splitmix
 
     @nb.njit(cache=True)
     def unit(x):
@@ -265,12 +260,7 @@ def _family_kernels():
         return _FAMILY_KERNELS
     nb = _numba()
 
-    @nb.njit(cache=True)
-    def mix(x):
-        z = x + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
+    from argosy.shared.hashing import splitmix64 as mix
 
     @nb.njit(cache=True)
     def unit(x):

@@ -29,6 +29,7 @@ import numba
 import numpy as np
 
 from argosy.shared.graphio import csr_from_keys, indptr_from_rows, sorted_unique
+from argosy.shared.hashing import splitmix64
 
 from .kway import rebalance
 from .nbutil import rng_state
@@ -41,19 +42,11 @@ __all__ = ["random_partition", "hash_partition", "ldg_partition", "fennel_partit
 
 
 @numba.njit(cache=True)
-def _splitmix64(x):
-    z = (x + np.uint64(0x9E3779B97F4A7C15))
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-@numba.njit(cache=True)
 def _hash_assign(n, k, seed):
     part = np.empty(n, np.int32)
     s = np.uint64(seed)
     for v in range(n):
-        part[v] = np.int32(_splitmix64(np.uint64(v) ^ s) % np.uint64(k))
+        part[v] = np.int32(splitmix64(np.uint64(v) ^ s) % np.uint64(k))
     return part
 
 
