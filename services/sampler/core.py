@@ -22,7 +22,7 @@ from argosy.shared.halo import AdjacencyCache, check_request, gather_csr_rows, h
 from argosy.shared.plan import WorkItem, mix_seed, split_order
 from argosy.shared.protocol import AdjacencyRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
-from argosy.services.sampler.kernels import init_state, sample_hop, seed_nodes
+from argosy.services.sampler.kernels import PartTable, init_state, sample_hop, seed_nodes
 
 __all__ = ["SamplerCore"]
 
@@ -62,10 +62,11 @@ class SamplerCore:
         self.held = np.zeros(k, np.bool_)
         self.cache: AdjacencyCache | None = None
         self.stats = {"halo_cache_hits": 0.0, "halo_cache_misses": 0.0}
+        self._scratch: tuple | None = None
         if held_parts is None:
-            self._indptr = typed.List([np.asarray(store.part(p).indptr) for p in range(k)])
-            self._indices = typed.List([np.asarray(store.part(p).indices) for p in range(k)])
             self.held[:] = True
+            self._set_topology([np.asarray(store.part(p).indptr).astype(np.int64, copy=False) for p in range(k)],
+                               [np.asarray(store.part(p).indices) for p in range(k)])
         else:
             self.set_held(held_parts)
         self.served = np.zeros(k, np.bool_)
@@ -86,8 +87,8 @@ class SamplerCore:
         held[parts] = True
         # swapped, never edited in place: the halo server thread may be reading the old ones
         self.held = np.zeros(k, np.bool_)
-        self._indptr = typed.List([self._loaded[p][0] if p in self._loaded else empty_ptr for p in range(k)])
-        self._indices = typed.List([self._loaded[p][1] if p in self._loaded else empty_ind for p in range(k)])
+        self._set_topology([self._loaded[p][0] if p in self._loaded else empty_ptr for p in range(k)],
+                           [self._loaded[p][1] if p in self._loaded else empty_ind for p in range(k)], held)
         self.held = held
         self._orders.clear()
         m = self.store.manifest
@@ -95,6 +96,14 @@ class SamplerCore:
         limit = int(self.cache_bytes / row_bytes) if self.cache_bytes and not self.held.all() else 0
         hot = hot_halo([self._loaded[p][1] for p in parts], self._assign, self.held, limit)
         self.cache = AdjacencyCache(hot, self.cache_bytes, self._dtype) if limit else None
+
+    def _set_topology(self, indptr: list[np.ndarray], indices: list[np.ndarray], held: np.ndarray | None = None) -> None:
+        """Swap in the per-part CSR arrays (``held`` defaults to :attr:`held`): the typed lists the
+        halo server reads and the address table the sampling kernels read, never edited in place."""
+        held = self.held if held is None else held
+        self._topo = PartTable(indptr, indices, held)
+        self._dtype = self._topo.dtype
+        self._indptr, self._indices = typed.List(indptr), typed.List(indices)
 
     @property
     def held_parts(self) -> list[int]:
@@ -173,8 +182,6 @@ class SamplerCore:
             epoch: attributes halo traffic to an epoch.
         """
         seeds = np.asarray(seeds, np.int64)
-        if np.unique(seeds).shape[0] != seeds.shape[0]:      # the kernel needs distinct seeds
-            seeds = np.unique(seeds)
         n = self._assign.shape[0]
         if seeds.size and (seeds.min() < 0 or seeds.max() >= n):
             raise ValueError(f"seed ids must lie in [0, {n}) (got [{seeds.min()}, {seeds.max()}])")
@@ -183,39 +190,57 @@ class SamplerCore:
         else:
             served = np.zeros_like(self.served)
             served[home_part] = True
-        self._tick += 1
-        if self._tick >= 2**31 - 1:                     # stamps wrap: clear the scratch once
-            self._slot[:] = 0
-            self._tick = 1
         t0 = time.perf_counter()
+        topo = self._topo                               # one consistent table for the whole batch
         fanouts = [int(f) for f in fanouts]
-        H, B = len(fanouts), seeds.shape[0]
-        cap = max(B * 4, 16)
-        nodes, degrees = np.empty(cap, np.int64), np.empty(cap, np.int32)
-        npart, nstart = np.empty(cap, np.int32), np.empty(cap, np.int64)
-        esrc = np.empty(max(B * 8, 16), np.int32)
-        edst = np.empty(esrc.shape[0], np.int32)
-        chosen = np.empty(64, np.int64)
+        H = len(fanouts)
+        nodes, degrees, npart, nstart, esrc, edst, chosen = self._buffers(seeds.shape[0])
         hop_nodes, hop_edges = np.zeros(H + 1, np.int64), np.zeros(H + 1, np.int64)
         state = init_state(rng_seed)
-        count = seed_nodes(seeds, self._indptr, self._assign, self._local, self.held, self._slot, self._tick,
+        count = seed_nodes(seeds, topo.ptr_addr, self._assign, self._local, self._slot, self._next_tick(),
                            nodes, degrees, npart, nstart)
+        if count < 0:                                   # repeated seeds: sample each once, sorted
+            seeds = np.unique(seeds)
+            nodes, degrees, npart, nstart, esrc, edst, chosen = self._buffers(seeds.shape[0])
+            count = seed_nodes(seeds, topo.ptr_addr, self._assign, self._local, self._slot, self._next_tick(),
+                               nodes, degrees, npart, nstart)
         hop_nodes[0] = count
-        self._dtype = self._indices[0].dtype if len(self._indices) else self._dtype
-        halo = self._resolve(0, count, nodes, degrees, nstart, np.empty(0, self._dtype), H > 0, epoch)
+        local = bool(self.held.all())                   # nothing to fetch
+        halo = np.empty(0, topo.dtype)
+        if not local:
+            halo = self._resolve(0, count, nodes, degrees, nstart, halo, H > 0, epoch)
         ecount = remote = 0
         for h in range(H):
             before = count
             nodes, degrees, npart, nstart, esrc, edst, chosen, count, ecount, r = sample_hop(
-                fanouts[h], count, ecount, nodes, degrees, npart, nstart, esrc, edst, chosen, self._indptr,
-                self._indices, halo, self._assign, self._local, self.held, served, self._slot, self._tick, state)
+                fanouts[h], count, ecount, nodes, degrees, npart, nstart, esrc, edst, chosen, topo.ptr_addr,
+                topo.ind_addr, halo, self._assign, self._local, served, self._slot, self._tick, state)
             remote += r
             hop_nodes[h + 1], hop_edges[h + 1] = count, ecount
-            halo = self._resolve(before, count, nodes, degrees, nstart, halo, h + 1 < H, epoch)
+            if not local:
+                halo = self._resolve(before, count, nodes, degrees, nstart, halo, h + 1 < H, epoch)
+        self._scratch = (nodes, degrees, npart, nstart, esrc, edst, chosen)
         return SampledBatch(nodes=nodes[:count].copy(), hop_nodes=hop_nodes, degrees=degrees[:count].copy(),
                             edge_src=esrc[:ecount].copy(), edge_dst=edst[:ecount].copy(), hop_edges=hop_edges,
                             dst_ptr=dst_ptr(degrees, hop_nodes, fanouts), remote_neighbors=int(remote),
                             sample_seconds=time.perf_counter() - t0)
+
+    def _next_tick(self) -> int:
+        """A fresh stamp for the de-duplication slots (see :mod:`kernels`)."""
+        self._tick += 1
+        if self._tick >= 2**31 - 1:                     # stamps wrap: clear the slots once
+            self._slot[:] = 0
+            self._tick = 1
+        return self._tick
+
+    def _buffers(self, num_seeds: int) -> tuple:
+        """Scratch arrays reused from batch to batch (the kernels grow them; results are copied out)."""
+        if self._scratch is None or self._scratch[0].shape[0] < num_seeds:
+            cap = max(num_seeds * 4, 16)
+            self._scratch = (np.empty(cap, np.int64), np.empty(cap, np.int32), np.empty(cap, np.int32),
+                             np.empty(cap, np.int64), np.empty(max(num_seeds * 8, 16), np.int32),
+                             np.empty(max(num_seeds * 8, 16), np.int32), np.empty(64, np.int64))
+        return self._scratch
 
     def sample_item(self, item: WorkItem, fanouts) -> SampledBatch:
         """Sample the batch a work item describes, deterministically."""

@@ -1,11 +1,11 @@
 """Sampler invariants: sampled edges exist, fanouts respected, determinism, block layout."""
 import numpy as np
 import pytest
-from numba import typed
 
 from argosy.shared.plan import plan_phase
 from argosy.shared.store import PartitionStore
 from argosy.services.sampler.core import SamplerCore
+from argosy.services.sampler.kernels import PartTable, init_state
 
 
 def _edge_set(g):
@@ -23,7 +23,7 @@ def core(small_store):
 @pytest.mark.parametrize("fanouts", [(3, 2), (5,), (-1, 4, 2)])
 def test_invariants(core, fanouts, idx_dtype):
     g, c = core
-    c._indices = typed.List([np.asarray(x).astype(idx_dtype) for x in c._indices])
+    c._set_topology(list(c._indptr), [np.asarray(x).astype(idx_dtype) for x in c._indices])
     edges = _edge_set(g)
     deg = np.diff(g.indptr)
     seeds = np.random.default_rng(0).choice(g.num_nodes, 40, replace=False)
@@ -81,3 +81,87 @@ def test_rejects_out_of_range_seeds(core):
     g, c = core
     with pytest.raises(ValueError, match="seed ids must lie"):
         c.sample(np.array([g.num_nodes + 5]), (2,))
+
+
+def _reference_sample(g, assign, served, seeds, fanouts, rng_seed):
+    """The sampler's contract in plain Python: seeds first; each hop draws min(degree, f) distinct
+    neighbours of every node so far (Floyd's algorithm over an xorshift64* stream seeded by
+    ``init_state``), appending unseen neighbours in draw order."""
+    m64 = (1 << 64) - 1
+    x = int(init_state(rng_seed)[0])
+
+    def draw():
+        nonlocal x
+        x ^= x >> 12
+        x ^= (x << 25) & m64
+        x ^= x >> 27
+        return ((x * 0x2545F4914F6CDD1D) & m64) >> 32
+
+    nodes = [int(v) for v in seeds]
+    pos = {v: i for i, v in enumerate(nodes)}
+    src, dst, hop_nodes, hop_edges, remote = [], [], [len(nodes)], [0], 0
+    for f in fanouts:
+        for j in range(len(nodes)):
+            row = g.indices[g.indptr[nodes[j]]:g.indptr[nodes[j] + 1]]
+            d = len(row)
+            if f < 0 or d <= f:
+                offs = list(range(d))
+            else:
+                offs = []
+                for t in range(f):
+                    m = d - f + t + 1
+                    c = (draw() * m) >> 32
+                    offs.append(m - 1 if c in offs else c)
+            for o in offs:
+                u = int(row[o])
+                if u not in pos:
+                    pos[u] = len(nodes)
+                    nodes.append(u)
+                remote += not served[assign[u]]
+                src.append(pos[u])
+                dst.append(j)
+        hop_nodes.append(len(nodes))
+        hop_edges.append(len(src))
+    return nodes, src, dst, hop_nodes, hop_edges, remote
+
+
+@pytest.mark.parametrize("home_part", [None, 2])
+def test_matches_reference(core, home_part):
+    """Exactly the plain-Python sampler's batch, over four parts read through the address table,
+    with the scratch buffers reused from batch to batch (a small batch after a large one)."""
+    g, c = core
+    assign = np.asarray(c.store.assignment)
+    served = np.ones(4, bool) if home_part is None else np.arange(4) == home_part
+    for t, (size, fanouts) in enumerate([(200, (6, 3, 2)), (7, (-1, 4)), (60, (2, 2, 2, 2))]):
+        seeds = np.random.default_rng(t).choice(g.num_nodes, size, replace=False)
+        b = c.sample(seeds, fanouts, rng_seed=11 + t, home_part=home_part)
+        nodes, src, dst, hop_nodes, hop_edges, remote = _reference_sample(g, assign, served, seeds, fanouts, 11 + t)
+        np.testing.assert_array_equal(b.nodes, nodes)
+        np.testing.assert_array_equal(b.edge_src, src)
+        np.testing.assert_array_equal(b.edge_dst, dst)
+        np.testing.assert_array_equal(b.hop_nodes, hop_nodes)
+        np.testing.assert_array_equal(b.hop_edges, hop_edges)
+        assert b.remote_neighbors == remote
+
+
+def test_repeated_seeds_sampled_once_sorted(core):
+    _, c = core
+    seeds = np.array([40, 7, 40, 3, 7, 99])
+    a, b = c.sample(seeds, (3, 2), rng_seed=5), c.sample(np.array([3, 7, 40, 99]), (3, 2), rng_seed=5)
+    for f in ("nodes", "edge_src", "edge_dst", "hop_nodes", "hop_edges", "degrees"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+
+
+def test_part_table_rejects_what_kernels_cannot_read():
+    ptr = np.array([0, 2, 3], np.int64)
+    held = np.ones(2, bool)
+    with pytest.raises(ValueError, match="share one integer dtype"):
+        PartTable([ptr, ptr], [np.arange(3, dtype=np.int32), np.arange(3, dtype=np.int64)], held)
+    with pytest.raises(ValueError, match="C-contiguous int64 indptr"):
+        PartTable([ptr, ptr.astype(np.int32)], [np.arange(3, dtype=np.int32)] * 2, held)
+    with pytest.raises(ValueError, match="C-contiguous int64 indptr"):
+        PartTable([ptr, ptr], [np.arange(3, dtype=np.int32), np.arange(6, dtype=np.int32)[::2]], held)
+    with pytest.raises(ValueError, match="one indptr and one indices array per part"):
+        PartTable([ptr], [np.arange(3, dtype=np.int32)] * 2, held)
+    t = PartTable([ptr, np.zeros(1, np.int64)], [np.arange(3, dtype=np.int32), np.empty(0, np.int32)], np.array([True, False]))
+    assert t.ptr_addr[0] == ptr.ctypes.data and t.ptr_addr[1] == 0 and t.ind_addr[1] == 0
