@@ -53,7 +53,7 @@ def run_graph(path: str, ks, limits, eps: float = 0.03):
     import pymetis
     from argosy.services.partitioner.core import evaluate_partition, partition_stream
     from argosy.services.partitioner.edge_balance import edge_balance_phase
-    from argosy.services.partitioner.stream import open_edge_stream
+    from argosy.services.partitioner.file_streams import open_edge_stream
 
     stream = open_edge_stream(path)
     name = Path(path).name.split(".")[0]

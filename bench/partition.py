@@ -60,7 +60,7 @@ def _write_parhip(path: str) -> str:
     """ParHIP binary twin of a graph (KaMinPar's fast input; 64-bit ids): written once, next to
     the graph, streamed from its CSR so that the KaMinPar worker's peak is its own."""
     from argosy.services.partitioner.baselines import gather_csr
-    from argosy.services.partitioner.stream import open_edge_stream
+    from argosy.services.partitioner.file_streams import open_edge_stream
 
     out = _parhip_path(path)
     if os.path.exists(out):
@@ -85,7 +85,7 @@ def _kaminpar(path: str, k: int, eps: float, seed: int, preset: str):
     """
     import kaminpar
 
-    from argosy.services.partitioner.stream import open_edge_stream
+    from argosy.services.partitioner.file_streams import open_edge_stream
 
     st = open_edge_stream(path)
     f = _parhip_path(path)
@@ -128,7 +128,7 @@ def _reset_peak() -> bool:
 def _worker(args) -> None:
     base_kib = _rss_kib()
     from argosy.services.partitioner.core import evaluate_partition, partition_stream
-    from argosy.services.partitioner.stream import open_edge_stream
+    from argosy.services.partitioner.file_streams import open_edge_stream
 
     if args.method.startswith("kaminpar"):
         _write_parhip(args.graph)
@@ -489,7 +489,8 @@ def _npz_twin(npy: Path) -> Path:
     import tempfile
     import zipfile
 
-    from argosy.services.partitioner.stream import GroupedEdgeStream, open_edge_stream
+    from argosy.services.partitioner.file_streams import open_edge_stream
+    from argosy.services.partitioner.regroup import GroupedEdgeStream
 
     out = npy.with_suffix(".npz")
     if out.exists():

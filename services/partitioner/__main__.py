@@ -141,7 +141,7 @@ def _both_directions(stream):
     """The stream's entries without per-chunk sorting (the store writer sorts and deduplicates
     each part itself), with the reverse entries added where the raw chunks lack them."""
     for u, v in stream.iter_raw():
-        if stream.raw_symmetrize:
+        if stream.symmetrize:
             yield np.concatenate([u, v]), np.concatenate([v, u])
         else:
             yield u, v
@@ -184,7 +184,7 @@ def node_columns(args, stream) -> dict:
 
 def run(args) -> int:
     from argosy.services.partitioner.core import estimate_cost, partition_stream
-    from argosy.services.partitioner.stream import open_edge_stream
+    from argosy.services.partitioner.file_streams import open_edge_stream
 
     if args.parts < 1:
         raise ValueError(f"--parts must be >= 1 (got {args.parts})")
@@ -225,7 +225,7 @@ def _write(args, stream, res, columns, t0) -> int:
     logger.info("%s: cut %.4f balance %.3f in %.2f s", args.method, res.edge_cut_fraction, res.balance, res.seconds)
     info = {"method": res.method, "order": res.order, "seed": args.seed, "eps": args.eps,
             "seconds": res.seconds, "input": str(args.input), "input_format": stream.source.format,
-            "symmetrised": not args.directed and stream.is_symmetric is not True,
+            "symmetrised": not args.directed and stream.symmetrize,
             "random_features": int(args.random_features or 0),
             "regrouped": bool(res.details.get("regrouped", False))}
     t_store = time.perf_counter()

@@ -21,7 +21,8 @@ from .baselines import BASELINES
 from .edge_balance import edge_balance_phase
 from .grem import grem_edge_limited, grem_partition
 from .placement import capacity, count_cut
-from .stream import EdgeStream, GroupedEdgeStream
+from .regroup import GroupedEdgeStream
+from .stream import EdgeStream
 
 __all__ = ["PartitionResult", "MemoryBudgetError", "partition_stream", "estimate_cost",
            "METHODS", "ORDERS", "evaluate_partition"]

@@ -118,7 +118,7 @@ def run_one(data: bytes) -> None:
 
 
 def _run_one(data: bytes) -> None:
-    from argosy.services.partitioner.stream import open_edge_stream
+    from argosy.services.partitioner.file_streams import open_edge_stream
     from argosy.shared.graphio import check_node_columns, load_graph
 
     if not data:

@@ -8,7 +8,8 @@ import pytest
 from argosy.services.partitioner import cluster_graph as cg
 from argosy.services.partitioner.nbutil import rng_state
 from argosy.services.partitioner.coarsening import contract
-from argosy.services.partitioner.stream import ArrayEdgeStream, open_edge_stream
+from argosy.services.partitioner.file_streams import open_edge_stream
+from argosy.services.partitioner.stream import ArrayEdgeStream
 from argosy.shared.synthetic import write_skewed_sbm_edge_list
 
 

@@ -8,7 +8,8 @@ import pytest
 from argosy.services.partitioner.core import METHODS, partition_stream
 from argosy.services.partitioner.placement import capacity
 from argosy.services.partitioner.multilevel import edge_cut_csr, multilevel_partition
-from argosy.services.partitioner.stream import ArrayEdgeStream, open_edge_stream, write_edge_list_npy
+from argosy.services.partitioner.file_streams import open_edge_stream, write_edge_list_npy
+from argosy.services.partitioner.stream import ArrayEdgeStream
 
 CORA = "/work/shared/datasets/cora.npz"
 needs_cora = pytest.mark.skipif(not os.path.exists(CORA), reason="shared datasets not present")

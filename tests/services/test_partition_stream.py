@@ -9,8 +9,8 @@ import pytest
 
 from argosy.services.partitioner.core import (MemoryBudgetError, PartitionResult, estimate_cost,
                                        partition_stream)
-from argosy.services.partitioner.stream import (ArrayEdgeStream, open_edge_stream, write_edge_list_npy,
-                                         write_edge_list_npy_chunked)
+from argosy.services.partitioner.file_streams import open_edge_stream, write_edge_list_npy, write_edge_list_npy_chunked
+from argosy.services.partitioner.stream import ArrayEdgeStream
 
 CORA = "/work/shared/datasets/cora.npz"
 needs_cora = pytest.mark.skipif(not os.path.exists(CORA), reason="shared datasets not present")
@@ -238,7 +238,7 @@ def test_grouped_edge_stream_dedups_across_chunks(tmp_path):
     write_edge_list_npy(p, u, v)
     raw = open_edge_stream(p, chunk_edges=500)
     assert raw.num_chunks == 8 and not raw.grouped
-    from argosy.services.partitioner.stream import GroupedEdgeStream
+    from argosy.services.partitioner.regroup import GroupedEdgeStream
 
     with GroupedEdgeStream(raw, str(tmp_path / "buckets"), chunk_edges=1000) as g:
         assert g.grouped and g.num_chunks > 1
@@ -269,7 +269,7 @@ def test_grouped_stream_matches_sorted_unique_pairs(tmp_path):
     u[:3000] = 7  # one hub with a long adjacency list
     p = tmp_path / "e.npy"
     write_edge_list_npy(p, u, v)
-    from argosy.services.partitioner.stream import GroupedEdgeStream
+    from argosy.services.partitioner.regroup import GroupedEdgeStream
 
     with GroupedEdgeStream(open_edge_stream(p, chunk_edges=4000), str(tmp_path / "b"),
                            chunk_edges=9000) as g:
@@ -361,7 +361,7 @@ def test_store_from_regrouped_buckets_is_the_same(tmp_path, monkeypatch):
     bucket as it is read.  The store must equal the one written from the raw edges."""
     import functools
 
-    from argosy.services.partitioner import stream as stream_mod
+    from argosy.services.partitioner import file_streams as stream_mod
     from argosy.services.partitioner.__main__ import main
     from argosy.shared.store import writer
     g = _graph_with_data(n=3000)
@@ -485,7 +485,7 @@ def test_deflated_npz_indices_inflated_once(tmp_path, small_csr, monkeypatch):
     same chunks, and the file goes away with the stream."""
     import gc
 
-    from argosy.services.partitioner.stream import CSRNpzStream
+    from argosy.services.partitioner.file_streams import CSRNpzStream
     indptr, indices, expected = small_csr
     p = tmp_path / "g.npz"
     _write_csr_npz(p, indptr, indices, compressed=True)
@@ -509,7 +509,7 @@ def test_big_text_is_parsed_once(tmp_path, monkeypatch, gz):
     import gc
     import gzip
 
-    from argosy.services.partitioner.stream import TextEdgeStream
+    from argosy.services.partitioner.file_streams import TextEdgeStream
     rng = np.random.default_rng(3)
     u, v = rng.integers(0, 300, 4000), rng.integers(0, 300, 4000)
     text = "# c\n" + "".join(f"{a} {b} 1.0\n" for a, b in zip(u, v))
