@@ -260,6 +260,10 @@ class LocalStack:
         return p
 
     def start_all(self, num_trainers: int, num_loaders: int, num_samplers: int) -> None:
+        # the trainers on this host split its cores (samplers and loaders are one thread each and
+        # mostly wait on back-pressure); an explicit ARGOSY_TORCH_THREADS wins
+        if not envs.get(envs.TORCH_THREADS):
+            self.env[envs.TORCH_THREADS] = str(max(1, envs.host_cores() // max(num_trainers, 1)))
         for r in range(num_trainers):
             self.start("trainer", f"trainer-{r}", ["--rank", str(r)])
         for i in range(num_loaders):

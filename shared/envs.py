@@ -12,13 +12,14 @@ from dataclasses import dataclass
 __all__ = ["REDIS_URL", "TORCH_THREADS", "LOG_LEVEL", "ADVERTISE_HOST", "BIND_HOST", "SPEC_WAIT", "PORT", "RANK",
            "DIST_URL", "CURVE_KEYS", "JOB", "HOST_LABEL", "LOCAL_STORE", "HOME", "LAUNCHER_PID", "METRICS_PORT",
            "REDIS_RETRIES", "NAMESPACE", "ROLE", "SERVICE_ID", "RELEASE", "DATASETS", "COMPOSE_PROJECT", "LOCAL_RANK", "HOSTNAME",
-           "EnvVar", "TABLE", "get", "torch_threads"]
+           "EnvVar", "TABLE", "get", "torch_threads", "host_cores"]
 
 REDIS_URL = "ARGOSY_REDIS_URL"
 """Redis URL used when ``--redis`` is not given (``redis://[:password@]host:port/db``)."""
 TORCH_THREADS = "ARGOSY_TORCH_THREADS"
-"""Intra-op threads per trainer process (default 1: one process per core; oversubscribed
-OpenMP pools were measured 10-100x slower on shared cores)."""
+"""Compute threads per trainer process, torch's intra-op pool and the numba aggregation kernels
+(default 0 = every core the process may run on; ``argosy train`` gives each of the N trainers it
+starts on one host cores / N).  See docs/compute.md for the split between tiers on one host."""
 LOG_LEVEL = "ARGOSY_LOG_LEVEL"
 """Python logging level of services (default INFO)."""
 ADVERTISE_HOST = "ARGOSY_ADVERTISE_HOST"
@@ -83,7 +84,7 @@ class EnvVar:
 
 
 TABLE: dict[str, EnvVar] = {v.name: v for v in (
-    EnvVar(REDIS_URL), EnvVar(TORCH_THREADS, "1", int), EnvVar(LOG_LEVEL, "INFO"),
+    EnvVar(REDIS_URL), EnvVar(TORCH_THREADS, "0", int), EnvVar(LOG_LEVEL, "INFO"),
     EnvVar(ADVERTISE_HOST, "127.0.0.1"), EnvVar(BIND_HOST, "127.0.0.1"), EnvVar(SPEC_WAIT, "600", float),
     EnvVar(PORT, "0", int), EnvVar(RANK, None, int), EnvVar(DIST_URL), EnvVar(CURVE_KEYS), EnvVar(JOB, "default"),
     EnvVar(HOST_LABEL), EnvVar(LOCAL_STORE), EnvVar(HOME), EnvVar(LAUNCHER_PID, None, int),
@@ -118,5 +119,15 @@ def get(name: str, default=_UNSET):
         raise ConfigError(f"${name}={raw!r} is not a valid {var.kind.__name__}") from None
 
 
+def host_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                              # macOS, Windows
+        return os.cpu_count() or 1
+
+
 def torch_threads() -> int:
-    return max(1, get(TORCH_THREADS))
+    """``ARGOSY_TORCH_THREADS``, or every core of :func:`host_cores` when it is 0 or unset."""
+    n = get(TORCH_THREADS)
+    return n if n >= 1 else host_cores()

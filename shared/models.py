@@ -198,7 +198,11 @@ class GCNConv(nn.Module):
                 ptr: Tensor | None = None) -> Tensor:
         if ptr is None:
             ptr, src, dst = csr_ptr(src, dst, num_dst)
-        x = self.lin(x)
+        # The layer is linear before the bias: project first when that narrows the rows aggregated,
+        # else aggregate first and project only the destinations (DGL's GraphConv does the same).
+        project_first = self.lin.out_features < self.lin.in_features
+        if project_first:
+            x = self.lin(x)
         deg = degrees[:x.shape[0]].to(x.dtype)
         d1 = deg + 1.0
         sampled = ptr.diff().to(x.dtype)
@@ -206,7 +210,8 @@ class GCNConv(nn.Module):
         # the edge weight scale_v / sqrt(d1_u d1_v) splits into a source and a destination factor
         c = torch.rsqrt(d1)
         out = segment_sum(x * c[:, None], ptr, src, num_dst) * (scale * c[:num_dst])[:, None]
-        return out + x[:num_dst] / d1[:num_dst, None] + self.bias
+        out = out + x[:num_dst] / d1[:num_dst, None]
+        return (out if project_first else self.lin(out)) + self.bias
 
     def __repr__(self) -> str:
         return f"GCNConv({self.lin.in_features}, {self.lin.out_features})"

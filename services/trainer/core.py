@@ -18,9 +18,16 @@ from argosy.shared.errors import ConfigError
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.models import Blocks, build_model, make_optimizer
 
-__all__ = ["TrainerCore", "pick_device"]
+__all__ = ["TrainerCore", "pick_device", "set_threads"]
 
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+
+def set_threads(n: int) -> None:
+    """``n`` compute threads for torch's intra-op pool and for the numba aggregation kernels."""
+    torch.set_num_threads(n)
+    import numba
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
 
 
 def pick_device(name: str) -> torch.device:
@@ -42,7 +49,7 @@ class TrainerCore:
     def __init__(self, cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int = 0,
                  device: torch.device | None = None):
         torch.manual_seed(seed)
-        torch.set_num_threads(torch_threads())
+        set_threads(torch_threads())
         self.cfg = cfg
         self.device = device or pick_device(cfg.device)
         self.model = build_model(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout,

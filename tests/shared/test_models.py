@@ -181,7 +181,7 @@ def _block(num_src, num_dst, num_edges, isolated=(), seed=0, dtype=torch.int64):
 
 
 LAYERS = {"sage-mean": lambda a, b: SAGEConv(a, b, "mean"), "sage-gcn": lambda a, b: SAGEConv(a, b, "gcn"),
-          "gcn": GCNConv, "gat": lambda a, b: GATConv(a, b, heads=3), "gat-mean": lambda a, b: GATConv(a, b, 2, concat=False)}
+          "gcn": GCNConv, "gcn-project": GCNConv, "gat": lambda a, b: GATConv(a, b, heads=3), "gat-mean": lambda a, b: GATConv(a, b, 2, concat=False)}
 
 
 def test_every_aggregator_is_listed():
@@ -200,7 +200,7 @@ def test_layers_equal_the_per_edge_formula(monkeypatch, backend, dtype, kind, sh
     monkeypatch.setattr(aggregate, "BACKEND", backend)
     torch.manual_seed(1)
     num_src, num_dst, num_edges, isolated = shape
-    in_dim = 24 if kind == "sage-mean" else 7            # SAGE projects first when out < in, else aggregates first
+    in_dim = 24 if kind in ("sage-mean", "gcn-project") else 7    # projects first when out < in, else aggregates first
     layer = LAYERS[kind](in_dim, 10).double()
     src, dst, degrees = _block(num_src, num_dst, num_edges, isolated, dtype=dtype)
     x = torch.randn(num_src, in_dim, dtype=torch.float64, requires_grad=True)
