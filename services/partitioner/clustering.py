@@ -14,7 +14,7 @@ from typing import Tuple
 import numba
 import numpy as np
 
-from .nbutil import rand_below
+from .nbutil import compact_labels, rand_below
 from .placement import chunk_order, greedy_place, group_order, penalties
 from .stream import sort_range
 
@@ -132,19 +132,10 @@ def _pack_isolated(label, csize, seen, maxw, part, nblocks):
                 open_c[b] = c
 
 
-@numba.njit(cache=True)
 def _compact(label):
-    n = label.size
-    mapping = np.full(n, -1, np.int32)
-    cmap = np.empty(n, np.int32)
-    nc = 0
-    for v in range(n):
-        c = label[v]
-        if mapping[c] < 0:
-            mapping[c] = nc
-            nc += 1
-        cmap[v] = mapping[c]
-    return cmap, nc
+    """Cluster ids ``0 .. nc - 1`` (int32) for the labels; returns ``(cmap, nc)``."""
+    cmap = np.empty(label.size, np.int32)
+    return cmap, compact_labels(label, cmap)
 
 
 def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1,

@@ -16,7 +16,7 @@ import math
 import numba
 import numpy as np
 
-from .nbutil import permutation, rand_below
+from .nbutil import compact_labels, permutation, rand_below
 
 __all__ = ["lp_best_label", "lp_cluster", "hem_cluster", "contract"]
 
@@ -160,15 +160,8 @@ def contract(xadj, adj, ew, vw, label):
         coarse vertex ``0..nc-1``.
     """
     n = vw.size
-    mapping = np.full(n, -1, np.int64)
-    nc = 0
     cmap = np.empty(n, np.int64)
-    for v in range(n):
-        c = label[v]
-        if mapping[c] < 0:
-            mapping[c] = nc
-            nc += 1
-        cmap[v] = mapping[c]
+    nc = compact_labels(label, cmap)
     cvw = np.zeros(nc, np.int64)
     start = np.zeros(nc + 1, np.int64)
     for v in range(n):

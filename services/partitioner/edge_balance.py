@@ -17,7 +17,7 @@ import numba
 import numpy as np
 
 from .nbutil import rng_state
-from .placement import block_counts, capacity, chunk_order, count_degrees, force_balance, group_order
+from .placement import block_weights, capacity, chunk_order, count_degrees, force_balance, group_order
 from .stream import EdgeStream
 
 logger = logging.getLogger("argosy.partitioner")
@@ -41,6 +41,7 @@ def _edge_balance_chunk(src, dst, starts, gorder, part, size, vol, conn, touched
     vertices go back where the pushed-out edges came from, often next to their hub.  ``mode``
     0 (refinement): any vertex moves to the best block with room on both counts if that
     strictly lowers the cut.  Returns ``(moved, cut edges saved)``."""
+    unit = np.empty(0, np.int64)  # every entry weighs 1
     moved = 0
     gain = 0
     for gi in range(gorder.size):
@@ -53,7 +54,7 @@ def _edge_balance_chunk(src, dst, starts, gorder, part, size, vol, conn, touched
         if (mode == 1 and (vol[p] <= ecap or dv <= dmax)) or \
                 (mode == 2 and (size[p] <= vcap or dv > dmax)):
             continue
-        nt = block_counts(dst, a, b, part, conn, touched)
+        nt = block_weights(dst, unit, a, b, part, conn, touched)
         cp = conn[p]
         best = -1
         bestc = -1

@@ -15,6 +15,7 @@ import numba
 import numpy as np
 
 from .nbutil import heap_pop, heap_push_or_update, permutation
+from .placement import block_weights
 
 __all__ = ["refine_kway", "fm_rounds", "fm_kway", "rebalance"]
 
@@ -43,13 +44,7 @@ def refine_kway(xadj, adj, ew, vw, part, k, maxbw, rounds, state):
         for idx in range(n):
             v = order[idx]
             p = part[v]
-            nt = 0
-            for e in range(xadj[v], xadj[v + 1]):
-                b = part[adj[e]]
-                if conn[b] == 0:
-                    touched[nt] = b
-                    nt += 1
-                conn[b] += ew[e]
+            nt = block_weights(adj, ew, xadj[v], xadj[v + 1], part, conn, touched)
             if nt == 0 or (nt == 1 and touched[0] == p):
                 for t in range(nt):
                     conn[touched[t]] = 0
@@ -86,13 +81,7 @@ def _best_move(xadj, adj, ew, vw, part, bw, k, maxbw, i, v, conn, touched):
     index into ``part``), highest conn among the feasible ones; returns ``(gain, target)``,
     target -1 if none.  Empty ``ew`` / ``vw`` weigh 1."""
     p = part[v]
-    nt = 0
-    for e in range(xadj[i], xadj[i + 1]):
-        b = part[adj[e]]
-        if conn[b] == 0:
-            touched[nt] = b
-            nt += 1
-        conn[b] += ew[e] if ew.size else 1
+    nt = block_weights(adj, ew, xadj[i], xadj[i + 1], part, conn, touched)
     wv = vw[i] if vw.size else 1
     cp = conn[p]
     best = -1

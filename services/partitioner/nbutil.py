@@ -13,7 +13,7 @@ import numba
 import numpy as np
 
 __all__ = ["xorshift", "rand_below", "permutation", "rng_state", "heap_push_or_update",
-           "heap_pop"]
+           "heap_pop", "compact_labels"]
 
 
 @numba.njit(cache=True)
@@ -107,3 +107,20 @@ def heap_pop(hv, hk, pos, size):
         pos[hv[0]] = 0
         _heap_down(hv, hk, pos, 0, size)
     return v, size
+
+
+@numba.njit(cache=True)
+def compact_labels(label, cmap):
+    """Renumber the labels ``0 .. nc - 1`` in order of first appearance: ``cmap[v]`` becomes the
+    new id of ``label[v]`` (labels are ``< label.size``; ``cmap``'s dtype is the ids').  Returns
+    ``nc``."""
+    n = label.size
+    mapping = np.full(n, -1, cmap.dtype)
+    nc = 0
+    for v in range(n):
+        c = label[v]
+        if mapping[c] < 0:
+            mapping[c] = nc
+            nc += 1
+        cmap[v] = mapping[c]
+    return nc

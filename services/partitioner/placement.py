@@ -18,7 +18,7 @@ from .nbutil import permutation
 from .stream import EdgeStream
 
 __all__ = ["capacity", "group_order", "chunk_order", "count_cut", "force_balance",
-           "count_degrees", "block_counts", "penalties", "greedy_place", "place_unseen"]
+           "count_degrees", "block_weights", "penalties", "greedy_place", "place_unseen"]
 
 
 def capacity(n: int, k: int, eps: float) -> int:
@@ -97,16 +97,17 @@ def count_degrees(stream: EdgeStream) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def block_counts(dst, a, b, part, conn, touched):
-    """Add the blocks of neighbours ``dst[a:b]`` into ``conn`` (all zeros before; the caller
-    clears the ``nt`` entries listed in ``touched[:nt]``); returns ``nt``."""
+def block_weights(adj, ew, a, b, part, conn, touched):
+    """Add the edge weight from the entries ``a .. b - 1`` (neighbours ``adj[a:b]``, weights
+    ``ew[a:b]``; an empty ``ew`` weighs 1) to each neighbouring block into ``conn`` (all zeros
+    before; the caller clears the ``nt`` entries listed in ``touched[:nt]``); returns ``nt``."""
     nt = 0
     for e in range(a, b):
-        q = part[dst[e]]
+        q = part[adj[e]]
         if conn[q] == 0:
             touched[nt] = q
             nt += 1
-        conn[q] += 1
+        conn[q] += ew[e] if ew.size else 1
     return nt
 
 
