@@ -139,6 +139,8 @@ def cmd_demo(args) -> int:
 def cmd_generate(args) -> int:
     from argosy.shared.graphio import save_graph_npz
     from argosy.shared.synthetic import generate_dcsbm, write_dcsbm_edge_list
+    if args.preset or not args.out.endswith((".npy", ".npz")):
+        return _generate_dataset(args)
     if args.out.endswith(".npy"):
         m = int(args.nodes * args.avg_degree / 2)
         write_dcsbm_edge_list(args.out, args.nodes, m, seed=args.seed)
@@ -147,6 +149,29 @@ def cmd_generate(args) -> int:
         g = generate_dcsbm(num_nodes=args.nodes, avg_degree=args.avg_degree, seed=args.seed, feature_dim=args.feature_dim)
         save_graph_npz(g, args.out)
         print(f"wrote {args.out}: {g.num_nodes:,} nodes, {g.num_edges:,} edges, {g.num_classes} classes")
+    return 0
+
+
+def _generate_dataset(args) -> int:
+    """``--out DIR``: edges and node data streamed to ``.npy`` files in bounded memory."""
+    from argosy.shared.synthetic_big import partition_argv, preset, write_dcsbm_dataset
+    if args.preset:
+        params = preset(args.preset, args.scale)
+    else:
+        params = dict(num_nodes=args.nodes, num_edges=int(args.nodes * args.avg_degree / 2),
+                      feature_dim=args.feature_dim)
+    if args.feature_dtype:
+        params["feature_dtype"] = args.feature_dtype
+    if args.classes:
+        params["num_classes"] = args.classes
+    rec = write_dcsbm_dataset(args.out, seed=args.seed, **params)
+    if args.json:
+        print(json.dumps(rec))
+    else:
+        print(f"wrote {args.out}: {rec['num_nodes']:,} nodes, {rec['num_edges']:,} edge rows, "
+              f"{rec['feature_dim']}-d {rec['feature_dtype']} features, {rec['num_classes']} classes, splits "
+              f"{rec['splits']}\npartition it with: argosy partition {' '.join(partition_argv(args.out))} "
+              f"--feature-dtype {rec['feature_dtype']} --parts 4 --out STORE")
     return 0
 
 
@@ -277,7 +302,17 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--clients", default="client", help="comma-separated client key pairs to create and allow "
                    "(each a peer that can be cut off on its own; services use 'client')")
     k.set_defaults(func=cmd_keys)
-    g = sub.add_parser("generate", help="write a synthetic DC-SBM graph (.npz, or .npy edge list for big graphs)")
+    g = sub.add_parser("generate", help="write a synthetic DC-SBM graph (.npz; .npy edge list; or a directory of "
+                                        ".npy edges + node data, streamed in bounded memory, for graphs of any size)")
+    g.add_argument("--preset", choices=("papers100m",), default=None,
+                   help="papers100m: ogbn-papers100M's shape (111M vertices, 1.6B edge rows, 128-d float16 "
+                        "features, 172 classes, 1.2M train vertices), written to the directory --out")
+    g.add_argument("--scale", type=float, default=1.0, help="--preset: fraction of its vertices/edges/splits "
+                                                            "(0.01 = 1/100)")
+    g.add_argument("--feature-dtype", choices=("float16", "float32"), default=None,
+                   help="directory output: feature dtype (default float16)")
+    g.add_argument("--classes", type=int, default=None, help="directory output: label classes (preset: 172)")
+    g.add_argument("--json", action="store_true", help="directory output: print the dataset record as JSON")
     g.add_argument("--nodes", type=int, default=100_000)
     g.add_argument("--avg-degree", type=float, default=10.0)
     g.add_argument("--feature-dim", type=int, default=32)
