@@ -194,14 +194,14 @@ class SamplerCore:
         topo = self._topo                               # one consistent table for the whole batch
         fanouts = [int(f) for f in fanouts]
         H = len(fanouts)
-        nodes, degrees, npart, nstart, esrc, edst, chosen = self._buffers(seeds.shape[0])
+        nodes, degrees, npart, nstart, esrc, edst = self._buffers(seeds.shape[0])
         hop_nodes, hop_edges = np.zeros(H + 1, np.int64), np.zeros(H + 1, np.int64)
         state = init_state(rng_seed)
         count = seed_nodes(seeds, topo.ptr_addr, self._assign, self._local, self._slot, self._next_tick(),
                            nodes, degrees, npart, nstart)
         if count < 0:                                   # repeated seeds: sample each once, sorted
             seeds = np.unique(seeds)
-            nodes, degrees, npart, nstart, esrc, edst, chosen = self._buffers(seeds.shape[0])
+            nodes, degrees, npart, nstart, esrc, edst = self._buffers(seeds.shape[0])
             count = seed_nodes(seeds, topo.ptr_addr, self._assign, self._local, self._slot, self._next_tick(),
                                nodes, degrees, npart, nstart)
         hop_nodes[0] = count
@@ -212,14 +212,14 @@ class SamplerCore:
         ecount = remote = 0
         for h in range(H):
             before = count
-            nodes, degrees, npart, nstart, esrc, edst, chosen, count, ecount, r = sample_hop(
-                fanouts[h], count, ecount, nodes, degrees, npart, nstart, esrc, edst, chosen, topo.ptr_addr,
+            nodes, degrees, npart, nstart, esrc, edst, count, ecount, r = sample_hop(
+                fanouts[h], count, ecount, nodes, degrees, npart, nstart, esrc, edst, topo.ptr_addr,
                 topo.ind_addr, halo, self._assign, self._local, served, self._slot, self._tick, state)
             remote += r
             hop_nodes[h + 1], hop_edges[h + 1] = count, ecount
             if not local:
                 halo = self._resolve(before, count, nodes, degrees, nstart, halo, h + 1 < H, epoch)
-        self._scratch = (nodes, degrees, npart, nstart, esrc, edst, chosen)
+        self._scratch = (nodes, degrees, npart, nstart, esrc, edst)
         return SampledBatch(nodes=nodes[:count].copy(), hop_nodes=hop_nodes, degrees=degrees[:count].copy(),
                             edge_src=esrc[:ecount].copy(), edge_dst=edst[:ecount].copy(), hop_edges=hop_edges,
                             dst_ptr=dst_ptr(degrees, hop_nodes, fanouts), remote_neighbors=int(remote),
@@ -239,7 +239,7 @@ class SamplerCore:
             cap = max(num_seeds * 4, 16)
             self._scratch = (np.empty(cap, np.int64), np.empty(cap, np.int32), np.empty(cap, np.int32),
                              np.empty(cap, np.int64), np.empty(max(num_seeds * 8, 16), np.int32),
-                             np.empty(max(num_seeds * 8, 16), np.int32), np.empty(64, np.int64))
+                             np.empty(max(num_seeds * 8, 16), np.int32))
         return self._scratch
 
     def sample_item(self, item: WorkItem, fanouts) -> SampledBatch:

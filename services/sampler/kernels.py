@@ -76,13 +76,12 @@ def _voidptr(typingctx, addr):
 
 
 @njit(cache=True, inline="always")
-def _next(state):
-    x = state[0]
+def _step(x):
+    """One xorshift64 step; ``(x * 0x2545F4914F6CDD1D) >> 32`` of the new state is the draw."""
     x ^= x >> np.uint64(12)
     x ^= x << np.uint64(25)
     x ^= x >> np.uint64(27)
-    state[0] = x
-    return (x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(32)   # 32 random bits
+    return x
 
 
 @njit(cache=True)
@@ -94,22 +93,26 @@ def _grow(a, need):
     return b
 
 
-@njit(cache=True, inline="always")
-def _locate(v, i, ptr_addr, assignment, local_index, nodes, degrees, npart, nstart):
-    """Record vertex ``v`` at local position ``i``: its part, and its row if that part is held here."""
-    p = assignment[v]
-    nodes[i] = v
-    npart[i] = p
-    a = ptr_addr[p]
-    if a != 0:
-        r = np.int64(local_index[v])
-        ip = carray(_voidptr(a), r + 2, np.int64)
-        nstart[i] = ip[r]
-        degrees[i] = ip[r + 1] - ip[r]
-    else:
-        nstart[i] = -1
-        degrees[i] = -1
-    return p
+@njit(cache=True)
+def _locate(lo, hi, ptr_addr, assignment, local_index, nodes, degrees, npart, nstart):
+    """Part, row start and degree of nodes[lo:hi]; -1 (to fetch) for rows of parts held elsewhere.
+
+    One pass after the nodes are known rather than a call per new node: a numba call with array
+    arguments costs reference counting, and independent iterations overlap their cache misses.
+    """
+    for i in range(lo, hi):
+        v = nodes[i]
+        p = assignment[v]
+        npart[i] = p
+        a = ptr_addr[p]
+        if a != 0:
+            r = np.int64(local_index[v])
+            ip = carray(_voidptr(a), r + 2, np.int64)
+            nstart[i] = ip[r]
+            degrees[i] = ip[r + 1] - ip[r]
+        else:
+            nstart[i] = -1
+            degrees[i] = -1
 
 
 @njit(cache=True)
@@ -125,21 +128,22 @@ def seed_nodes(seeds, ptr_addr, assignment, local_index, slot, tick, nodes, degr
         if (slot[v] >> 32) == tick:
             return -1
         slot[v] = tag | i
-        _locate(v, i, ptr_addr, assignment, local_index, nodes, degrees, npart, nstart)
+        nodes[i] = v
+    _locate(0, seeds.shape[0], ptr_addr, assignment, local_index, nodes, degrees, npart, nstart)
     return seeds.shape[0]
 
 
 @njit(cache=True)
-def sample_hop(f, count, ecount, nodes, degrees, npart, nstart, esrc, edst, chosen, ptr_addr, ind_addr,
+def sample_hop(f, count, ecount, nodes, degrees, npart, nstart, esrc, edst, ptr_addr, ind_addr,
                halo, assignment, local_index, served, slot, tick, state):
     """Sample up to ``f`` neighbours (``-1``: all) of every node so far, appending new nodes.
 
     Rows of nodes of held parts are read at ``ind_addr[part]`` + ``nstart``, the others from
-    ``halo`` at ``nstart``.  Returns the (possibly grown) arrays, the new counts and the remote
-    neighbour count.
+    ``halo`` at ``nstart``.  Returns the (possibly grown) arrays, the new counts and the number of
+    sampled neighbours of parts not ``served``.
     """
     tag = np.int64(tick) << 32
-    ndst = count
+    ndst, e0 = count, ecount
     need = 0                                   # exact number of edges this hop samples
     for j in range(ndst):
         d = degrees[j]
@@ -152,42 +156,40 @@ def sample_hop(f, count, ecount, nodes, degrees, npart, nstart, esrc, edst, chos
         degrees = _grow(degrees, count + need)
         npart = _grow(npart, count + need)
         nstart = _grow(nstart, count + need)
-    if f > chosen.shape[0]:
-        chosen = np.empty(f, np.int64)
-    remote = 0
+    chosen = np.empty(max(f, 1), np.int64)
+    halo_addr = np.int64(halo.ctypes.data)
+    x = state[0]                               # the generator state stays in a register
     for j in range(ndst):
         start = nstart[j]
         d = np.int64(degrees[j])
         a = ind_addr[npart[j]]
-        nbr = carray(_voidptr(a), start + d, halo.dtype) if a != 0 else halo
+        nbr = carray(_voidptr(a if a != 0 else halo_addr), start + d, halo.dtype)
         take_all = f < 0 or d <= f
         k = d if take_all else f
         if not take_all:
-            # Floyd's algorithm: f distinct offsets out of d
+            # Floyd's algorithm: f distinct offsets out of d (the scan has no branch: it vectorises)
             for t in range(f):
                 m = d - f + t + 1
-                cand = np.int64((_next(state) * np.uint64(m)) >> np.uint64(32))
+                x = _step(x)
+                cand = np.int64((((x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(32)) * np.uint64(m)) >> np.uint64(32))
                 dup = False
                 for q in range(t):
-                    if chosen[q] == cand:
-                        dup = True
-                        break
+                    dup |= chosen[q] == cand
                 chosen[t] = (m - 1) if dup else cand
         for t in range(k):
-            off = t if take_all else chosen[t]
-            u = nbr[start + off]
+            u = nbr[start + (t if take_all else chosen[t])]
             s = slot[u]
-            if (s >> 32) == tick:
-                lu = s & _MASK32
-                if not served[npart[lu]]:
-                    remote += 1
-            else:
-                lu = count
-                slot[u] = tag | count
-                if not served[_locate(u, count, ptr_addr, assignment, local_index, nodes, degrees, npart, nstart)]:
-                    remote += 1
-                count += 1
+            new = (s >> 32) != tick
+            lu = count if new else s & _MASK32
+            slot[u] = tag | lu                 # no branch: one mispredicted per new vertex
+            nodes[count] = u                   # would stall the loads of the next edges
+            count += new
             esrc[ecount] = lu
             edst[ecount] = j
             ecount += 1
-    return nodes, degrees, npart, nstart, esrc, edst, chosen, count, ecount, remote
+    state[0] = x
+    _locate(ndst, count, ptr_addr, assignment, local_index, nodes, degrees, npart, nstart)
+    remote = 0
+    for e in range(e0, ecount):
+        remote += not served[npart[esrc[e]]]
+    return nodes, degrees, npart, nstart, esrc, edst, count, ecount, remote
