@@ -17,6 +17,7 @@ import numba
 import numpy as np
 
 from .nbutil import compact_labels, permutation, rand_below
+from .placement import block_weights
 
 __all__ = ["lp_best_label", "lp_cluster", "hem_cluster", "contract"]
 
@@ -30,13 +31,7 @@ def lp_best_label(adj, ew, e0, e1, v, label, lw, wv, maxw, rating, touched, part
     ``v``'s block in ``part``, indexed like ``label``), else its own; ties at random.
     ``rating`` is all zeros and left so; ``touched`` holds at least ``e1 - e0`` entries."""
     cur = label[v]
-    nt = 0
-    for e in range(e0, e1):
-        c = label[adj[e]]
-        if rating[c] == 0:
-            touched[nt] = c
-            nt += 1
-        rating[c] += ew[e]
+    nt = block_weights(adj, ew, e0, e1, label, rating, touched)  # labels as the "blocks"
     best = cur
     bestr = rating[cur]
     nties = 1

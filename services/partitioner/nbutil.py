@@ -43,8 +43,19 @@ def permutation(n, state):
 
 
 def rng_state(seed: int) -> np.ndarray:
+    """The generator state (uint64[1], never 0) the kernels draw from for ``seed``: one seed
+    reproduces a whole run."""
     s = (int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF
     return np.array([s or 1], dtype=np.uint64)
+
+
+@numba.njit(cache=True)
+def _heap_swap(hv, hk, pos, a, b):
+    """Swap heap slots ``a`` and ``b`` and keep the position index up to date."""
+    hv[a], hv[b] = hv[b], hv[a]
+    hk[a], hk[b] = hk[b], hk[a]
+    pos[hv[a]] = a
+    pos[hv[b]] = b
 
 
 @numba.njit(cache=True)
@@ -53,10 +64,7 @@ def _heap_up(hv, hk, pos, i):
         p = (i - 1) >> 1
         if hk[p] >= hk[i]:
             break
-        hv[p], hv[i] = hv[i], hv[p]
-        hk[p], hk[i] = hk[i], hk[p]
-        pos[hv[p]] = p
-        pos[hv[i]] = i
+        _heap_swap(hv, hk, pos, p, i)
         i = p
 
 
@@ -71,10 +79,7 @@ def _heap_down(hv, hk, pos, i, size):
             c = l + 1
         if hk[i] >= hk[c]:
             break
-        hv[c], hv[i] = hv[i], hv[c]
-        hk[c], hk[i] = hk[i], hk[c]
-        pos[hv[c]] = c
-        pos[hv[i]] = i
+        _heap_swap(hv, hk, pos, c, i)
         i = c
 
 
