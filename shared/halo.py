@@ -1,15 +1,16 @@
 """Part ownership and the halo exchange between samplers (adjacency) and between loaders (features).
 
-Every sampler and loader *holds* a set of parts in memory (read once from the store, or from a
-host-local copy staged from it) and answers :class:`~shared.protocol.HaloRequest` s for them from a
+Every sampler and loader *holds* a set of parts (memory-mapped from the store, or from a host-local
+copy staged from it: the replicas of a tier on one host map the same files, so the host keeps one
+copy of its parts in the page cache whatever the number of replicas) and answers :class:`~shared.protocol.HaloRequest` s for them from a
 ROUTER socket served by a thread.  Rows of vertices held elsewhere are fetched with one request
 per owner and per hop (:class:`HaloClient`), through the one wire module, with the same limits
-and CURVE as every other socket.  Hot remote rows stay in a byte-budgeted cache.
+and CURVE as every other socket.  Remote rows stay in a byte-budgeted cache (:mod:`shared.halo_cache`).
 
 Ownership (:func:`assign_parts`) is a pure function of the live members of a tier, so every
 process computes the same answer from the registry: parts go to *hosts* first (balanced
-rendezvous hashing: a host joining or leaving moves few parts), then round-robin to the replicas
-on each host.  A process publishes what it actually holds (``held``) and its halo endpoint in its
+rendezvous hashing: a host joining or leaving moves few parts), and every replica on a host holds
+all of its host's parts, so halo requests only cross hosts.  A process publishes what it actually holds (``held``) and its halo endpoint in its
 registry entry; requests go to a holder, so a part is served from its old holder until the new one
 has loaded it (see docs/distributed.md).
 
@@ -34,12 +35,13 @@ from numba import njit
 
 from argosy.shared import envs
 from argosy.shared.errors import ProtocolError, RequestFailedError
+from argosy.shared.halo_cache import AdjacencyCache, FeatureCache
 from argosy.shared.protocol import (HALO_WHAT, AdjacencyRows, ErrorReply, FeatureRows, HaloRequest, Message)
 from argosy.shared.transport import Receiver, bind_random, make_socket, peer_of
 from argosy.shared.wire import Limits, decode, encode
 
 __all__ = ["check_request", "host_label", "assign_parts", "Membership", "HaloServer", "HaloClient", "WireCounter",
-           "AdjacencyCache", "FeatureCache", "hot_halo", "gather_csr_rows", "scatter_csr", "frames_bytes",
+           "AdjacencyCache", "FeatureCache", "gather_csr_rows", "scatter_csr", "frames_bytes",
            "wire_summary", "MAX_REQUEST_IDS", "rss_bytes", "peak_rss_bytes", "memory_fields"]
 
 logger = logging.getLogger(__name__)
@@ -62,12 +64,13 @@ def assign_parts(num_parts: int, members: list[tuple[str, str]]) -> dict[str, li
     """Deal ``num_parts`` parts to the ``(host, service_id)`` members of one tier.
 
     Parts go to hosts by balanced rendezvous hashing (each part to its highest-scoring host that
-    has fewer than ``ceil(parts / hosts)``), then the parts of a host round-robin to its replicas
-    sorted by id.  Deterministic: every process derives the same answer from the same members.
+    has fewer than ``ceil(parts / hosts)``), and every replica on a host gets all of that host's
+    parts (they share one memory map of them; work items of a part are claimed by whichever replica
+    is free).  Deterministic: every process derives the same answer from the same members.
 
     Example:
         >>> assign_parts(4, [("h0", "sampler-0"), ("h0", "sampler-1")])
-        {'sampler-0': [0, 2], 'sampler-1': [1, 3]}
+        {'sampler-0': [0, 1, 2, 3], 'sampler-1': [0, 1, 2, 3]}
     """
     out: dict[str, list[int]] = {sid: [] for _, sid in members}
     if not members:
@@ -82,10 +85,8 @@ def assign_parts(num_parts: int, members: list[tuple[str, str]]) -> dict[str, li
                 load[h] += 1
                 host_parts[h].append(p)
                 break
-    for h in hosts:
-        reps = sorted(sid for hh, sid in members if hh == h)
-        for i, p in enumerate(host_parts[h]):
-            out[reps[i % len(reps)]].append(p)
+    for h, sid in members:
+        out[sid] = list(host_parts[h])
     return out
 
 
@@ -117,17 +118,15 @@ class Membership:
     def mine(self) -> list[int]:
         return self.assigned.get(self.self_id, [])
 
-    def owner_of(self, part: int) -> str | None:
-        for sid, parts in self.assigned.items():
-            if part in parts:
-                return sid
-        return None
+    def owners_of(self, part: int) -> list[str]:
+        """The members assigned ``part`` (every replica on its host), by id."""
+        return sorted(sid for sid, parts in self.assigned.items() if part in parts)
 
     def holders(self, part: int) -> list[str]:
-        """Live members that publish ``part`` as loaded (the assigned owner first, then by id)."""
+        """Live members that publish ``part`` as loaded (assigned owners first, then by id)."""
         hs = sorted(sid for sid, s in self.members.items() if part in (s.get("held") or []))
-        own = self.owner_of(part)
-        return sorted(hs, key=lambda sid: sid != own)
+        own = set(self.owners_of(part))
+        return sorted(hs, key=lambda sid: sid not in own)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,109 +247,6 @@ def scatter_csr(out_indptr: np.ndarray, out_indices: np.ndarray, sel: np.ndarray
     lens = np.diff(indptr)
     if indices.shape[0]:
         out_indices[np.repeat(out_indptr[sel] - indptr[:-1], lens) + np.arange(indices.shape[0])] = indices
-
-
-def _take_rows(indptr: np.ndarray, indices: np.ndarray, starts: np.ndarray, lens: np.ndarray):
-    """Rows given by (start, length) of a flat buffer, as a new CSR."""
-    out_ptr = np.zeros(lens.shape[0] + 1, np.int64)
-    np.cumsum(lens, out=out_ptr[1:])
-    idx = np.repeat(starts - out_ptr[:-1], lens) + np.arange(out_ptr[-1])
-    return out_ptr, indices[idx]
-
-
-def hot_halo(indices_list: list[np.ndarray], assignment: np.ndarray, held: np.ndarray, limit: int) -> np.ndarray:
-    """Up to ``limit`` remote vertices most often adjacent to the held parts (the likeliest to be
-    sampled from them), sorted by id."""
-    if limit <= 0 or not indices_list:
-        return np.empty(0, np.int64)
-    nbr = np.concatenate([np.asarray(x) for x in indices_list]) if indices_list else np.empty(0, np.int64)
-    rem = nbr[~held[assignment[nbr]]]
-    if rem.size == 0:
-        return np.empty(0, np.int64)
-    ids, counts = np.unique(rem, return_counts=True)
-    top = np.argsort(-counts, kind="stable")[:limit]
-    return np.sort(ids[top]).astype(np.int64)
-
-
-class _HotSet:
-    def __init__(self, hot: np.ndarray):
-        self.hot = np.asarray(hot, np.int64)
-
-    def slots(self, ids: np.ndarray) -> np.ndarray:
-        if self.hot.size == 0:
-            return np.full(ids.shape[0], -1, np.int64)
-        pos = np.searchsorted(self.hot, ids)
-        pos[pos >= self.hot.size] = 0
-        return np.where(self.hot[pos] == ids, pos, -1)
-
-
-class AdjacencyCache(_HotSet):
-    """Adjacency rows of hot remote vertices, at most ``budget`` bytes, filled as they are fetched."""
-
-    def __init__(self, hot: np.ndarray, budget: int, dtype):
-        super().__init__(hot)
-        self.start = np.full(self.hot.size, -1, np.int64)
-        self.length = np.zeros(self.hot.size, np.int64)
-        self.buf = np.empty(max(budget, 0) // np.dtype(dtype).itemsize, dtype)   # pages touched only as filled
-        self.used = 0
-
-    @property
-    def nbytes(self) -> int:
-        return self.used * self.buf.itemsize
-
-    def get(self, ids: np.ndarray):
-        """(hit mask, CSR of the hit rows in ``ids[hit]`` order)."""
-        s = self.slots(ids)
-        hit = s >= 0
-        hit[hit] = self.start[s[hit]] >= 0
-        sh = s[hit]
-        ptr, ind = _take_rows(None, self.buf, self.start[sh], self.length[sh])
-        return hit, ptr, ind
-
-    def put(self, ids: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> None:
-        s = self.slots(ids)
-        sel = np.flatnonzero(s >= 0)
-        sel = sel[self.start[s[sel]] < 0]
-        if sel.size == 0:
-            return
-        lens = indptr[sel + 1] - indptr[sel]
-        fit = np.cumsum(lens) <= self.buf.size - self.used
-        sel, lens = sel[fit], lens[fit]
-        if sel.size == 0:
-            return
-        slots = s[sel]
-        keep = np.unique(slots, return_index=True)[1]          # an id twice in one reply: store once
-        sel, lens, slots = sel[keep], lens[keep], slots[keep]
-        ptr, rows = _take_rows(None, indices, indptr[sel], lens)
-        self.buf[self.used:self.used + rows.shape[0]] = rows
-        self.start[slots] = self.used + ptr[:-1]
-        self.length[slots] = lens
-        self.used += rows.shape[0]
-
-
-class FeatureCache(_HotSet):
-    """Feature rows (and labels) of hot remote vertices: one reserved row per hot vertex."""
-
-    def __init__(self, hot: np.ndarray, dim: int, dtype):
-        super().__init__(hot)
-        self.present = np.zeros(self.hot.size, np.bool_)
-        self.buf = np.empty((self.hot.size, dim), dtype)       # pages touched only as filled
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.count_nonzero(self.present)) * self.buf.shape[1] * self.buf.itemsize
-
-    def get(self, ids: np.ndarray):
-        s = self.slots(ids)
-        hit = s >= 0
-        hit[hit] = self.present[s[hit]]
-        return hit, self.buf[s[hit]]
-
-    def put(self, ids: np.ndarray, rows: np.ndarray) -> None:
-        s = self.slots(ids)
-        ok = s >= 0
-        self.buf[s[ok]] = rows[ok]
-        self.present[s[ok]] = True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -479,11 +375,16 @@ class HaloClient:
         self.socks.clear()
 
     def _route(self, parts: np.ndarray) -> dict[int, str]:
+        """A holder per part: an assigned owner when one holds it; among a host's replicas, the one
+        this requester hashes to (requesters spread over the replicas, each sticks to one)."""
         out = {}
+        me = self.members.self_id
         for p in np.unique(parts).tolist():
-            hs = [h for h in self.members.holders(p) if h != self.members.self_id and "halo" in self.members.members[h]]
+            hs = [h for h in self.members.holders(p) if h != me and "halo" in self.members.members[h]]
             if hs:
-                out[p] = hs[0]
+                own = set(self.members.owners_of(p))
+                pick = [h for h in hs if h in own] or hs
+                out[p] = pick[zlib.crc32(f"{me}/{p}".encode()) % len(pick)]
         return out
 
     def fetch(self, what: str, ids: np.ndarray, epoch: int) -> Message:
@@ -636,8 +537,7 @@ class PartHolder:
         held = self.core.held_parts
 
         def handed_over(p: int) -> bool:
-            new = self.members.owner_of(p)
-            return new is not None and p in (self.members.members.get(new, {}).get("held") or [])
+            return any(p in (self.members.members.get(new, {}).get("held") or []) for new in self.members.owners_of(p))
 
         want = sorted(set(mine) | {p for p in held if p not in mine and not handed_over(p)})
         if want != held:

@@ -1,9 +1,9 @@
 """The loader process: receive SampledBatches, gather features, push FeatureBatches to trainers.
 
 A loader holds the feature rows and labels of the parts :func:`~shared.halo.assign_parts` gives
-it (by host, then by replica), answers other loaders' halo requests for them, and fetches the rows
-of other parts from their holders (one request per holder per batch).  Samplers send each batch
-to the loader holding its part.  It binds one PULL socket (samplers find it through the registry)
+it (by host: every loader on a host holds all of the host's parts, one memory map shared by them),
+answers other hosts' halo requests for them, and fetches the rows of other parts from their holders
+(one request per holder per batch).  Samplers send each batch to a loader holding its part.  It binds one PULL socket (samplers find it through the registry)
 and holds one PUSH socket per trainer rank, because each batch is addressed to a rank (DDP needs
 every rank to get its own share).  A malformed message is logged and counted, never fatal.
 """

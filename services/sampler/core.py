@@ -1,9 +1,9 @@
 """Pure sampling logic (no sockets, no Redis): used by the sampler service, tests and benchmarks.
 
-A core *holds* the topology of some parts in memory (all of them, memory-mapped, when no parts
-are given: one process, tests).  Rows of vertices held elsewhere come from ``fetch`` (the halo
-client of the service), one call per hop for all of them, through a byte-budgeted cache of the
-hottest halo rows.  Batches are the same whichever process holds which rows.
+A core *holds* the topology of some parts (all of them when no parts are given: one process,
+tests), memory-mapped from the store, so the samplers of one host share one copy of it.  Rows of
+vertices held elsewhere come from ``fetch`` (the halo client of the service), one call per hop for
+all of them, through a byte-budgeted cache of halo rows (:mod:`shared.halo_cache`).  Batches are the same whichever process holds which rows.
 
 Example:
     >>> core = SamplerCore(PartitionStore("STORE"), served_parts=[0, 1])      # doctest: +SKIP
@@ -18,7 +18,8 @@ import numpy as np
 from numba import typed
 
 from argosy.shared.errors import RequestFailedError
-from argosy.shared.halo import AdjacencyCache, check_request, gather_csr_rows, hot_halo
+from argosy.shared.halo import check_request, gather_csr_rows
+from argosy.shared.halo_cache import AdjacencyCache
 from argosy.shared.plan import WorkItem, mix_seed, split_order
 from argosy.shared.protocol import AdjacencyRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
@@ -27,6 +28,13 @@ from argosy.services.sampler.kernels import PartTable, init_state, sample_hop, s
 __all__ = ["SamplerCore"]
 
 Fetch = Callable[[str, np.ndarray, int], AdjacencyRows]
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view: the kernels' lists hold one array type, and mapped parts are read-only."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 class SamplerCore:
@@ -80,9 +88,10 @@ class SamplerCore:
         self._loaded = {p: v for p, v in self._loaded.items() if p in parts}
         for p in parts:
             if p not in self._loaded:
-                a = self.store.read_part(p, ("indptr", "indices"))
-                self._loaded[p] = (a["indptr"].astype(np.int64, copy=False), a["indices"].astype(self._dtype, copy=False))
-        empty_ptr, empty_ind = np.zeros(1, np.int64), np.empty(0, self._dtype)
+                a = self.store.read_part(p, ("indptr", "indices"))     # memory-mapped: shared by the host's samplers
+                self._loaded[p] = (_read_only(a["indptr"].astype(np.int64, copy=False)),
+                                   _read_only(a["indices"].astype(self._dtype, copy=False)))
+        empty_ptr, empty_ind = _read_only(np.zeros(1, np.int64)), _read_only(np.empty(0, self._dtype))
         held = np.zeros(k, np.bool_)
         held[parts] = True
         # swapped, never edited in place: the halo server thread may be reading the old ones
@@ -91,11 +100,8 @@ class SamplerCore:
                            [self._loaded[p][1] if p in self._loaded else empty_ind for p in range(k)], held)
         self.held = held
         self._orders.clear()
-        m = self.store.manifest
-        row_bytes = max(2.0 * m.num_edges / max(m.num_nodes, 1), 1.0) * self._dtype.itemsize
-        limit = int(self.cache_bytes / row_bytes) if self.cache_bytes and not self.held.all() else 0
-        hot = hot_halo([self._loaded[p][1] for p in parts], self._assign, self.held, limit)
-        self.cache = AdjacencyCache(hot, self.cache_bytes, self._dtype) if limit else None
+        self.cache = AdjacencyCache(self._assign.shape[0], self.cache_bytes, self._dtype) \
+            if self.cache_bytes and not self.held.all() else None
 
     def _set_topology(self, indptr: list[np.ndarray], indices: list[np.ndarray], held: np.ndarray | None = None) -> None:
         """Swap in the per-part CSR arrays (``held`` defaults to :attr:`held`): the typed lists the

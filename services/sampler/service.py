@@ -1,7 +1,7 @@
 """The sampler process: claim work items from Redis, sample, push SampledBatches to loaders.
 
 Ownership (see :mod:`shared.halo` and docs/distributed.md): live samplers share the parts by
-:func:`~shared.halo.assign_parts` (by host, then by replica), recomputed every second from the
+:func:`~shared.halo.assign_parts` (by host; every replica on a host holds all of its parts), recomputed every second from the
 registry.  A sampler loads the topology of its assigned parts into memory, publishes them as
 ``held`` with its halo endpoint, and only then claims their work; it keeps a part it lost until the
 new owner publishes it as held, so no part is ever without a holder while both are alive.
@@ -64,11 +64,14 @@ class SamplerProc(PartHolder):
         for sid in set(self.push) - set(live):
             self.push.pop(sid)[1].close(0)
 
-    def _loader_for(self, part: int) -> str | None:
-        """The loader holding ``part`` (its features are local there); else any live loader."""
+    def _loader_for(self, part: int, batch_id: int = 0) -> str | None:
+        """A loader holding ``part`` (its features are local there), on this host when one is, the
+        batches spread over the host's loaders by id; else any live loader."""
         hs = [h for h in self.loaders.holders(part) if h in self.push]
+        near = [h for h in hs if self.loaders.members[h].get("host_label") == self.host]
+        hs = near or hs
         if hs:
-            return hs[0]
+            return hs[batch_id % len(hs)]
         return min(self.push) if self.push else None
 
     def flush_metrics(self) -> None:
@@ -135,7 +138,7 @@ class SamplerProc(PartHolder):
         frames = encode(batch)
         t_send = time.perf_counter()
         while True:
-            sid = self._loader_for(item.part)
+            sid = self._loader_for(item.part, item.batch_id)
             sock = self.push[sid][1] if sid is not None else None
             if sock is not None and sock.poll(1000, zmq.POLLOUT):
                 try:

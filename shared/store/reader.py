@@ -6,6 +6,7 @@ Example:
 """
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -59,6 +60,16 @@ def _min_max(path: Path, window: int = 1 << 22) -> tuple[int, int]:
     return lo, hi
 
 
+def _will_need(m: np.ndarray) -> None:
+    """Ask the kernel to read a memory-mapped array's pages ahead (best effort)."""
+    mm = getattr(m, "_mmap", None)
+    if mm is not None and hasattr(mmap, "MADV_WILLNEED"):
+        try:
+            mm.madvise(mmap.MADV_WILLNEED)
+        except (OSError, ValueError):
+            pass
+
+
 class PartitionStore:
     """Read access to a store directory written by :func:`shared.store.write_store`."""
 
@@ -76,13 +87,23 @@ class PartitionStore:
         for p in [p for p in self._parts if p not in self.allowed]:
             del self._parts[p]
 
-    def read_part(self, p: int, names: tuple[str, ...]) -> dict[str, np.ndarray | None]:
-        """Arrays ``names`` of part ``p`` read fully into memory (no mapping of the file is kept)."""
+    def read_part(self, p: int, names: tuple[str, ...], prefetch: bool = True) -> dict[str, np.ndarray | None]:
+        """Arrays ``names`` of part ``p``, memory-mapped read-only (plain ndarray views of the maps).
+
+        Every process on a host that opens the same file maps the same page-cache pages: replicas of
+        a tier share one copy of their host's parts (their RSS counts the pages each touched, their
+        PSS splits them).  ``prefetch`` asks the kernel to read the files ahead
+        (``MADV_WILLNEED``), so the first batches do not fault page by page.
+        """
         self.part(p)                     # checks the part is allowed and its arrays exist
         d = self.manifest.parts[p].path
-        # np.load without a mapping: pages of a mapped file would stay in this process's RSS
-        # beside the copy, doubling what a process that holds the part appears to use
-        return {n: self._load(f"{d}/{n}.npy", required=False, mmap=False) for n in names}
+        out = {}
+        for n in names:
+            m = self._load(f"{d}/{n}.npy", required=False)
+            if m is not None and prefetch:
+                _will_need(m)
+            out[n] = None if m is None else np.asarray(m)
+        return out
 
     def __repr__(self) -> str:
         m = self.manifest

@@ -56,6 +56,8 @@ def test_train_two_trainers_ddp(cora_store, redis_url, tmp_path):
     assert res["seeds_planned"] == res["seeds_trained"] == 3 * 140
     assert res["duplicates"] == 0
     assert 0 < res["remote_fraction"] < 1                  # random 4-way partition: most neighbours remote
+    # one host: both samplers (loaders) map every part, so no replica asks a sibling for rows
+    assert res["halo_bytes"] == 0 and res["ipc_bytes"] > 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert len(report["epochs"]) == 3
     assert (tmp_path / "training.png").exists() and (tmp_path / "checkpoint.pt").exists()

@@ -19,9 +19,11 @@ from argosy.services.sampler.core import SamplerCore
 FIELDS = ("nodes", "degrees", "edge_src", "edge_dst", "hop_nodes", "hop_edges")
 
 
-def test_assign_parts_by_host_then_replica():
+def test_assign_parts_by_host_every_replica_holds_its_hosts_parts():
     one = assign_parts(8, [("h0", "s-0"), ("h0", "s-1")])
-    assert one == {"s-0": [0, 2, 4, 6], "s-1": [1, 3, 5, 7]}
+    assert one == {"s-0": list(range(8)), "s-1": list(range(8))}       # one host: nothing to fetch
+    mixed = assign_parts(8, [("h0", "s-0"), ("h1", "s-1"), ("h0", "s-2")])
+    assert mixed["s-0"] == mixed["s-2"] and sorted(mixed["s-0"] + mixed["s-1"]) == list(range(8))
     four = assign_parts(8, [(f"h{i}", f"s-{i}") for i in range(4)])
     assert sorted(sum(four.values(), [])) == list(range(8)) and all(len(v) == 2 for v in four.values())
     # same hosts, other tier: the same parts per host (a host's sampler and loader hold the same parts)
@@ -99,6 +101,79 @@ def test_loader_rows_identical_with_halo(small_store):
     assert owners[0].stats["halo_cache_hits"] > 0 and owners[0].cache.nbytes <= 4096
 
 
+_HOLD = """
+import sys, numpy as np
+from argosy.shared.store import PartitionStore
+from argosy.services.loader.core import LoaderCore
+from argosy.services.sampler.core import SamplerCore
+path, parts = sys.argv[1], [0, 1, 2, 3]
+lc = LoaderCore(PartitionStore(path, parts=parts), held_parts=parts)
+sc = SamplerCore(PartitionStore(path, parts=parts), held_parts=parts)
+lc.gather_rows(np.arange(500)); sc.sample(np.arange(0, 500, 7), (-1,))     # touch every page of the parts
+print("ready", flush=True); sys.stdin.read()
+"""
+
+
+def _file_maps(pid: int, root) -> dict[str, dict[str, int]]:
+    """The mappings of files under ``root`` in /proc/<pid>/smaps: path -> {inode, Rss, Pss, Private_Dirty} (kB)."""
+    out, cur = {}, None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if len(head) >= 6 and "-" in head[0] and not head[0].endswith(":"):
+                cur = head[5] if head[5].startswith(str(root)) else None
+                if cur is not None:
+                    out.setdefault(cur, {"inode": int(head[4]), "Rss": 0, "Pss": 0, "Private_Dirty": 0})
+            elif cur is not None and head and head[0].rstrip(":") in ("Rss", "Pss", "Private_Dirty"):
+                out[cur][head[0].rstrip(":")] += int(head[1])
+    return out
+
+
+def test_replicas_on_one_host_share_one_mapping_of_their_parts(small_store):
+    """Two replicas holding the same parts map the same store files (one copy in the page cache):
+    each one's smaps lists the parts' .npy files with the same inode, no private copy, and a
+    proportional share (Pss) below what it touched (Rss), because the pages are shared."""
+    import subprocess
+    import sys
+    _, path = small_store
+    procs = [subprocess.Popen([sys.executable, "-c", _HOLD, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready"
+        maps = [_file_maps(p.pid, path) for p in procs]
+        want = {str(path / f"part-{q:05d}" / f"{n}.npy") for q in range(4) for n in ("features", "indptr", "indices")}
+        for m in maps:
+            assert want <= set(m), sorted(want - set(m))
+        for f in want:
+            a, b = maps[0][f], maps[1][f]
+            assert a["inode"] == b["inode"] and a["Private_Dirty"] == b["Private_Dirty"] == 0
+            assert a["Rss"] > 0 and a["Pss"] < a["Rss"] and b["Pss"] < b["Rss"], (f, a, b)
+    finally:
+        for p in procs:
+            p.stdin.close()
+            p.wait(30)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.uint8])
+def test_gather_feature_rows_writes_each_row_in_place(dtype):
+    from argosy.services.loader.core import gather_feature_rows
+    rng = np.random.default_rng(2)
+    feats = {p: (rng.random((50 + p, 7)) * 100).astype(dtype) for p in (0, 2, 5)}
+    for p in feats:
+        feats[p].flags.writeable = False                  # parts are read-only maps
+    parts = rng.choice([0, 2, 5], 300).astype(np.int64)
+    rows = np.array([rng.integers(0, 50 + p) for p in parts], np.int64)
+    dst = rng.permutation(400)[:300].astype(np.int64)
+    out = np.full((400, 7), 3, dtype)
+    gather_feature_rows(feats, parts, rows, dst, out)
+    want = np.full((400, 7), 3, dtype)
+    want[dst] = np.stack([feats[p][r] for p, r in zip(parts.tolist(), rows.tolist())])
+    np.testing.assert_array_equal(out, want)
+    gather_feature_rows(feats, np.full(4, 2, np.int64), np.arange(4), np.arange(4), out)   # one part only
+    np.testing.assert_array_equal(out[:4], feats[2][:4])
+
+
 def test_sampler_without_halo_client_names_the_part(small_store):
     _, path = small_store
     c = SamplerCore(PartitionStore(path, parts=[0]), held_parts=[0])
@@ -107,21 +182,73 @@ def test_sampler_without_halo_client_names_the_part(small_store):
         c.sample(seeds, (2,))
 
 
-def test_caches_respect_budget():
-    hot = np.array([3, 7, 9, 20])
-    ac = AdjacencyCache(hot, budget=5 * 8, dtype=np.int64)
-    ids = np.array([7, 1, 3, 20])
-    indptr = np.array([0, 2, 5, 8, 9])
-    indices = np.arange(9, dtype=np.int64)
-    ac.put(ids, indptr, indices)
-    hit, ptr, ind = ac.get(np.array([20, 7, 3, 1]))
-    # 7 (2 entries) fits, 1 is not hot, 3 (3 entries) fills the 5-entry budget, 20 no longer fits
-    assert hit.tolist() == [False, True, True, False] and ac.nbytes <= 40
-    np.testing.assert_array_equal(ind, [0, 1, 5, 6, 7])
-    fc = FeatureCache(hot, dim=2, dtype=np.float32)
-    fc.put(np.array([9, 5]), np.array([[1, 2], [3, 4]], np.float32))
-    hit, rows = fc.get(np.array([5, 9]))
-    assert hit.tolist() == [False, True] and rows.tolist() == [[1, 2]]
+def test_caches_never_exceed_their_budget():
+    rng = np.random.default_rng(0)
+    ac = AdjacencyCache(1000, budget=40 * 8, dtype=np.int64)
+    fc = FeatureCache(1000, dim=3, dtype=np.float32, budget=10 * 12 + 11)         # room for 10 rows
+    for _ in range(200):
+        ids = rng.choice(1000, 30, replace=False) if rng.random() < 0.5 else rng.choice(60, 30, replace=False)
+        hit, ptr, ind = ac.get(ids)
+        lens = rng.integers(0, 9, ids.shape[0])
+        indptr = np.concatenate([[0], np.cumsum(lens)])
+        rows = [np.arange(ptr_lo, ptr_lo + ln) + 1000 * i for i, (ptr_lo, ln) in enumerate(zip(ids, lens))]
+        ac.put(ids[~hit], *_csr_of([rows[i] for i in np.flatnonzero(~hit)]))
+        assert ac.nbytes <= ac.budget and ac.used <= ac.buf.shape[0]
+        h, r = fc.get(ids)
+        np.testing.assert_array_equal(r[:, 0], ids[h])               # a hit returns that vertex's row
+        fc.put(ids[~h], np.repeat(ids[~h, None], 3, axis=1).astype(np.float32))
+        assert fc.nbytes <= fc.budget and fc.buf.nbytes <= fc.budget
+    # every cached adjacency row is the row put for that vertex
+    vs = np.flatnonzero(ac.policy.slot1)
+    hit, ptr, ind = ac.get(vs)
+    assert hit.all() and ac.nbytes > 0
+    for i, v in enumerate(vs):
+        seg = ind[ptr[i]:ptr[i + 1]]
+        assert seg.size == 0 or (seg[0] % 1000 == v and np.all(np.diff(seg) == 1))
+    assert AdjacencyCache(10, 0, np.int64).put(np.array([1]), np.array([0, 2]), np.array([3, 4])) is None
+
+
+def _csr_of(rows):
+    lens = np.array([r.shape[0] for r in rows], np.int64)
+    return np.concatenate([[0], np.cumsum(lens)]).astype(np.int64), (np.concatenate(rows).astype(np.int64)
+                                                                   if rows else np.empty(0, np.int64))
+
+
+def test_cache_admits_any_fetched_row_and_second_epoch_hits_all():
+    """Capacity >= working set: after one pass every request hits, whatever the rows' distance to the
+    held parts (the old hot set admitted only rows adjacent to them)."""
+    working = np.random.default_rng(1).choice(5000, 700, replace=False)
+    fc = FeatureCache(5000, dim=4, dtype=np.float32, budget=700 * 16)
+    ac = AdjacencyCache(5000, budget=700 * 3 * 8, dtype=np.int64)
+    batches = np.array_split(working, 9)
+    for epoch in range(2):
+        fh = ah = 0
+        for ids in batches:
+            h, _ = fc.get(ids)
+            fc.put(ids[~h], np.ones((int((~h).sum()), 4), np.float32))
+            a, _, _ = ac.get(ids)
+            ac.put(ids[~a], *_csr_of([np.full(3, v) for v in ids[~a]]))
+            fh, ah = fh + h.sum(), ah + a.sum()
+        assert (fh, ah) == ((0, 0) if epoch == 0 else (700, 700))
+
+
+def test_full_cache_keeps_its_rows_under_a_scan_and_takes_hotter_ones():
+    fc = FeatureCache(1000, dim=1, dtype=np.float64, budget=100 * 8)
+    cyc = np.arange(300)                                   # a cyclic pass over 3x the capacity
+    hits = []
+    for _ in range(4):
+        n = 0
+        for ids in np.array_split(cyc, 10):
+            h, _ = fc.get(ids)
+            fc.put(ids[~h], ids[~h, None].astype(np.float64))
+            n += h.sum()
+        hits.append(n)
+    assert hits[0] == 0 and min(hits[1:]) >= 90           # LRU would hit nothing; the cached third stays
+    hot = np.arange(500, 520)
+    for _ in range(6):                                     # rows requested more often than the cached ones
+        h, _ = fc.get(hot)
+        fc.put(hot[~h], hot[~h, None].astype(np.float64))
+    assert fc.get(hot)[0].all()
 
 
 # ---- over ZeroMQ with a real Redis registry ------------------------------------------------------
