@@ -107,7 +107,8 @@ class _Policy:
 class FeatureCache:
     """Feature rows of remote vertices, at most ``budget`` bytes (``budget // row bytes`` rows).
 
-    Shapes: get(ids int64[m]) -> (hit bool[m], rows float[h, F]); put(ids int64[k], rows float[k, F]).
+    Shapes: get(ids int64[m]) -> (hit bool[m], rows float[h, F]); lookup(ids int64[m]) -> int64[m]
+    rows of ``buf`` (-1 = miss); put(ids int64[k], rows float[k, F]).
     """
 
     def __init__(self, num_nodes: int, dim: int, dtype, budget: int):
@@ -122,8 +123,13 @@ class FeatureCache:
         """Bytes of rows held now (never above ``budget``)."""
         return self.policy.entries * self.buf.shape[1] * self.buf.itemsize
 
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Count a request for ``ids``; their rows of :attr:`buf` (-1 where not cached), for a
+        caller that copies the hits straight to where they go."""
+        return self.policy.record(ids)
+
     def get(self, ids: np.ndarray):
-        s = self.policy.record(ids)
+        s = self.lookup(ids)
         hit = s >= 0
         return hit, self.buf[s[hit]]
 

@@ -154,8 +154,9 @@ class LoaderCore:
             ids = nodes[rem]
             hit = np.zeros(rem.shape[0], np.bool_)
             if self.cache is not None:
-                hit, rows = self.cache.get(ids)
-                out[rem[hit]] = rows
+                ent = self.cache.lookup(ids)
+                hit = ent >= 0
+                gather_feature_rows((self.cache.buf,), np.zeros(int(hit.sum()), np.int64), ent[hit], rem[hit], out)
                 self.stats["halo_cache_hits"] += int(np.count_nonzero(hit))
                 self.stats["halo_cache_misses"] += int(rem.shape[0] - np.count_nonzero(hit))
             if (~hit).any():
