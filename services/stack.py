@@ -263,7 +263,7 @@ class LocalStack:
         # the trainers on this host split its cores (samplers and loaders are one thread each and
         # mostly wait on back-pressure); an explicit ARGOSY_TORCH_THREADS wins
         if not envs.get(envs.TORCH_THREADS):
-            self.env[envs.TORCH_THREADS] = str(max(1, envs.host_cores() // max(num_trainers, 1)))
+            self.env[envs.TORCH_THREADS] = str(max(1, envs.torch_threads() // max(num_trainers, 1)))
         for r in range(num_trainers):
             self.start("trainer", f"trainer-{r}", ["--rank", str(r)])
         for i in range(num_loaders):

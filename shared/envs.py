@@ -18,8 +18,9 @@ REDIS_URL = "ARGOSY_REDIS_URL"
 """Redis URL used when ``--redis`` is not given (``redis://[:password@]host:port/db``)."""
 TORCH_THREADS = "ARGOSY_TORCH_THREADS"
 """Compute threads per trainer process, torch's intra-op pool and the numba aggregation kernels
-(default 0 = every core the process may run on; ``argosy train`` gives each of the N trainers it
-starts on one host cores / N).  See docs/compute.md for the split between tiers on one host."""
+(default 0 = the cores the process may use, or 1 when other work already keeps them busy;
+``argosy train`` gives each of the N trainers it starts on one host a 1/N share).  See
+docs/compute.md for the split between tiers on one host."""
 LOG_LEVEL = "ARGOSY_LOG_LEVEL"
 """Python logging level of services (default INFO)."""
 ADVERTISE_HOST = "ARGOSY_ADVERTISE_HOST"
@@ -120,14 +121,26 @@ def get(name: str, default=_UNSET):
 
 
 def host_cores() -> int:
-    """Cores this process may run on (its CPU affinity where the OS has one)."""
+    """Cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota (a container's limit)."""
     try:
-        return len(os.sched_getaffinity(0))
+        n = len(os.sched_getaffinity(0))
     except AttributeError:                              # macOS, Windows
-        return os.cpu_count() or 1
+        n = os.cpu_count() or 1
+    try:
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]
+        if quota != "max":
+            n = min(n, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    return n
 
 
 def torch_threads() -> int:
-    """``ARGOSY_TORCH_THREADS``, or every core of :func:`host_cores` when it is 0 or unset."""
+    """``ARGOSY_TORCH_THREADS``; when 0 or unset, :func:`host_cores`, or 1 if the load average already
+    fills them: there every intra-op barrier waits for a descheduled thread (a SAGE step measured
+    4-5x slower with 2 threads than with 1 on 2 cores at load 25, docs/compute.md)."""
     n = get(TORCH_THREADS)
-    return n if n >= 1 else host_cores()
+    if n >= 1:
+        return n
+    cores = host_cores()
+    return 1 if os.getloadavg()[0] >= cores else cores
