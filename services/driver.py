@@ -89,8 +89,12 @@ class Decision:
 
 
 def decide(obs: Observation, history: Sequence[Exit], trainer_restarts: int,
-           policy: RestartPolicy = RestartPolicy()) -> Decision:
+           policy: RestartPolicy = RestartPolicy(), orchestrated: bool = False) -> Decision:
     """The next phase and the restarts to do, from this observation and the exits seen before.
+
+    ``orchestrated``: the processes run under compose or Kubernetes, which restart them itself; a
+    trainer that crashes is then counted like a replica (the job fails when it keeps crashing)
+    instead of restarted here, and an exit that cannot succeed on restart still fails the job at once.
 
     Pure: the same inputs give the same decision, so recorded histories are replayed in tests.
     """
@@ -99,7 +103,7 @@ def decide(obs: Observation, history: Sequence[Exit], trainer_restarts: int,
     for e in obs.exits:
         if e.code == EXIT_CANNOT_START:
             return Decision(Phase.FAILED, reason=f"{e.sid} cannot start: {e.last_line or 'see its log'}")
-    trainer = next((e for e in obs.exits if e.role == "trainer"), None)
+    trainer = None if orchestrated else next((e for e in obs.exits if e.role == "trainer"), None)
     if obs.state == JobState.FAILED or trainer is not None:
         why = (obs.error or "trainer reported failure") if obs.state == JobState.FAILED else \
             f"{trainer.sid} exited with code {trainer.code}" + (f": {trainer.last_line}" if trainer.last_line else "")
@@ -160,6 +164,7 @@ class JobDriver:
         self.restarts = 0
         self.timeline: list[dict] = []
         self.reason = ""
+        self.exits_seen = 0
 
     def _enter(self, phase: Phase, reason: str = "") -> None:
         if phase != self.phase or reason:
@@ -172,6 +177,10 @@ class JobDriver:
         if self.stack is not None:
             exits = tuple(Exit(sid, code, now, self._last_line(sid), wanted)
                           for sid, code, wanted in self.stack.exits())
+        else:               # processes run elsewhere: they record their failed exits in Redis
+            recs = self.coord.exits(self.exits_seen)
+            self.exits_seen += len(recs)
+            exits = tuple(Exit(r["sid"], r["code"], now, r.get("message", "")) for r in recs)
         state = _state(self.coord.get_state())
         error = self.coord.job_result().error if state == JobState.FAILED else None
         return Observation(now, state, exits, error)
@@ -186,12 +195,14 @@ class JobDriver:
                            self.embedded.proc.returncode)
             self.embedded.start()
         obs = self.observe()
-        d = decide(obs, self.history, self.trainer_restarts, self.policy)
+        d = decide(obs, self.history, self.trainer_restarts, self.policy, orchestrated=self.stack is None)
         self.history += obs.exits
         self._enter(d.phase, d.reason)
         if d.restart_trainers and self.stack is None:     # pods: the orchestrator restarts trainers
             self._enter(Phase.FAILED, d.reason)
             return d
+        if self.stack is None:
+            return d                # compose / Kubernetes restart replicas themselves
         if d.restart_trainers:
             logger.warning("trainer failure (%s); restarting the trainers from the last checkpoint (attempt %d of %d)",
                            d.reason, self.trainer_restarts + 1, self.policy.max_trainer_restarts)

@@ -91,6 +91,7 @@ def cmd_submit(args) -> int:
     coord = Coordinator(url, job, connect_timeout=120)
     if coord.get_state() == JobState.RUNNING.value and not args.force:
         raise ArgosyError(f"job {job!r} is already running (pass --force to replace its spec)")
+    claim_run_dir(run_dir, job, cfg.fingerprint(), args.store, replace=args.replace)
     coord.delete_job()
     coord.put_spec(cfg)
     coord.set_state(JobState.STARTING.value)
@@ -100,6 +101,37 @@ def cmd_submit(args) -> int:
     result = run_submitted(coord, cfg, run_dir, args.store)
     _print_result(result, args.json)
     return 0 if "error" not in result else 1
+
+
+RUN_MARKER = "submitted.json"
+"""What ``submit`` records in a run directory: the job's config fingerprint and its store's identity."""
+
+
+def claim_run_dir(run_dir: Path, job: str, fingerprint: str, store: str, replace: bool = False) -> None:
+    """Make ``run_dir`` this job's: a trainer resumes from a checkpoint it finds there, so a checkpoint
+    of another configuration or of another store (the same path, repartitioned) is refused, or deleted
+    with ``replace``; one of this very job is resumed."""
+    import hashlib
+    store_id = hashlib.sha256((Path(store) / "manifest.json").read_bytes()).hexdigest()[:16]
+    marker = run_dir / RUN_MARKER
+    runs = [run_dir / f for f in ("checkpoint.pt", "best.pt") if (run_dir / f).exists()]
+    if runs and replace:
+        for f in runs:
+            f.unlink()
+        print(f"--replace: deleted the earlier run of job {job} ({', '.join(f.name for f in runs)} in {run_dir})",
+              file=sys.stderr)
+    elif runs:
+        old = json.loads(marker.read_text()) if marker.exists() else {}
+        if (old.get("fingerprint"), old.get("store")) != (fingerprint, store_id):
+            what = ("an unknown configuration" if not old else
+                    "another configuration" if old.get("fingerprint") != fingerprint else
+                    f"another store (the store at {store} was rebuilt since)")
+            raise ArgosyError(f"job {job!r} already has a run in {run_dir} from {what}; its trainer would resume "
+                              f"from that checkpoint. Pass --replace to delete that run and start over (compose: "
+                              f"ARGOSY_SUBMIT_ARGS=--replace), or name another --job")
+        print(f"job {job}: resuming the run in {run_dir} from its checkpoint (same configuration and store; "
+              f"--replace starts over)", file=sys.stderr)
+    marker.write_text(json.dumps({"job": job, "fingerprint": fingerprint, "store": store_id}))
 
 
 def _print_result(res: dict, as_json: bool) -> None:
@@ -295,7 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
     sb = sub.add_parser("submit", help="put a job spec into Redis for services started elsewhere (compose, k8s)")
     add_train_args(sb)
     sb.add_argument("--wait", action="store_true", help="wait until the job ends, then write its report")
-    sb.add_argument("--force", action="store_true")
+    sb.add_argument("--force", action="store_true", help="replace the spec of a job that is still running")
+    sb.add_argument("--replace", action="store_true",
+                    help="delete this job's earlier run in --run-dir (checkpoint, best model) and start over; without "
+                         "it, a run from another configuration or store is refused and one from the same is resumed")
     sb.set_defaults(func=cmd_submit)
     k = sub.add_parser("keys", help="create ZeroMQ CURVE keys; set ARGOSY_CURVE_KEYS=DIR to encrypt service traffic")
     k.add_argument("dir")

@@ -341,6 +341,16 @@ class Coordinator:
         raw = self.r.get(keys.autoscale(self.job, "observation"))
         return json.loads(raw) if raw else None
 
+    # ---- exits of service processes ----------------------------------------------------------
+    def record_exit(self, role: str, service_id: str, code: int, message: str) -> None:
+        """Append one failed exit (the process is about to end with ``code``); read by :meth:`exits`."""
+        rec = {"role": role, "sid": service_id, "code": int(code), "message": message[-2000:], "t": time.time()}
+        self.r.rpush(keys.exits(self.job), json.dumps(rec))
+
+    def exits(self, start: int = 0) -> list[dict]:
+        """Exit records from index ``start`` on (oldest first)."""
+        return [json.loads(x) for x in self.r.lrange(keys.exits(self.job), start, -1)]
+
     # ---- health probe -------------------------------------------------------------------------
     def probe(self, role: str, service_id: str) -> tuple[str | None, bool, bool]:
         """``(state, has_spec, registered)`` in one round trip, for container health checks."""

@@ -6,7 +6,7 @@ delete a job by prefix.
 from __future__ import annotations
 
 __all__ = ["prefix", "spec", "state", "result", "service", "members", "work_stream", "WORK_GROUP",
-           "applied", "metrics", "epoch_metrics", "phase", "dist", "autoscale", "AUTOSCALE_RECORDS"]
+           "applied", "metrics", "epoch_metrics", "phase", "dist", "autoscale", "AUTOSCALE_RECORDS", "exits"]
 
 WORK_GROUP = "samplers"
 """Consumer group every sampler reads work streams through."""
@@ -69,6 +69,12 @@ def phase(job: str) -> str:
 def dist(job: str) -> str:
     """torch.distributed rendezvous URL published by trainer rank 0."""
     return f"argosy:{job}:dist"
+
+
+def exits(job: str) -> str:
+    """List of JSON records of service processes that exited with an error (role, id, code,
+    message), oldest first: how ``submit --wait`` learns of failures in containers it cannot see."""
+    return f"argosy:{job}:exits"
 
 
 AUTOSCALE_RECORDS = ("decisions", "replicas", "observation")

@@ -96,14 +96,29 @@ def run_service(role: str, args: argparse.Namespace, body) -> None:
     launcher fails the job with that message instead of restarting the process; anything else
     exits with 1 and the launcher's restart policy decides.
     """
+    ctx = None
     try:
-        body(start_service(role, args))
+        ctx = start_service(role, args)
+        body(ctx)
     except KeyboardInterrupt:
         sys.exit(130)
     except _CANNOT_START as e:
         logger.exception("%s cannot run: %s: %s", role, type(e).__name__, e)
         print(f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        _record_exit(ctx, EXIT_CANNOT_START, f"{type(e).__name__}: {e}")
         sys.exit(EXIT_CANNOT_START)
     except Exception as e:
         logger.exception("%s failed: %s: %s", role, type(e).__name__, e)
+        _record_exit(ctx, 1, f"{type(e).__name__}: {e}")
         sys.exit(1)
+
+
+def _record_exit(ctx: ServiceContext | None, code: int, message: str) -> None:
+    """Tell the job's driver why this process ends (under compose or Kubernetes it cannot see our
+    exit code or log); best effort: Redis may be what failed."""
+    if ctx is None:
+        return
+    try:
+        ctx.coord.record_exit(ctx.role, ctx.service_id, code, message)
+    except Exception as e:            # noqa: BLE001 - the original error is what matters
+        logger.warning("could not record this exit in Redis: %s", e)

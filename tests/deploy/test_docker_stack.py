@@ -1,12 +1,19 @@
-"""The compose stack under a real Docker engine: build the images, ``docker compose up`` a small
-job (partitioner -> submit -> redis + samplers + loader + CPU trainer), scale samplers 1 -> 3
-mid-run through ``argosy scale --target compose``, and check the job trains every planned seed
-exactly once.
+"""The compose stack under a real Docker engine, as a user runs it (issue 34): build the images
+(the trainer with the ``pyg`` extra and an own model module in ``docker/user/``), then
 
-Skipped unless a Docker engine answers (``docker info``) and the Compose v2+ binary is installed.
-Offline machines (no registry): set ``ARGOSY_TEST_BASE_IMAGE`` to a local base image with
-python3 (docs/deploy.md shows the debootstrap recipe) and ``ARGOSY_TEST_REDIS_IMAGE`` to a local
-Redis image (``docker/redis.Dockerfile``); a CPU torch wheel in ``/opt/wheels`` (or
+1. the demo: ``docker compose up``, samplers scaled 1 -> 3 mid-run through ``argosy scale --target
+   compose``, every planned seed trained exactly once; ``/local`` (an anonymous volume) writable by
+   the service user, so samplers and loaders stage their parts there;
+2. an own graph: an edge list with side files (features, labels, splits) from ``./input``, trained
+   with an own PyTorch Geometric model; the store built from the demo is rebuilt, not reused; the
+   report and best model are copied out to the host with ``docker compose cp``;
+3. failing, not hanging: a model the trainer image cannot import ends ``submit`` with that error;
+   reusing a job name for another configuration is refused, naming the flag that replaces it.
+
+``.ci/run`` starts an engine (``ci/docker_engine.sh``) and sets ``ARGOSY_REQUIRE_DOCKER=1``: the tests
+then fail instead of skipping when no engine answers. Offline machines (no registry): set
+``ARGOSY_TEST_BASE_IMAGE`` to a local base image with python3 and ``ARGOSY_TEST_REDIS_IMAGE`` to a
+local Redis image (``ci/docker_engine.sh`` builds both); a CPU torch wheel in ``/opt/wheels`` (or
 ``ARGOSY_TEST_TORCH_WHEEL``) and the CA bundle in ``$PIP_CERT`` are added to the build context.
 The build context is a copy of the repository's image inputs in a temporary directory, so the
 test never writes into the working tree (a staged 190 MB wheel must never end up in a commit).
@@ -26,11 +33,18 @@ import pytest
 from argosy.services.scaling import scale
 from tests.deploy.tools import ROOT, docker_compose
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 PROJECT = "argosy-test"
 JOB = "dockertest"
 CONTEXT_FILES = ("pyproject.toml", "README.md", ".dockerignore", "docker-compose.yml", "docker-compose.cpu.yml")
-CONTEXT_DIRS = ("shared", "services", "argosy", "docker")
+CONTEXT_DIRS = ("shared", "services", "argosy", "docker", "input")
+OWN_MODEL = '''"""An own model module, shipped in the image build context (docker/user/)."""
+from torch_geometric.nn.models import GraphSAGE
+
+
+def make(in_channels, hidden_channels, num_layers, out_channels, dropout=0.5):
+    return GraphSAGE(in_channels, hidden_channels, num_layers, out_channels, dropout=dropout)
+'''
 
 
 def _build_context(dest: Path) -> Path:
@@ -69,11 +83,16 @@ def _ensure_image(ref: str) -> None:
                     f"ARGOSY_TEST_REDIS_IMAGE to local images)")
 
 
-@pytest.fixture
-def stack_env(monkeypatch, tmp_path):
+@pytest.fixture(scope="module")
+def stack_env(tmp_path_factory):
+    """Environment, build context and images for the module's tests (built once); torn down after."""
     reason = _engine_reason()
+    if reason and os.environ.get("ARGOSY_REQUIRE_DOCKER") == "1":
+        pytest.fail(f"ARGOSY_REQUIRE_DOCKER=1 but {reason}")
     if reason:
         pytest.skip(reason)
+    tmp_path = tmp_path_factory.mktemp("stack")
+    monkeypatch = pytest.MonkeyPatch()
     base = os.environ.get("ARGOSY_TEST_BASE_IMAGE", "python:3.11-slim")
     redis_image = os.environ.get("ARGOSY_TEST_REDIS_IMAGE", "redis:7.4-alpine")
     _ensure_image(base)
@@ -88,6 +107,7 @@ def stack_env(monkeypatch, tmp_path):
            "ARGOSY_JOB": JOB, "ARGOSY_DEMO_NODES": "4000", "ARGOSY_PARTS": "4", "ARGOSY_PARTITION_METHOD": "random",
            "ARGOSY_EPOCHS": "12", "ARGOSY_SAMPLERS": "1", "ARGOSY_LOADERS": "1", "ARGOSY_DEVICE": "cpu",
            "ARGOSY_SUBMIT_ARGS": "--batch-size 32 --claim-timeout 5", "REDIS_PASSWORD": "test-pass",
+           "ARGOSY_TRAINER_EXTRAS": "pyg",
            "DOCKER_BUILDKIT": os.environ.get("DOCKER_BUILDKIT", "0"), "COMPOSE_DOCKER_CLI_BUILD": "0"}
     wheels = sorted(Path("/opt/wheels").glob("torch-*+cpu-*.whl"))
     wheel = Path(os.environ["ARGOSY_TEST_TORCH_WHEEL"]) if os.environ.get("ARGOSY_TEST_TORCH_WHEEL") else (wheels[-1] if wheels else None)
@@ -102,11 +122,18 @@ def stack_env(monkeypatch, tmp_path):
             os.link(wheel, ctx / "docker" / "wheels" / wheel.name)
         except OSError:
             shutil.copy(wheel, ctx / "docker" / "wheels" / wheel.name)
+    (ctx / "docker" / "user" / "ownmodels.py").write_text(OWN_MODEL)
     cert = os.environ.get("PIP_CERT")
     if cert and Path(cert).is_file():
         shutil.copy(cert, ctx / "docker" / "certs" / "host-ca.crt")
     monkeypatch.setattr(sys.modules[__name__], "CTX", ctx)
-    yield env
+    try:
+        _compose("build", timeout=1500)
+        yield env
+    finally:
+        if os.environ.get("ARGOSY_TEST_KEEP_STACK") != "1":
+            _compose("down", "-v", "--remove-orphans", check=False)
+        monkeypatch.undo()
 
 
 CTX = ROOT          # replaced by the temporary build context in stack_env
@@ -129,32 +156,105 @@ def _redis(*args) -> str:
     return out.stdout.strip()
 
 
-def test_compose_stack_trains_and_scales(stack_env):
-    _compose("build")
-    try:
-        _compose("up", "-d")
-        deadline = time.monotonic() + 300
-        while _redis("get", f"argosy:{JOB}:state") != "running":
-            assert time.monotonic() < deadline, _compose("logs", "--tail", "50", check=False).stdout[-4000:]
-            time.sleep(2)
-        assert len(_redis("--scan", "--pattern", f"argosy:{JOB}:svc:sampler:*").split()) == 1
-        res = scale("sampler", 3, "compose", project=PROJECT, files=_files())
-        assert res.previous == 1 and res.replicas == 3
-        deadline = time.monotonic() + 90
-        while len(_redis("--scan", "--pattern", f"argosy:{JOB}:svc:sampler:*").split()) < 3:
-            assert _redis("get", f"argosy:{JOB}:state") == "running", "job ended before the new samplers registered"
-            assert time.monotonic() < deadline, "scaled samplers did not register in Redis"
-            time.sleep(1)
-        waited = _compose("wait", "submit", check=False, timeout=900)
-        result = json.loads(_redis("get", f"argosy:{JOB}:result"))
-        logs = _compose("logs", "--tail", "30", "submit", check=False).stdout
-        assert waited.stdout.strip().endswith("0"), logs[-3000:]
-        assert _redis("get", f"argosy:{JOB}:state") == "done"
-        assert result["epochs"] == 12
-        assert result["seeds_trained"] == result["seeds_planned"] > 0
-        assert result.get("duplicates", 0) == 0
-        ids = _redis("smembers", f"argosy:{JOB}:members:sampler").split()
-        assert len(ids) == 3 and all(i.startswith("sampler-") for i in ids)
-    finally:
-        if os.environ.get("ARGOSY_TEST_KEEP_STACK") != "1":
-            _compose("down", "-v", "--remove-orphans", check=False)
+def _wait_submit(timeout=900) -> tuple[str, str]:
+    """Wait for the one-shot submit container; returns its exit code (as compose prints it) and its log."""
+    waited = _compose("wait", "submit", check=False, timeout=timeout)
+    logs = _compose("logs", "--no-log-prefix", "submit", check=False).stdout
+    lines = waited.stdout.strip().splitlines()
+    return (lines[-1].strip() if lines else "?"), logs
+
+
+def _result(job: str) -> dict:
+    return json.loads(_redis("get", f"argosy:{job}:result") or "{}")
+
+
+def test_demo_trains_scales_and_stages_parts_in_local(stack_env):
+    _compose("up", "-d")
+    deadline = time.monotonic() + 300
+    while _redis("get", f"argosy:{JOB}:state") != "running":
+        assert time.monotonic() < deadline, _compose("logs", "--tail", "50", check=False).stdout[-4000:]
+        time.sleep(2)
+    assert len(_redis("--scan", "--pattern", f"argosy:{JOB}:svc:sampler:*").split()) == 1
+    res = scale("sampler", 3, "compose", project=PROJECT, files=_files())
+    assert res.previous == 1 and res.replicas == 3
+    deadline = time.monotonic() + 120
+    while len(_redis("--scan", "--pattern", f"argosy:{JOB}:svc:sampler:*").split()) < 3:
+        assert _redis("get", f"argosy:{JOB}:state") == "running", "job ended before the new samplers registered"
+        assert time.monotonic() < deadline, "scaled samplers did not register in Redis"
+        time.sleep(1)
+    code, logs = _wait_submit()
+    result = _result(JOB)
+    assert code == "0", logs[-3000:]
+    assert _redis("get", f"argosy:{JOB}:state") == "done"
+    assert result["epochs"] == 12
+    assert result["seeds_trained"] == result["seeds_planned"] > 0
+    assert result.get("duplicates", 0) == 0
+    ids = _redis("smembers", f"argosy:{JOB}:members:sampler").split()
+    assert len(ids) == 3 and all(i.startswith("sampler-") for i in ids)
+    # finding 2: /local (an anonymous volume) is writable by uid 10001, so parts are staged there
+    service_logs = _compose("logs", "sampler", "loader", check=False).stdout
+    assert "Permission denied" not in service_logs, service_logs[-3000:]
+    for svc in ("sampler", "loader"):
+        staged = _compose("run", "--rm", "--no-deps", "--entrypoint", "sh", svc, "-c",
+                          "touch /local/probe && echo writable", check=False)
+        assert "writable" in staged.stdout, (svc, staged.stdout[-1000:], staged.stderr[-1000:])
+
+
+def _own_graph(dest: Path, n: int = 1200, classes: int = 4) -> None:
+    """A planted-partition graph with class-correlated features, as an edge list plus side files."""
+    import numpy as np
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, classes, n)
+    src = rng.integers(0, n, 8 * n)
+    by_class = [np.flatnonzero(y == c) for c in range(classes)]
+    same = np.array([rng.choice(by_class[c]) for c in y[src]])
+    dst = np.where(rng.random(8 * n) < 0.8, same, rng.integers(0, n, 8 * n))
+    (dest / "edges.txt").write_text("".join(f"{a}\t{b}\n" for a, b in zip(src, dst)))
+    x = rng.normal(size=(n, 16)).astype(np.float32)
+    x[np.arange(n), y] += 1.0
+    np.save(dest / "features.npy", x)
+    np.save(dest / "labels.npy", y)
+    idx = rng.permutation(n)
+    np.save(dest / "train.npy", idx[: n // 2])
+    np.save(dest / "val.npy", idx[n // 2: 3 * n // 4])
+    np.save(dest / "test.npy", idx[3 * n // 4:])
+
+
+def test_own_graph_with_side_files_and_an_own_pyg_model(stack_env, monkeypatch, tmp_path):
+    _own_graph(CTX / "input")
+    job = "own"
+    for k, v in {"ARGOSY_JOB": job, "ARGOSY_INPUT": "/input/edges.txt", "ARGOSY_FEATURES": "/input/features.npy",
+                 "ARGOSY_LABELS": "/input/labels.npy", "ARGOSY_TRAIN_MASK": "/input/train.npy",
+                 "ARGOSY_VAL_MASK": "/input/val.npy", "ARGOSY_TEST_MASK": "/input/test.npy", "ARGOSY_EPOCHS": "8",
+                 "ARGOSY_SUBMIT_ARGS": "--batch-size 64 --model ownmodels:make"}.items():
+        monkeypatch.setenv(k, v)
+    _compose("up", "-d")
+    code, logs = _wait_submit()
+    part_logs = _compose("logs", "--no-log-prefix", "partitioner", check=False).stdout
+    assert code == "0", logs[-3000:] + part_logs[-2000:]
+    # finding 3: the store built from the demo graph is rebuilt for this input, and the log names both
+    assert "rebuilding" in part_logs and "demo-graph" in part_logs and "/input/edges.txt" in part_logs, part_logs[-3000:]
+    result = _result(job)
+    assert result["seeds_trained"] == result["seeds_planned"] == 600 and result.get("duplicates", 0) == 0, result
+    assert result["test_accuracy"] > 0.5, result           # 4 classes: chance is 0.25
+    # the report and the best model, out on the host
+    out = tmp_path / "out"
+    _compose("cp", f"submit:/data/runs/{job}", str(out))
+    assert (out / "report.md").exists() and (out / "best.pt").exists(), sorted(p.name for p in out.iterdir())
+
+
+def test_failures_end_submit_instead_of_hanging(stack_env, monkeypatch):
+    # finding 4a: a model the trainer image cannot import: submit ends with the trainer's error
+    monkeypatch.setenv("ARGOSY_JOB", "broken")
+    monkeypatch.setenv("ARGOSY_SUBMIT_ARGS", "--batch-size 64 --model argosy_missing_models:make")
+    t0 = time.monotonic()
+    _compose("up", "-d")
+    code, logs = _wait_submit(timeout=600)
+    assert code != "0" and "cannot start" in logs and "argosy_missing_models" in logs, logs[-3000:]
+    assert time.monotonic() - t0 < 400
+    # finding 4b: the job name `own` again with another configuration: refused, naming the flag
+    monkeypatch.setenv("ARGOSY_JOB", "own")
+    monkeypatch.setenv("ARGOSY_SUBMIT_ARGS", "--batch-size 64 --model ownmodels:make --hidden 32")
+    _compose("up", "-d", "submit")
+    code, logs = _wait_submit(timeout=300)
+    assert code != "0" and "--replace" in logs and "another configuration" in logs, logs[-3000:]

@@ -100,3 +100,36 @@ def test_trainer_exit_wins_over_replica_restarts():
 def test_unknown_state_is_starting(state):
     from argosy.services.driver import _state
     assert decide(Observation(0, _state(state)), [], 0).phase == Phase.STARTING
+
+
+def replay_orchestrated(observations: list[Observation], policy: RestartPolicy = RestartPolicy()) -> list[Decision]:
+    history, out = [], []
+    for obs in observations:
+        d = decide(obs, history, 0, policy, orchestrated=True)
+        history += obs.exits
+        out.append(d)
+        if d.phase in (Phase.DONE, Phase.FAILED):
+            break
+    return out
+
+
+def test_orchestrated_trainer_crash_is_left_to_the_orchestrator():
+    """Under compose/Kubernetes a crashed trainer pod is restarted by the orchestrator and resumes from
+    its checkpoint: one crash neither fails the job nor asks the driver to restart anything itself."""
+    ds = replay_orchestrated([Observation(0, R), Observation(1, R, (Exit("trainer-abc", 1, 1.0, "OOM"),)),
+                              Observation(2, R), Observation(3, D)])
+    assert [d.phase for d in ds] == [Phase.RUNNING, Phase.RESTARTING, Phase.RUNNING, Phase.DONE]
+    assert not any(d.restart_trainers for d in ds)
+
+
+def test_orchestrated_trainer_that_keeps_crashing_fails_the_job():
+    obs = [Observation(float(t), R, (Exit("trainer-abc", 1, float(t), "RuntimeError: boom"),)) for t in range(5)]
+    ds = replay_orchestrated(obs)
+    assert ds[-1].phase == Phase.FAILED and "trainer keeps exiting (5 times" in ds[-1].reason
+    assert "RuntimeError: boom" in ds[-1].reason
+
+
+def test_orchestrated_cannot_start_fails_at_once():
+    ds = replay_orchestrated([Observation(0, S, (Exit("trainer-abc", EXIT_CANNOT_START, 0.0,
+                                                      "ValueError: --model m:f: cannot import m"),))])
+    assert ds == [Decision(Phase.FAILED, reason="trainer-abc cannot start: ValueError: --model m:f: cannot import m")]

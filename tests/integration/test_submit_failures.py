@@ -1,0 +1,65 @@
+"""``argosy submit --wait`` drives a job whose processes run elsewhere (compose, Kubernetes). It used to
+see only the job's state in Redis, so a trainer that could not start (a model its image could not
+import) was restarted 13 times while submit waited forever, saying nothing (issue 34, finding 4).
+Here real service processes fail against a real Redis, and submit must end with their error."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from argosy.services.launch import RUN_MARKER, claim_run_dir
+from argosy.shared.errors import ArgosyError
+
+pytestmark = pytest.mark.integration
+
+
+def _service(role: str, redis_url: str, job: str, sid: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", f"argosy.services.{role}", "--redis", redis_url, "--job", job,
+                             "--id", sid, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_submit_wait_ends_with_the_error_of_a_trainer_that_cannot_start(small_store, redis_url, tmp_path):
+    _, store = small_store
+    job = "cannot-start"
+    submit = subprocess.Popen([sys.executable, "-m", "argosy.services.launch", "submit", "--store", str(store),
+                               "--redis", redis_url, "--job", job, "--run-dir", str(tmp_path / "run"), "--epochs", "2",
+                               "--model", "argosy_no_such_module:make", "--wait"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    trainers = []
+    try:
+        for attempt in range(3):          # the orchestrator restarting it changes nothing
+            trainers.append(_service("trainer", redis_url, job, "trainer-pod", "--rank", "0"))
+            trainers[-1].wait(timeout=120)
+        out, err = submit.communicate(timeout=60)
+    finally:
+        for p in [submit, *trainers]:
+            if p.poll() is None:
+                p.kill()
+    assert all(t.returncode == 78 for t in trainers), [t.stdout.read()[-1000:] for t in trainers]
+    assert submit.returncode == 1, err[-2000:]
+    text = out + err
+    assert "trainer-pod cannot start" in text and "argosy_no_such_module" in text, text[-2000:]
+
+
+def test_run_dir_of_another_store_is_refused_then_replaced(small_store, tmp_path):
+    _, store = small_store
+    run = tmp_path / "run"
+    run.mkdir()
+    claim_run_dir(run, "j", "fp1", str(store))                 # a fresh run dir: claimed
+    (run / "checkpoint.pt").write_bytes(b"x")
+    claim_run_dir(run, "j", "fp1", str(store))                 # same job again: resumed, no error
+    manifest = store / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"name"', '"name" ', 1))     # the store was rebuilt
+    with pytest.raises(ArgosyError, match="another store .* Pass --replace"):
+        claim_run_dir(run, "j", "fp1", str(store))
+    with pytest.raises(ArgosyError, match="another configuration"):
+        claim_run_dir(run, "j", "fp2", str(store))
+    assert (run / "checkpoint.pt").exists()                    # refused: nothing deleted
+    claim_run_dir(run, "j", "fp2", str(store), replace=True)
+    assert not (run / "checkpoint.pt").exists()
+    assert json.loads((run / RUN_MARKER).read_text())["fingerprint"] == "fp2"
