@@ -185,14 +185,42 @@ def _scale_compose(service: str, replicas: int, project: str | None = None, file
     res = ScaleResult(service, "compose", None, replicas, command=cmd)
     if dry_run:
         return res
+    running: list[str] = []
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         ps = subprocess.run([*base, "ps", "-q", service], capture_output=True, text=True, timeout=60)
         if ps.returncode == 0:
-            res.previous = len(ps.stdout.split())
+            running = ps.stdout.split()
+            res.previous = len(running)
+    if running and replicas > len(running):
+        _refuse_other_settings(base, service, running[0])
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise ArgosyError(f"`{' '.join(cmd)}` failed with exit code {proc.returncode}:\n{proc.stderr.strip()[-2000:]}")
     return res
+
+
+def _refuse_other_settings(base: list[str], service: str, container: str) -> None:
+    """New replicas get the settings compose resolves now, from this shell and ``.env``; refuse to add
+    replicas whose environment differs from the running ones' (another job, another Redis...)."""
+    try:
+        cfg = subprocess.run([*base, "config", "--format", "json"], capture_output=True, text=True, timeout=60)
+        env = subprocess.run(["docker", "inspect", "-f", "{{json .Config.Env}}", container],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        logger.warning("could not compare the new replicas' settings with the running ones: %s", e)
+        return
+    if cfg.returncode != 0 or env.returncode != 0:
+        logger.warning("could not compare the new replicas' settings with the running ones: %s",
+                       (cfg.stderr or env.stderr).strip()[-300:])
+        return
+    want = json.loads(cfg.stdout)["services"].get(service, {}).get("environment") or {}
+    have = dict(kv.split("=", 1) for kv in json.loads(env.stdout) if "=" in kv)
+    diff = sorted(k for k, v in want.items() if k in have and have[k] != (v or ""))
+    if diff:
+        shown = ", ".join(f"{k}={have[k]!r} (now {want[k]!r})" for k in diff if "PASSWORD" not in k and "URL" not in k)
+        raise ArgosyError(f"the running {service} replicas were created with other settings than this shell would give "
+                          f"new ones: {shown or ', '.join(diff)}. Put the stack's settings in .env (compose reads it from "
+                          f"the project directory) or export them, then scale again")
 
 
 # ---- kubernetes ------------------------------------------------------------------------------

@@ -82,19 +82,42 @@ def test_compose_exact_command():
                            "up", "-d", "--no-recreate", "--scale", "loader=2", "loader"]
 
 
-def test_compose_runs_command_and_reports_failure(tmp_path):
+def _fake_compose(tmp_path, monkeypatch, job_now: str = "demo"):
+    """A compose command and a docker CLI that log their calls; the running replicas were created
+    with ARGOSY_JOB=demo, and compose would now create new ones with ``job_now``."""
     log = tmp_path / "calls.txt"
     fake = tmp_path / "fake-compose"
+    config = json.dumps({"services": {"sampler": {"environment": {"ARGOSY_JOB": job_now, "ARGOSY_LOG_LEVEL": "INFO"}}}})
     fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n"
                     "case \"$*\" in *' ps -q '*) printf 'c1\\nc2\\n';; esac\n"
+                    f"case \"$*\" in *' config --format json') echo '{config}';; esac\n"
                     "case \"$*\" in *offload=9*) echo 'no such service' >&2; exit 3;; esac\n")
     fake.chmod(0o755)
+    docker = tmp_path / "bin" / "docker"
+    docker.parent.mkdir()
+    docker.write_text("#!/bin/sh\necho '[\"ARGOSY_JOB=demo\", \"ARGOSY_LOG_LEVEL=INFO\", \"PATH=/usr/bin\"]'\n")
+    docker.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{docker.parent}:{os.environ['PATH']}")
+    return fake, log
+
+
+def test_compose_runs_command_and_reports_failure(tmp_path, monkeypatch):
+    fake, log = _fake_compose(tmp_path, monkeypatch)
     res = scale("sampler", 4, "compose", project="demo", compose=[str(fake)])
     assert res.previous == 2 and res.replicas == 4
-    assert log.read_text().splitlines() == ["-p demo ps -q sampler",
+    assert log.read_text().splitlines() == ["-p demo ps -q sampler", "-p demo config --format json",
                                             "-p demo up -d --no-recreate --scale sampler=4 sampler"]
     with pytest.raises(ArgosyError, match="exit code 3:\nno such service"):
         scale("offload", 9, "compose", project="demo", compose=[str(fake)])
+
+
+def test_compose_refuses_new_replicas_with_other_settings(tmp_path, monkeypatch):
+    """Issue 34: new replicas took their settings from the caller's shell (another job, silently)."""
+    fake, log = _fake_compose(tmp_path, monkeypatch, job_now="other")
+    with pytest.raises(ArgosyError, match=r"ARGOSY_JOB='demo' \(now 'other'\).*\.env"):
+        scale("sampler", 4, "compose", project="demo", compose=[str(fake)])
+    assert not any(" up " in line for line in log.read_text().splitlines())
+    scale("sampler", 1, "compose", project="demo", compose=[str(fake)])      # scaling down creates nothing: no check
 
 
 def test_cli_compose_dry_run(capsys):
