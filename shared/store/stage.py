@@ -3,13 +3,18 @@
 A staged directory is a valid store whose manifest lists every part but which holds only the
 staged part directories, plus the O(n) metadata (``assignment.npy``, ``local_index.npy``) every
 process may read.  Each part is copied into a temporary directory and renamed into place, so a
-half-copied part is never read; an existing complete part is left alone.
+half-copied part is never read; an existing complete part is left alone, but only while the staged
+directory was staged from this very store (same manifest and assignment bytes): a directory staged
+from another store (a volume kept across ``docker compose up`` after the store was rebuilt from
+another input) is emptied first, never read as if it were this one.
 
 Example:
     >>> stage_parts("/data/store", "/local/store", [0, 2])      # doctest: +SKIP
 """
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -21,6 +26,29 @@ from argosy.shared.store.reader import PartitionStore
 __all__ = ["stage_parts", "PartSource"]
 
 _META = (MANIFEST_NAME, "assignment.npy", "local_index.npy")
+
+logger = logging.getLogger(__name__)
+
+
+def _identity(root: Path) -> str | None:
+    """Digest of what identifies a store build (its manifest and vertex-to-part assignment)."""
+    if not (root / MANIFEST_NAME).exists() or not (root / "assignment.npy").exists():
+        return None
+    h = hashlib.sha256((root / MANIFEST_NAME).read_bytes())
+    with open(root / "assignment.npy", "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _clear_if_stale(src: Path, dest: Path) -> None:
+    if not dest.exists() or not any(dest.iterdir()):
+        return
+    if _identity(dest) == _identity(src):
+        return
+    logger.warning("%s holds parts staged from another store than %s (rebuilt since?); clearing it", dest, src)
+    for child in dest.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:
@@ -43,6 +71,7 @@ def stage_parts(src: str | Path, dest: str | Path, parts) -> list[int]:
     """Copy the metadata and the given parts of store ``src`` into ``dest``; returns the parts copied now."""
     src, dest = Path(src), Path(dest)
     m = Manifest.load(src)
+    _clear_if_stale(src, dest)
     dest.mkdir(parents=True, exist_ok=True)
     for name in _META:
         if not (dest / name).exists():

@@ -52,6 +52,26 @@ def test_restricted_store_refuses_other_parts(small_store, tmp_path):
         s.part(0)
 
 
+def test_staged_parts_of_another_store_are_never_read(tmp_path):
+    """Issue 34: a sampler's /local volume outlived a store rebuilt from another graph, and the old
+    graph's staged parts would have been read as the new one's."""
+    from argosy.shared.store import write_store
+    from tests.graphs import random_graph
+    stores = []
+    for i, n in enumerate((300, 500)):
+        g = random_graph(n, 6 * n, seed=i, features=8, classes=3)
+        write_store(g, np.arange(n) % 4, tmp_path / f"store{i}")
+        stores.append(tmp_path / f"store{i}")
+    local = tmp_path / "local"
+    stage_parts(stores[0], local, [0, 1])
+    assert PartSource(stores[0], local).open([0, 1]).part(0).nodes.size == 75
+    s = PartSource(stores[1], local).open([1])               # same directory, another store
+    np.testing.assert_array_equal(s.part(1).indices, PartitionStore(stores[1]).part(1).indices)
+    assert s.part(1).nodes.size == 125 and not (local / "part-00000").exists()
+    stage_parts(stores[1], local, [2])                       # the same store again: kept, only the new part copied
+    assert (local / "part-00001").is_dir() and (local / "part-00002").is_dir()
+
+
 def _local_fetch(owners):
     """An in-process halo: route each id to the core holding its part (what HaloClient does over ZeroMQ)."""
     def fetch(what, ids, epoch):
