@@ -110,6 +110,9 @@ class TrainerConfig:
     The best-validation weights are kept (``best.pt``) and the reported accuracy is theirs."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     recv_hwm: int = 8
+    prefetch: int = 2
+    """Batches the ingest thread receives, validates and copies to the device ahead of the step
+    (the bound of its queue; on CUDA each holds one batch in device memory)."""
     checkpoint_every: int = 1
     """Epochs between checkpoints (0 = only at the end); a restarted trainer resumes from the last one."""
     reorder_window: int = 32
@@ -142,6 +145,8 @@ class TrainerConfig:
             raise ConfigError(f"dropout must be in [0, 1) (got {self.dropout})")
         if self.hidden < 1 or self.heads < 1:
             raise ConfigError(f"hidden and heads must be >= 1 (got {self.hidden}, {self.heads})")
+        if self.prefetch < 1:
+            raise ConfigError(f"prefetch must be >= 1 (got {self.prefetch})")
 
 
 @dataclass
@@ -247,4 +252,5 @@ class JobConfig:
         for k in ("job", "run_dir", "resume", "num_samplers", "num_loaders", "coord"):
             d.pop(k)
         d.pop("wire")
+        d["trainer"].pop("prefetch")           # how far ingest runs ahead does not change results
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

@@ -234,9 +234,16 @@ class Coordinator:
         return out
 
     def ack(self, stream: str, entry_id: str) -> None:
+        self.ack_many([(stream, entry_id)])
+
+    def ack_many(self, refs: list[tuple[str, str]]) -> None:
+        """Acknowledge and delete work items ``[(stream, entry id), ...]`` in one round trip."""
+        if not refs:
+            return
         pipe = self.r.pipeline()
-        pipe.xack(stream, keys.WORK_GROUP, entry_id)
-        pipe.xdel(stream, entry_id)
+        for stream, entry_id in refs:
+            pipe.xack(stream, keys.WORK_GROUP, entry_id)
+            pipe.xdel(stream, entry_id)
         pipe.execute()
 
     def pending(self, num_parts: int) -> int:

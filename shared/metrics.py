@@ -100,9 +100,13 @@ COUNTERS: dict[str, MetricSpec] = {s.field: s for s in (
     # trainer tier ---------------------------------------------------------------------------------
     _C("trainer_batches", "argosy_trainer_batches_total", "trainer", "Batches applied by trainers."),
     _C("trainer_idle_seconds", "argosy_trainer_idle_seconds_total", "trainer",
-       "Seconds trainers waited for input during train phases."),
+       "Seconds trainers' compute threads waited for a batch during train phases (input starvation only)."),
+    _C("trainer_ingest_seconds", "argosy_trainer_ingest_seconds_total", "trainer",
+       "Seconds trainers' ingest threads spent receiving, decoding, validating and claiming batches (not polling)."),
+    _C("trainer_copy_seconds", "argosy_trainer_copy_seconds_total", "trainer",
+       "Seconds trainers' ingest threads spent staging batches on the device (pinned copy, host-to-device, device check)."),
     _C("trainer_compute_seconds", "argosy_trainer_compute_seconds_total", "trainer",
-       "Seconds trainers spent in forward/backward/step."),
+       "Seconds trainers' compute threads spent in forward/backward/step."),
     _C("trainer_train_seconds", "argosy_trainer_train_phase_seconds_total", "trainer",
        "Wall seconds trainers spent in train phases (idle fraction = idle seconds / this, as in epoch records)."),
     # full-graph offload store ---------------------------------------------------------------------

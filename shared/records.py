@@ -74,7 +74,15 @@ class EpochRecord:
     remote_fraction: float = 0.0
     halo_fraction: float = 0.0
     trainer_idle_fraction: float = 0.0
+    """Idle seconds / (train-phase seconds x trainers): the compute thread waiting for input, only."""
+    idle_seconds: float = 0.0
+    """Train phase, summed over trainers: compute threads waiting for a batch."""
+    ingest_seconds: float = 0.0
+    """Train phase: ingest threads receiving, decoding, validating, claiming batches."""
+    copy_seconds: float = 0.0
+    """Train phase: ingest threads staging batches on the device (pinned + host-to-device copy, device check)."""
     compute_seconds: float = 0.0
+    """Train phase: compute threads in forward/backward/step."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -32,7 +33,7 @@ from argosy.shared.transport import Receiver
 from argosy.shared.wire import Limits
 
 __all__ = ["BatchBounds", "MessageValidator", "PlanIndex", "check_sampled_batch", "check_feature_batch",
-           "check_work_ref", "job_plan", "job_receiver"]
+           "check_feature_values", "nonfinite_features", "check_work_ref", "job_plan", "job_receiver"]
 
 _WORK_ID = re.compile(r"\d{1,20}-\d{1,20}")
 _INT_DTYPES = {"nodes": "int64", "hop_nodes": "int64", "hop_edges": "int64", "degrees": "int32",
@@ -171,8 +172,14 @@ def check_dst_ptr(b: SampledBatch) -> None:
         raise _bad(b, "dst_ptr offsets fall within a hop")
 
 
-def check_feature_batch(fb: FeatureBatch, bounds: BatchBounds) -> None:
-    """Feature rows aligned with the nodes in the store's width and dtype, finite; labels of the seeds in range."""
+def check_feature_batch(fb: FeatureBatch, bounds: BatchBounds, values: bool = True) -> None:
+    """Feature rows aligned with the nodes in the store's width and dtype, finite; labels of the seeds in range.
+
+    Args:
+        values: also check every feature value (:func:`check_feature_values`, the one per-byte
+            check).  A caller that passes False must run that check, or its device twin
+            (``torch.isfinite`` after the copy), before the batch is used.
+    """
     N, S = fb.nodes.shape[0], fb.num_seeds
     x, y = fb.features, fb.labels
     if x.ndim != 2 or x.shape != (N, bounds.feature_dim) or x.dtype.name != bounds.feature_dtype:
@@ -183,8 +190,20 @@ def check_feature_batch(fb: FeatureBatch, bounds: BatchBounds) -> None:
         raise _bad(fb, f"labels span [{int(y.min())}, {int(y.max())}], outside [-1, {bounds.num_classes})")
     if not 0 <= fb.remote_feature_rows <= N:
         raise _bad(fb, f"remote_feature_rows {fb.remote_feature_rows} outside [0, {N}]")
+    if values:
+        check_feature_values(fb)
+
+
+def nonfinite_features(fb: FeatureBatch) -> InvalidMessageError:
+    """The error for a batch whose features hold NaN or inf (raised by every finiteness check)."""
+    return _bad(fb, "features hold NaN or inf")
+
+
+def check_feature_values(fb: FeatureBatch) -> None:
+    """Every feature is finite: one pass over the bytes (the only per-byte check of a batch)."""
+    x = fb.features
     if x.size and not np.isfinite(x).all():
-        raise _bad(fb, "features hold NaN or inf")
+        raise nonfinite_features(fb)
 
 
 def job_plan(cfg: JobConfig, store: PartitionStore, epoch: int, phase: str, world: int | None = None) -> list[WorkItem]:
@@ -198,15 +217,21 @@ class PlanIndex:
     """Plans and seed orders of recent epochs/phases, so a batch can be checked against its item.
 
     The trainer hands in the plan it already built (:meth:`put`); a loader derives plans on
-    demand.  A few are kept (the current phase and stragglers of the previous ones).
+    demand.  A few are kept (the current phase and stragglers of the previous ones).  Thread-safe:
+    the trainer hands plans in from its compute thread while its ingest thread checks batches.
     """
 
     def __init__(self, cfg: JobConfig, store: PartitionStore, keep: int = 4):
         self.cfg, self.store, self.keep = cfg, store, keep
+        self._lock = threading.RLock()
         self._plans: OrderedDict[tuple[int, str], dict[int, WorkItem]] = OrderedDict()
         self._orders: OrderedDict[tuple[int, str, int], np.ndarray] = OrderedDict()
 
     def put(self, epoch: int, phase: str, plan: list[WorkItem]) -> None:
+        with self._lock:
+            self._put(epoch, phase, plan)
+
+    def _put(self, epoch: int, phase: str, plan: list[WorkItem]) -> None:
         self._plans[(epoch, phase)] = {it.batch_id: it for it in plan}
         self._plans.move_to_end((epoch, phase))
         while len(self._plans) > self.keep:
@@ -214,17 +239,19 @@ class PlanIndex:
 
     def item(self, epoch: int, phase: str, batch_id: int) -> WorkItem | None:
         key = (epoch, phase)
-        if key not in self._plans:
-            self.put(epoch, phase, job_plan(self.cfg, self.store, epoch, phase))
-        return self._plans[key].get(batch_id)
+        with self._lock:
+            if key not in self._plans:
+                self._put(epoch, phase, job_plan(self.cfg, self.store, epoch, phase))
+            return self._plans[key].get(batch_id)
 
     def seeds(self, it: WorkItem) -> np.ndarray:
         key = (it.epoch if it.phase == "train" else 0, it.phase, it.part)
-        order = self._orders.get(key)
-        if order is None:
-            order = self._orders[key] = split_order(self.store, it.part, it.phase, self.cfg.seed, it.epoch)
-            while len(self._orders) > self.keep * self.store.num_parts:
-                self._orders.popitem(last=False)
+        with self._lock:
+            order = self._orders.get(key)
+            if order is None:
+                order = self._orders[key] = split_order(self.store, it.part, it.phase, self.cfg.seed, it.epoch)
+                while len(self._orders) > self.keep * self.store.num_parts:
+                    self._orders.popitem(last=False)
         return order[it.offset:it.offset + it.count]
 
 
@@ -235,13 +262,16 @@ class MessageValidator:
         role: ``"loader"`` (accepts :class:`SampledBatch` only) or ``"trainer"`` (accepts
             :class:`FeatureBatch` addressed to ``rank`` only).
         job: the job id the coordinator uses (work streams are named after it).
+        check_values: run the per-byte feature check here (False: the caller runs it, see
+            :func:`check_feature_batch`).
     """
 
     def __init__(self, cfg: JobConfig, role: str, rank: int | None = None, job: str | None = None,
-                 store: PartitionStore | None = None):
+                 store: PartitionStore | None = None, check_values: bool = True):
         if role not in ("loader", "trainer"):
             raise ValueError(f"role must be 'loader' or 'trainer' (got {role!r})")
         self.role, self.rank, self.job = role, rank, job or cfg.job
+        self.check_values = check_values
         # Its own view of the whole store (read lazily, memory-mapped): the plan needs every
         # part's split sizes even in a process that holds only some parts.
         store = store if store is not None and getattr(store, "allowed", None) is None else PartitionStore(cfg.store)
@@ -261,7 +291,7 @@ class MessageValidator:
             raise _bad(b, f"addressed to trainer rank {b.trainer_rank}, this is rank {self.rank}")
         check_sampled_batch(b, self.bounds)
         if isinstance(b, FeatureBatch):
-            check_feature_batch(b, self.bounds)
+            check_feature_batch(b, self.bounds, values=self.check_values)
         it = self.plans.item(b.epoch, b.phase, b.batch_id)
         if it is None:
             raise _bad(b, f"is not in the plan of epoch {b.epoch} {b.phase}")
@@ -274,7 +304,7 @@ class MessageValidator:
         return msg
 
 
-def job_receiver(sock, cfg: JobConfig, coord, role: str, rank: int | None = None) -> Receiver:
+def job_receiver(sock, cfg: JobConfig, coord, role: str, rank: int | None = None, check_values: bool = True) -> Receiver:
     """The receive path of a loader or trainer: size limits from ``cfg.wire``, then :class:`MessageValidator`.
 
     libzmq's ``MAXMSGSIZE`` makes a peer that sends a larger frame lose its connection before
@@ -283,6 +313,6 @@ def job_receiver(sock, cfg: JobConfig, coord, role: str, rank: int | None = None
     import zmq
     limit = int(cfg.wire.max_message_bytes)
     sock.setsockopt(zmq.MAXMSGSIZE, limit)
-    check = MessageValidator(cfg, role, rank=rank, job=coord.job if coord is not None else None)
+    check = MessageValidator(cfg, role, rank=rank, job=coord.job if coord is not None else None, check_values=check_values)
     return Receiver(sock, check, limits=Limits(max_frame_bytes=limit, max_message_bytes=limit), coord=coord,
                     cut_off_after=cfg.wire.cut_off_after, name=role if rank is None else f"{role} {rank}")

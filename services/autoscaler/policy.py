@@ -19,6 +19,9 @@ The rule, in words:
 * A scale-up is checked by the first fresh measurement after it: if the trainers' rate grew by
   less than ``min_gain`` the trainers (or the machine's cores) are the limit, not the tier, and
   scale-ups pause for ``pause`` seconds instead of adding replicas that only compete for CPU.
+* Idle means the trainers' compute threads waiting for input, nothing else (their own receive,
+  decode and validation run on an ingest thread, counted apart).  If that ingest thread is busy
+  ``ingest_saturated`` of the time, the trainer's input path is the limit and nothing is added.
 * Between ``idle_low`` and ``idle_target`` nothing happens (the hysteresis band), and any streak
   is reset, so noise around the target does not flap replicas.
 * Nothing changes within ``warmup`` seconds of the first observation or ``cooldown`` seconds of
@@ -72,6 +75,9 @@ class ScalerConfig:
     fraction did not help (the trainers or the machine are the limit): scale-ups pause."""
     pause: float = 120.0
     """Seconds scale-ups stay paused after one that did not help."""
+    ingest_saturated: float = 0.9
+    """Trainers' ingest-thread busy fraction at or above which their input path, not the CPU
+    tier, is the limit: no scale-up however idle the compute threads are."""
 
     def __post_init__(self):
         if not 1 <= self.min_replicas <= self.max_replicas:
@@ -109,6 +115,10 @@ class Observation:
     """``live`` (trainer idle counters) or ``epoch`` (last per-epoch record)."""
     job_state: str = "running"
     """The job's state in Redis; nothing changes unless it is ``running``."""
+    trainer_ingest_busy: float | None = None
+    """Fraction of the window the trainers' ingest threads were busy (receive, decode, validate,
+    copy to the device; ``trainer_ingest_seconds + trainer_copy_seconds`` / train seconds).
+    Near 1 the trainer's own input path is the limit: more samplers or loaders would not help."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +154,7 @@ class Decision:
              "reason": self.reason}
         if obs is not None:
             d.update(trainer_idle=obs.trainer_idle, idle_source=obs.idle_source, observed_replicas=dict(obs.replicas),
+                     trainer_ingest_busy=obs.trainer_ingest_busy,
                      trainer_rate=obs.trainer_rate, queue_fill=obs.queue_fill,
                      capacity={r: tier_capacity(obs, r) for r in obs.replicas})
         return d
@@ -243,6 +254,11 @@ def decide(obs: Observation, state: ScalerState, cfg: ScalerConfig) -> Decision:
     #    kernels, or stalled, shows 100 % idle that more replicas would not fix)
     if idle > cfg.idle_target and obs.trainer_rate <= 0:
         return hold(f"trainer idle {_fmt_pct(idle)} but no batch applied in the window: pipeline starting or stalled",
+                    replace(st, up_streak=0))
+    busy = obs.trainer_ingest_busy
+    if idle > cfg.idle_target and busy is not None and busy >= cfg.ingest_saturated:
+        return hold(f"trainer idle {_fmt_pct(idle)} > {_fmt_pct(cfg.idle_target)}, but the trainers' ingest threads "
+                    f"are busy {_fmt_pct(busy)} of the time: their input path is the limit, not the CPU tier",
                     replace(st, up_streak=0))
     if idle > cfg.idle_target and t < state.paused_until:
         return hold(f"trainer idle {_fmt_pct(idle)} > {_fmt_pct(cfg.idle_target)}, but scale-ups are paused for "

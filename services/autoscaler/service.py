@@ -91,6 +91,8 @@ class Observer:
         di, secs = self.tracker.delta("trainer_idle_seconds", wi) if wi > 0 else (0.0, 0.0)
         dc, _ = self.tracker.delta("trainer_compute_seconds", wi) if wi > 0 else (0.0, 0.0)
         dw, _ = self.tracker.delta("trainer_train_seconds", wi) if wi > 0 else (0.0, 0.0)
+        dg = sum(self.tracker.delta(k, wi)[0] for k in ("trainer_ingest_seconds", "trainer_copy_seconds")) if wi > 0 else 0.0
+        ingest_busy = min(1.0, dg / dw) if dw > 0 and dg > 0 else None
         if secs >= min(3.0, w) and (dw > 0 or di + dc > 0):
             # idle / train-phase wall time, as in the epoch records; idle / (idle + compute) if trainers
             # do not report wall time (that one ignores decode/ack time, so it reads higher)
@@ -112,7 +114,8 @@ class Observer:
         cap = self.capacity()
         return Observation(t=t, trainer_idle=idle, idle_window_start=start, trainer_rate=trainer_rate,
                            replicas=replicas, rates=rates, busy=busy, queue_fill=pending / cap if cap else 0.0,
-                           idle_source=source, job_state=coord.get_state() or "")
+                           idle_source=source, job_state=coord.get_state() or "",
+                           trainer_ingest_busy=ingest_busy if source == "live" else None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import time
 import warnings
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -18,7 +21,7 @@ from argosy.shared.errors import ConfigError
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.models import Blocks, build_model, make_optimizer
 
-__all__ = ["TrainerCore", "pick_device", "set_threads"]
+__all__ = ["TrainerCore", "DeviceBatch", "Staging", "pick_device", "set_threads", "resolved"]
 
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
@@ -36,6 +39,111 @@ def pick_device(name: str) -> torch.device:
             raise ConfigError("--device cuda was requested but no CUDA device is available")
         return torch.device("cuda", envs.get(envs.LOCAL_RANK) % torch.cuda.device_count())
     return torch.device("cpu")
+
+
+def resolved(r: dict) -> dict:
+    """A step's result with device scalars read back (``loss`` float, ``correct`` int): one sync."""
+    out = dict(r)
+    if isinstance(out.get("loss"), torch.Tensor):
+        out["loss"] = float(out["loss"])
+    if isinstance(out.get("correct"), torch.Tensor):
+        out["correct"] = int(out["correct"])
+    return out
+
+
+@dataclass
+class DeviceBatch:
+    """A :class:`FeatureBatch`'s tensors on the compute device, made ahead of its step.
+
+    On CUDA they were copied on a side stream (:class:`Staging`): the step waits for ``ready``
+    on its own stream (no host sync) and ``owned`` are marked as used there.  On the CPU they
+    are views of the received frames.
+
+    Shapes:
+        x: float32[N, F] (cast from the wire dtype on the device, row-normalised if configured);
+        y: int64[B] seed labels (-1 = unlabelled).
+    """
+
+    x: torch.Tensor
+    blocks: Blocks
+    y: torch.Tensor
+    count: int = 0
+    """Labelled seeds (labels >= 0), counted on the host."""
+    ready: "torch.cuda.Event | None" = None
+    owned: list = field(default_factory=list)
+    """Tensors allocated on the side stream (``record_stream`` on the compute stream before use)."""
+
+    def wait(self) -> None:
+        """Make the current stream wait for the copy (CUDA; no host sync), once."""
+        if self.ready is not None:
+            cur = torch.cuda.current_stream(self.x.device)
+            cur.wait_event(self.ready)
+            for t in self.owned:
+                t.record_stream(cur)
+            self.ready, self.owned = None, []
+
+
+_STAGED = ("features", "edge_src", "edge_dst", "degrees", "labels", "dst_ptr")
+"""The arrays of a FeatureBatch a step reads, in the order they are packed for one copy."""
+
+
+class Staging:
+    """Pinned host buffer, side CUDA stream and device finiteness check of one ingest thread.
+
+    :meth:`copy` packs a batch's arrays into one page-locked buffer (a parallel memcpy out of the
+    received frames), issues one asynchronous host-to-device copy on the side stream, and, on
+    that stream, casts the features and checks that they are finite (the per-byte check of
+    :func:`~shared.validate.check_feature_values`, done by the GPU).  The calling thread waits
+    for that stream only (a blocking event), so the pinned buffer is free again and the check's
+    answer known before the batch is queued, while the compute stream keeps running.
+    """
+
+    ALIGN = 256
+
+    def __init__(self, device: torch.device):
+        if device.type != "cuda":
+            raise ValueError(f"Staging needs a CUDA device (got {device})")
+        self.device = device
+        self.stream = torch.cuda.Stream(device)
+        self.done = torch.cuda.Event(blocking=True)
+        self.flag = torch.zeros((), dtype=torch.bool, pin_memory=True)
+        self.host = torch.empty(0, dtype=torch.uint8, pin_memory=True)
+
+    def _layout(self, arrays: list[np.ndarray]) -> tuple[list[int], int]:
+        offs, n = [], 0
+        for a in arrays:
+            offs.append(n)
+            n += -(-a.nbytes // self.ALIGN) * self.ALIGN
+        return offs, n
+
+    def copy(self, arrays: list[np.ndarray]) -> list[torch.Tensor]:
+        """Device tensors of ``arrays`` (same dtypes and shapes), copied on :attr:`stream`."""
+        offs, total = self._layout(arrays)
+        if self.host.numel() < total:                    # grows to the largest batch seen (x1.25 headroom)
+            self.host = torch.empty(int(total * 1.25), dtype=torch.uint8, pin_memory=True)
+        for a, o in zip(arrays, offs):
+            if a.nbytes:
+                self.host[o:o + a.nbytes].copy_(torch.from_numpy(np.ascontiguousarray(a).reshape(-1).view(np.uint8)))
+        with torch.cuda.stream(self.stream):
+            dev = torch.empty(total, dtype=torch.uint8, device=self.device)
+            dev.copy_(self.host[:total], non_blocking=True)
+        out = []
+        for a, o in zip(arrays, offs):
+            t = dev[o:o + a.nbytes].view(torch.from_numpy(a[:0].reshape(-1)).dtype) if a.nbytes else \
+                torch.empty(0, dtype=torch.from_numpy(a[:0].reshape(-1)).dtype, device=self.device)
+            out.append(t.view(a.shape))
+        return out
+
+    def finish(self, x: torch.Tensor | None) -> bool:
+        """Check ``x`` is finite on the side stream, record :attr:`done`, wait for it; True if finite."""
+        with torch.cuda.stream(self.stream):
+            if x is not None and x.numel():
+                self.flag.copy_(torch.isfinite(x).all(), non_blocking=True)
+            else:
+                self.flag.fill_(True)
+            self.done.record(self.stream)
+        self.done.synchronize()
+        return bool(self.flag)
 
 
 class TrainerCore:
@@ -59,24 +167,49 @@ class TrainerCore:
         self._pending = 0
         """Labelled seeds whose gradient is accumulated and not yet stepped on (see :meth:`train_step`)."""
 
-    def to_device(self, fb: FeatureBatch) -> tuple[torch.Tensor, Blocks, torch.Tensor]:
-        dev = self.device
-        x = torch.from_numpy(fb.features).to(dev, torch.float32, non_blocking=True)
-        if self.cfg.normalize_features:
-            x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
-        hop_nodes = fb.hop_nodes.tolist()
-        ptr = None
-        if fb.dst_ptr.shape[0]:                        # the sampler's CSR offsets, one slice per hop
-            ptr = torch.from_numpy(fb.dst_ptr).to(dev).split([n + 1 for n in hop_nodes[:-1]])
-        blocks = Blocks(hop_nodes=hop_nodes, hop_edges=fb.hop_edges.tolist(),
-                        edge_src=torch.from_numpy(fb.edge_src).to(dev).long(),
-                        edge_dst=torch.from_numpy(fb.edge_dst).to(dev).long(),
-                        degrees=torch.from_numpy(fb.degrees).to(dev, torch.float32), dst_ptr=ptr)
-        y = torch.from_numpy(fb.labels).to(dev)
-        return x, blocks, y
+    def stage(self, fb: FeatureBatch, staging: Staging | None = None) -> DeviceBatch | None:
+        """Put a batch's tensors on the device (views on the CPU; see :class:`Staging` on CUDA).
 
-    def train_step(self, fb: FeatureBatch, step: bool = True) -> dict:
+        Returns None when ``staging`` found a non-finite feature (the batch must be dropped).
+        """
+        dev = self.device
+        side = staging is not None and dev.type == "cuda"
+        arrays = [getattr(fb, n) for n in _STAGED]
+        if side:
+            feats, src, dst, deg, y, ptr = staging.copy(arrays)
+        else:
+            feats, src, dst, deg, y, ptr = (torch.from_numpy(np.asarray(a)).to(dev, non_blocking=True) for a in arrays)
+        with torch.cuda.stream(staging.stream) if side else nullcontext():
+            x = feats.float()
+            if side and not staging.finish(x):
+                return None
+            if self.cfg.normalize_features:
+                x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
+            hop_nodes = fb.hop_nodes.tolist()          # the sampler's CSR offsets, one slice per hop (if sent)
+            ptrs = ptr.split([n + 1 for n in hop_nodes[:-1]]) if ptr.shape[0] else None
+            blocks = Blocks(hop_nodes=hop_nodes, hop_edges=fb.hop_edges.tolist(),
+                            edge_src=src.long(), edge_dst=dst.long(), degrees=deg.float(), dst_ptr=ptrs)
+            b = DeviceBatch(x=x, blocks=blocks, y=y, count=int(np.count_nonzero(np.asarray(fb.labels) >= 0)))
+            if side:
+                b.ready = torch.cuda.Event()
+                b.ready.record(staging.stream)
+                b.owned = [feats, x, y, blocks.edge_src, blocks.edge_dst, blocks.degrees]
+        return b
+
+    def to_device(self, fb: FeatureBatch) -> tuple[torch.Tensor, Blocks, torch.Tensor]:
+        """``(x, blocks, y)`` on the device, copied on the current stream (no staging)."""
+        b = self._device_batch(fb)
+        return b.x, b.blocks, b.y
+
+    def _device_batch(self, fb: "FeatureBatch | DeviceBatch") -> DeviceBatch:
+        b = fb if isinstance(fb, DeviceBatch) else self.stage(fb)
+        b.wait()
+        return b
+
+    def train_step(self, fb: FeatureBatch | DeviceBatch, step: bool = True, sync: bool = True) -> dict:
         """Forward and backward on one batch; returns loss and accuracy counts.
+
+        ``fb`` is a received batch or one already staged on the device (:meth:`stage`).
 
         With ``step`` the optimizer steps on the gradient of the labelled seeds of every batch since
         the last step (their mean loss).  The trainer passes ``step=False`` to gather several small
@@ -84,12 +217,16 @@ class TrainerCore:
         batches, so a graph with few labelled vertices (120 on Citeseer over 4 parts) would otherwise
         take steps of ~30 seeds from one community at a time, which learns visibly worse than one
         step on all of them.
+
+        The step never waits for the device before its kernels are queued (the labelled count
+        comes from the host's labels).  With ``sync=False`` ``loss`` and ``correct`` stay device
+        scalars, so the caller can read them after queueing the next step (:func:`resolved`).
         """
-        x, blocks, y = self.to_device(fb)
-        self.module.train()
+        b = self._device_batch(fb)
         t0 = time.perf_counter()
-        mask = y >= 0
-        count = int(mask.sum())
+        x, blocks, y = b.x, b.blocks, b.y
+        self.module.train()
+        count = b.count
         alone = step and self._pending == 0      # the usual case: a mean loss, no accumulation
         if not alone and self._pending == 0:
             self.opt.zero_grad(set_to_none=True)  # the first batch of a gathered step
@@ -99,8 +236,10 @@ class TrainerCore:
             logits = self.module(x, blocks)
             if count == 0:
                 loss = logits.sum() * 0.0
-            else:
-                loss = F.cross_entropy(logits[mask], y[mask], reduction="mean" if alone else "sum")
+            else:               # -1 = unlabelled: ignored, so no boolean mask (which would sync)
+                loss = F.cross_entropy(logits, y, ignore_index=-1, reduction="sum")
+                if alone:
+                    loss = loss / count
             loss.backward()
             if alone:
                 self.opt.step()
@@ -109,9 +248,12 @@ class TrainerCore:
             if step:
                 self.finish_step()
             loss = loss.detach() / max(count, 1)
-        correct = int((logits.argmax(1)[mask] == y[mask]).sum())
-        return {"loss": float(loss.detach()), "correct": correct, "count": count,
-                "compute_seconds": time.perf_counter() - t0}
+        correct = ((logits.argmax(1) == y) & (y >= 0)).sum()
+        r = {"loss": loss.detach(), "correct": correct, "count": count}
+        if sync:
+            r = resolved(r)
+        r["compute_seconds"] = time.perf_counter() - t0
+        return r
 
     def finish_step(self) -> None:
         """Step on the gradient gathered by ``train_step(..., step=False)`` calls, if any."""
@@ -125,13 +267,14 @@ class TrainerCore:
         self._pending = 0
 
     @torch.no_grad()
-    def eval_step(self, fb: FeatureBatch) -> dict:
-        x, blocks, y = self.to_device(fb)
+    def eval_step(self, fb: FeatureBatch | DeviceBatch) -> dict:
+        b = self._device_batch(fb)
+        x, blocks, y = b.x, b.blocks, b.y
         self.module.eval()
         logits = self.model(x, blocks)
-        mask = y >= 0
-        loss = float(F.cross_entropy(logits[mask], y[mask], reduction="sum")) if bool(mask.any()) else 0.0
-        return {"correct": int((logits.argmax(1)[mask] == y[mask]).sum()), "count": int(mask.sum()), "loss_sum": loss}
+        loss = F.cross_entropy(logits, y, ignore_index=-1, reduction="sum") if b.count else logits.new_zeros(())
+        correct = ((logits.argmax(1) == y) & (y >= 0)).sum()
+        return {"correct": int(correct), "count": b.count, "loss_sum": float(loss)}
 
     def user_model(self) -> torch.nn.Module:
         """The model as its author wrote it (a ``MODULE:FACTORY`` model without Argosy's adapter)."""

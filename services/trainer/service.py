@@ -32,9 +32,9 @@ from argosy.shared.models import EarlyStopping
 from argosy.shared.plan import PHASES, WorkItem, plan_phase
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.store import PartitionStore
-from argosy.shared.transport import bind_random, make_socket, rendezvous_store
-from argosy.shared.validate import job_receiver
-from argosy.services.trainer.core import TrainerCore
+from argosy.shared.transport import bind_random, make_socket, rendezvous_store, retain_large_buffers
+from argosy.services.trainer.core import TrainerCore, resolved
+from argosy.services.trainer.ingest import Arrival, Ingest
 
 __all__ = ["TrainerProc", "PhaseStats"]
 
@@ -59,18 +59,26 @@ class PhaseStats:
     duplicate_seeds: int = 0
     """Seeds applied more than once in this phase, measured from the applied seed ids (should be 0)."""
     idle_seconds: float = 0.0
+    """Compute thread waiting for a batch (input starvation, nothing else)."""
+    ingest_seconds: float = 0.0
+    """Ingest thread receiving, decoding, validating and claiming (Redis) the batches (not polling)."""
+    copy_seconds: float = 0.0
+    """Ingest thread staging batches on the device (pinned copy, host-to-device, device check)."""
     compute_seconds: float = 0.0
+    """Compute thread in forward/backward/step (or the simulated step)."""
     planned_seeds: int = 0
 
     FIELDS = ("batches", "seeds", "correct", "labelled", "loss_sum", "sampled_edges", "remote_neighbors",
-              "feature_rows", "remote_feature_rows", "duplicate_arrivals", "duplicate_seeds", "idle_seconds", "compute_seconds", "planned_seeds")
+              "feature_rows", "remote_feature_rows", "duplicate_arrivals", "duplicate_seeds", "idle_seconds",
+              "ingest_seconds", "copy_seconds", "compute_seconds", "planned_seeds")
+    SECONDS = ("loss_sum", "idle_seconds", "ingest_seconds", "copy_seconds", "compute_seconds")
 
     def reduce(self, world: int) -> "PhaseStats":
         if world == 1:
             return self
         t = torch.tensor([float(getattr(self, f)) for f in self.FIELDS], dtype=torch.float64)
         dist.all_reduce(t)
-        return PhaseStats(**{f: (float(v) if f in ("loss_sum", "idle_seconds", "compute_seconds") else int(v))
+        return PhaseStats(**{f: (float(v) if f in self.SECONDS else int(v))
                              for f, v in zip(self.FIELDS, t.tolist())})
 
 
@@ -86,10 +94,14 @@ class TrainerProc:
         m = self.store.manifest
         self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
                                 len(self.cfg.sampler.fanouts), seed=self.cfg.seed)
+        retain_large_buffers()              # 33 MB batches reuse freed buffers instead of faulting in new pages
         self.zctx = zmq.Context()
         self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.trainer.recv_hwm, curve="server")
         self.endpoint = bind_random(self.pull, ctx.port)
-        self.rx = job_receiver(self.pull, self.cfg, ctx.coord, "trainer", rank=rank)
+        self.ingest = Ingest(self.pull, self.cfg, ctx.coord, rank, self.core, depth=self.cfg.trainer.prefetch)
+        self.rx = self.ingest.rx
+        self._early: list[Arrival] = []
+        """Batches of a later phase that arrived before this trainer reached it (used there)."""
         self.epochs: list[dict] = []
         self.start_epoch = 0
         self.resumed_from: int | None = None
@@ -114,14 +126,22 @@ class TrainerProc:
 
     # ---- the receive/apply loop ---------------------------------------------------------------
     def run_phase(self, epoch: int, phase: str, plan: list[WorkItem]) -> PhaseStats:
+        """Apply this rank's batches of one phase, in plan order, each exactly once.
+
+        Batches come staged from the ingest thread (:class:`Ingest`); this (compute) thread only
+        waits for them, steps, and hands acknowledgements back.  A step's loss and accuracy are
+        read after the next step is queued, so the device never waits for this thread's read.
+        """
         coord, timeout = self.ctx.coord, self.cfg.coord.peer_timeout
         mine = {it.batch_id: it for it in plan if it.trainer_rank == self.rank}
-        self.rx.check.set_plan(epoch, phase, plan)
+        self.ingest.set_plan(epoch, phase, plan)
         st = PhaseStats(planned_seeds=sum(it.count for it in mine.values()))
         phase_t0 = time.perf_counter()
+        here = (epoch, PHASES.index(phase))
 
-        def live(force: bool = False) -> None:     # live idle counters for the autoscaler, at most 1/s
+        def live(force: bool = False) -> None:     # live counters for the autoscaler, at most 1/s
             self.ctx.metrics.push_totals(coord, (epoch, phase), force=force, trainer_idle_seconds=st.idle_seconds,
+                                         trainer_ingest_seconds=st.ingest_seconds, trainer_copy_seconds=st.copy_seconds,
                                          trainer_compute_seconds=st.compute_seconds, trainer_batches=st.batches,
                                          trainer_train_seconds=time.perf_counter() - phase_t0)
 
@@ -133,51 +153,83 @@ class TrainerProc:
         # re-claim) the earliest pending batch is applied anyway, so a fault never stalls training.
         order = [it.batch_id for it in plan if it.trainer_rank == self.rank]
         rank_of = {b: i for i, b in enumerate(order)}
-        pending: dict[int, FeatureBatch] = {}
+        pending: dict[int, Arrival] = {}
+        later_acks: dict[int, list[tuple[str, str]]] = {}   # re-deliveries of a pending batch: acked after it
         window = max(1, self.cfg.trainer.reorder_window)
         nxt = 0
         last_progress = time.monotonic()
-
         gathered = [0]                 # seeds since the last optimizer step
+        unread: list[tuple] = []       # (loss sum, correct) of the last step, read after the next is queued
 
-        def apply(fb: FeatureBatch) -> None:
-            if not coord.mark_applied(epoch, phase, fb.batch_id):     # applied by an earlier incarnation
+        def settle() -> None:
+            while unread:
+                loss_sum, correct = unread.pop(0)
+                st.loss_sum += float(loss_sum)
+                st.correct += int(correct)
+
+        def finish(fb: FeatureBatch) -> None:
+            self.ingest.ack(fb.work_stream, fb.work_id)
+            for ref in later_acks.pop(fb.batch_id, ()):
+                self.ingest.ack(*ref)
+            done.add(fb.batch_id)
+
+        def apply(a: Arrival) -> None:
+            fb = a.fb
+            if not a.fresh:                        # applied by an earlier incarnation
                 st.duplicate_arrivals += 1
-                coord.ack(fb.work_stream, fb.work_id)
-                done.add(fb.batch_id)
+                finish(fb)
                 return
             sim = self.cfg.trainer.simulate_gpu_step
-            if sim > 0:              # SIMULATION: the batch was received and decoded; wait instead of computing
+            t1 = time.perf_counter()
+            if sim > 0:              # SIMULATION: the batch was received, decoded and staged; wait instead of computing
                 time.sleep(sim)
-                r = {"loss": 0.0, "loss_sum": 0.0, "correct": 0, "count": int(np.count_nonzero(np.asarray(fb.labels) >= 0))}
-                st.compute_seconds += sim
+                loss_sum, correct, count = 0.0, 0, a.staged.count
             elif phase == "train":
                 # one optimizer step per ~batch_size seeds: small per-part batches are gathered
                 # (a single trainer; with several, DDP's average over ranks already gathers them)
                 gathered[0] += fb.num_seeds
                 step = self.world > 1 or gathered[0] >= self.cfg.sampler.batch_size or len(done) + 1 == len(mine)
-                r = self.core.train_step(fb, step=step)
+                r = self.core.train_step(a.staged, step=step, sync=False)
                 if step:
                     gathered[0] = 0
-                st.loss_sum += r["loss"] * r["count"]
-                st.compute_seconds += r["compute_seconds"]
+                loss_sum, correct, count = r["loss"] * r["count"], r["correct"], r["count"]
             else:
-                t1 = time.perf_counter()
-                r = self.core.eval_step(fb)
-                st.loss_sum += r["loss_sum"]
-                st.compute_seconds += time.perf_counter() - t1
-            coord.ack(fb.work_stream, fb.work_id)
-            done.add(fb.batch_id)
+                r = self.core.eval_step(a.staged)
+                loss_sum, correct, count = r["loss_sum"], r["correct"], r["count"]
+            settle()                 # the previous step's figures (read now: this step is queued already)
+            unread.append((loss_sum, correct))
+            st.labelled += count
+            st.compute_seconds += time.perf_counter() - t1
+            finish(fb)
             applied_seeds.append(np.array(fb.nodes[:fb.num_seeds]))
             st.batches += 1
             st.seeds += fb.num_seeds
-            st.correct += r["correct"]
-            st.labelled += r["count"]
             st.sampled_edges += fb.num_sampled_edges
             st.remote_neighbors += fb.remote_neighbors
-            st.feature_rows += fb.features.shape[0]
+            st.feature_rows += a.feature_rows
             st.remote_feature_rows += fb.remote_feature_rows
 
+        def arrive(a: Arrival) -> None:
+            fb = a.fb
+            st.ingest_seconds += a.ingest_seconds
+            st.copy_seconds += a.copy_seconds
+            there = (fb.epoch, PHASES.index(fb.phase))
+            if there > here:
+                self._early.append(a)                    # a later phase's batch: kept for it
+                return
+            if there < here or fb.batch_id not in mine or fb.batch_id in done:
+                st.duplicate_arrivals += 1               # a re-delivery of something already applied
+                self.ingest.ack(fb.work_stream, fb.work_id)
+                return
+            if fb.batch_id in pending:                   # a re-delivery of a batch waiting here
+                st.duplicate_arrivals += 1
+                later_acks.setdefault(fb.batch_id, []).append((fb.work_stream, fb.work_id))
+                return
+            pending[fb.batch_id] = a
+
+        early, self._early = self._early, []
+        for a in early:
+            arrive(a)
         join = Join([self.core.module]) if (phase == "train" and self.world > 1) else contextlib.nullcontext()
         with join:
             while len(done) < len(mine):
@@ -194,30 +246,21 @@ class TrainerProc:
                     apply(pending.pop(first))
                     continue
                 t0 = time.perf_counter()
-                try:
-                    fb = self.rx.recv(200)          # decoded and validated; bad ones dropped and counted
-                except ProtocolError as e:
-                    logger.warning("dropped a malformed message: %s", e)
-                    continue
+                a = self.ingest.get(0.2)             # staged by the ingest thread; the wait is idle time
                 st.idle_seconds += time.perf_counter() - t0
                 if phase == "train":
                     live()
-                if fb is None:
+                if a is None:
                     if time.monotonic() - last_progress > timeout:
                         raise PeerDeadError(self._starvation_report(epoch, phase, len(mine) - len(done), timeout))
                     continue
-                if not isinstance(fb, FeatureBatch):
-                    logger.warning("ignored an unexpected %s message", type(fb).__name__)
-                    continue
-                if fb.epoch != epoch or fb.phase != phase or fb.batch_id not in mine or fb.batch_id in done \
-                        or fb.batch_id in pending:
-                    st.duplicate_arrivals += 1               # a re-delivery of something already here
-                    coord.ack(fb.work_stream, fb.work_id)
-                    continue
                 last_progress = time.monotonic()
-                pending[fb.batch_id] = fb
+                arrive(a)
+        settle()
         if phase == "train":
             self.core.finish_step()        # a phase whose last batch came as a duplicate
+        self.ingest.flush_acks()
+        if phase == "train":
             live(force=True)
         if applied_seeds:
             allseeds = np.concatenate(applied_seeds)
@@ -247,6 +290,7 @@ class TrainerProc:
                     coord.append_epoch(rec)
                 coord.set_state(JobState.RUNNING)
             self.init_distributed()
+            self.ingest.start()                     # after clear_applied: its claims are this run's
             last = self.start_epoch - 1
             for epoch in range(self.start_epoch, cfg.trainer.epochs):
                 if self._patience_spent():
@@ -295,6 +339,7 @@ class TrainerProc:
             raise
         finally:
             coord.deregister("trainer", ctx.service_id)
+            self.ingest.close()
             self.rx.flush(force=True)
             self.pull.close(0)
             self.zctx.term()
@@ -330,6 +375,7 @@ class TrainerProc:
                        remote_fraction=st.remote_neighbors / max(st.sampled_edges, 1),
                        halo_fraction=st.remote_feature_rows / max(st.feature_rows, 1),
                        trainer_idle_fraction=st.idle_seconds / max(secs * self.world, 1e-9),
+                       idle_seconds=st.idle_seconds, ingest_seconds=st.ingest_seconds, copy_seconds=st.copy_seconds,
                        compute_seconds=st.compute_seconds, batches_per_second=st.batches / max(secs, 1e-9),
                        sampled_edges_per_second=st.sampled_edges / max(secs, 1e-9))
         else:
@@ -349,6 +395,8 @@ class TrainerProc:
             "epoch_seconds": secs / len(ep), "batches_per_second": tot("batches") / max(secs, 1e-9),
             "sampled_edges_per_second": tot("sampled_edges") / max(secs, 1e-9),
             "trainer_idle_fraction": sum(e["trainer_idle_fraction"] * e["epoch_seconds"] for e in ep) / max(secs, 1e-9),
+            # train phases, all epochs and trainers: compute thread (wait, compute), ingest thread (ingest, copy)
+            **{k: sum(e.get(k, 0.0) for e in ep) for k in ("idle_seconds", "compute_seconds", "ingest_seconds", "copy_seconds")},
             "remote_fraction": sum(e["remote_fraction"] * e["sampled_edges"] for e in ep) / max(tot("sampled_edges"), 1),
             "seeds_planned": tot("seeds_planned"), "seeds_trained": tot("seeds_trained"),
             "duplicates": tot("duplicates"), "duplicate_arrivals": tot("duplicate_arrivals"),

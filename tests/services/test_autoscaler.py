@@ -333,3 +333,13 @@ def test_observer_uses_epoch_records_without_live_counters(redis_url):
     assert o2.idle_window_start == o.idle_window_start            # same record: same window, not fresh
     coord.delete_job()
     coord.close()
+
+
+def test_saturated_trainer_ingest_holds_instead_of_adding():
+    from dataclasses import replace
+    cfg = ScalerConfig()
+    o = obs(100.0, 0.5)
+    assert decide(o, ScalerState(), cfg).action == "add"                         # idle, ingest has room: grow a tier
+    d = decide(replace(o, trainer_ingest_busy=0.95), ScalerState(), cfg)
+    assert d.action == "hold" and "ingest threads are busy 95%" in d.reason
+    assert decide(replace(o, trainer_ingest_busy=0.5), ScalerState(), cfg).action == "add"

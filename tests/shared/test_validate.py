@@ -231,3 +231,20 @@ def test_trainer_plan_handed_in_is_used(env):
     v.set_plan(1, "train", [])
     with pytest.raises(InvalidMessageError, match="is not in the plan"):
         v(fb)
+
+
+def test_value_check_can_move_to_the_caller_and_still_holds(env):
+    """check_values=False keeps every structural check and leaves only the per-byte one to the caller."""
+    from argosy.shared.validate import check_feature_values
+    cfg, _, _, fb = env
+    x = np.array(fb.features)
+    x[-1, -1] = np.nan
+    deferred = MessageValidator(cfg, "trainer", rank=fb.trainer_rank, job=JOB, check_values=False)
+    bad = _with(fb, features=x)
+    assert deferred(bad) is bad
+    with pytest.raises(InvalidMessageError, match="features hold NaN or inf"):
+        check_feature_values(bad)
+    y = fb.labels.copy()
+    y[0] = 4
+    with pytest.raises(InvalidMessageError, match="outside"):
+        deferred(_with(fb, labels=y))

@@ -1,0 +1,339 @@
+"""Ingest benchmark: how fast one trainer takes in ~33-45 MB batches, before and after (issue 28).
+
+Part 1, ``ingest``: a real trainer process (``python -m argosy.services.trainer``) pinned to one
+core receives batches over real ZeroMQ (TCP loopback) from a producer process on another core
+that replays one real sampled batch (fanouts 10,10, batch 1024 on the generated graph of the
+issue) with each plan item's seeds written in, so every batch passes the full validator (plan
+seeds included), is claimed in a real Redis and acknowledged.  The GPU step is simulated at 1 µs
+(``--simulate-gpu-step 1us``: the step is a ~50 µs sleep, i.e. ~0): what is measured is the
+ingest path.  It runs twice in the same bench run: the code of ``--baseline-rev`` (checked out into
+a temporary directory: receive, decode and validate on the one training thread) and this tree's
+(ingest thread, message buffers reused, Redis bookkeeping off the step).  Reported per train
+phase of epochs 1.. (epoch 0 is warm-up): batches/s, GB/s of features, and the trainer process's
+CPU seconds per batch (``/proc/PID/stat``), whose inverse is the batches/s one core sustains.
+
+Part 2, ``job``: ``argosy train`` with 1 sampler + 1 loader + 1 trainer and the GPU step simulated
+(``--job-step``, default 1 ms); per-process CPU time (``/proc/PID/stat``) over the steady state
+(between 20 % and 90 % of the batches the trainer applied): trainer CPU / loader CPU (goal <= 0.2).
+
+Writes ``bench/results/ingest.{json,md}``.  Never asserts: figures are reported, not enforced.
+
+Usage:
+    python bench/ingest.py                       # the issue's graph: 500k nodes, degree 20, 128-d features
+    python bench/ingest.py --small               # smoke run (20k nodes, 32-d)
+    python bench/ingest.py --device cuda         # on a GPU machine (the after path copies to the device)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "bench" / "results"
+BASELINE_REV = "6710e0c"
+"""The code the issue measured (before the ingest thread)."""
+
+
+def make_store(work: Path, nodes: int, degree: float, dim: int, parts: int) -> Path:
+    store = work / f"store-{nodes}-{degree:g}-{dim}-{parts}"
+    if (store / "manifest.json").exists():
+        return store
+    graph = work / f"graph-{nodes}-{degree:g}-{dim}.npz"
+    if not graph.exists():
+        subprocess.run([sys.executable, "-m", "argosy.services.launch", "generate", "--nodes", str(nodes), "--avg-degree",
+                        str(degree), "--feature-dim", str(dim), "--out", str(graph)], check=True, cwd=ROOT, capture_output=True)
+    subprocess.run([sys.executable, "-m", "argosy.services.partitioner", str(graph), "--parts", str(parts), "--method",
+                    "random", "--out", str(store), "--overwrite"], check=True, cwd=ROOT, capture_output=True)
+    return store
+
+
+def baseline_tree(rev: str, work: Path) -> Path:
+    """``rev``'s code importable as ``argosy`` (PYTHONPATH=<returned dir>), from ``git archive``."""
+    pkg = work / f"baseline-{rev}"
+    if (pkg / "argosy" / "__init__.py").exists():
+        return pkg
+    src = work / f"baseline-src-{rev}"
+    src.mkdir(parents=True, exist_ok=True)
+    arch = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "argosy", "shared", "services"], check=True,
+                          capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=arch, check=True)
+    (pkg / "argosy").mkdir(parents=True, exist_ok=True)
+    for f in (src / "argosy").iterdir():
+        os.symlink(f, pkg / "argosy" / f.name)
+    os.symlink(src / "shared", pkg / "argosy" / "shared")
+    os.symlink(src / "services", pkg / "argosy" / "services")
+    return pkg
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, all its threads (``/proc/PID/stat`` fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------------------------------------- part 1
+PRODUCER = r"""
+import json, os, sys, time
+sys.path.insert(0, {root!r})
+import numpy as np, zmq
+from argosy.shared import keys
+from argosy.shared.coord import Coordinator
+from argosy.shared.config import JobConfig
+from argosy.shared.store import PartitionStore
+from argosy.shared.transport import make_socket
+from argosy.shared.validate import job_plan
+from argosy.shared.wire import encode
+from argosy.services.loader.core import LoaderCore
+from argosy.services.sampler.core import SamplerCore
+os.sched_setaffinity(0, {cpus!r})
+coord = Coordinator({redis!r}, {job!r})
+cfg = coord.get_spec(wait=30)
+store = PartitionStore(cfg.store)
+plan0 = job_plan(cfg, store, 0, "train")
+it0 = max(plan0, key=lambda it: it.count)
+tpl = LoaderCore(store).load(SamplerCore(store, seed=0).sample_item(it0, cfg.sampler.fanouts))
+B = int(tpl.hop_nodes[0])
+
+def batch(it):
+    # the template's structure with this item's seeds (and fewer seeds: hop-1 edges to the dropped ones cut)
+    fb = type(tpl)(**tpl.__dict__)
+    nodes = tpl.nodes.copy()
+    seeds = cuts = None
+    fb.epoch, fb.phase, fb.batch_id, fb.part, fb.trainer_rank, fb.job = it.epoch, it.phase, it.batch_id, it.part, it.trainer_rank, cfg.job
+    fb.work_stream, fb.work_id = keys.work_stream(cfg.job, it.part), "1-0"
+    seeds = orders[(it.epoch if it.phase == "train" else 0, it.phase, it.part)][it.offset:it.offset + it.count]
+    nodes[:it.count] = seeds
+    if it.count < B:
+        he = tpl.hop_edges
+        keep = np.ones(tpl.edge_src.shape[0], bool)
+        keep[he[0]:he[1]] = tpl.edge_dst[he[0]:he[1]] < it.count
+        fb.edge_src, fb.edge_dst = tpl.edge_src[keep], tpl.edge_dst[keep]
+        fb.hop_edges = np.concatenate([[0], np.cumsum([int(keep[he[h]:he[h + 1]].sum()) for h in range(len(he) - 1)])]).astype(np.int64)
+        fb.hop_nodes = tpl.hop_nodes.copy(); fb.hop_nodes[0] = it.count
+        fb.remote_neighbors = 0
+    fb.nodes = nodes
+    fb.labels = np.ascontiguousarray(tpl.labels[:it.count])
+    return fb
+
+from argosy.shared.plan import split_order
+orders = {{}}
+ctx = zmq.Context()
+while not coord.services("trainer"):
+    time.sleep(0.05)
+push = make_socket(ctx, zmq.PUSH, sndhwm=4)
+push.connect(coord.services("trainer")[0]["endpoint"])
+print(json.dumps({{"feature_bytes": int(tpl.features.nbytes), "rows": int(tpl.features.shape[0]),
+                  "edges": int(tpl.edge_src.shape[0]), "seeds": B}}), flush=True)
+seen = set()
+while coord.get_state() not in ("done", "failed"):
+    ph = coord.get_phase()
+    key = (ph.get("epoch"), ph.get("phase"))
+    if not ph or key in seen:
+        time.sleep(0.005)
+        continue
+    seen.add(key)
+    print(json.dumps({{"phase": key, "t": time.time()}}), flush=True)
+    for it in job_plan(cfg, store, key[0], key[1]):
+        k = (it.epoch if it.phase == "train" else 0, it.phase, it.part)
+        if k not in orders:
+            orders[k] = split_order(store, it.part, it.phase, cfg.seed, it.epoch)
+        push.send_multipart(encode(batch(it)), copy=False)
+print(json.dumps({{"end": time.time()}}), flush=True)
+"""
+
+
+def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str) -> dict:
+    """One trainer (pinned to CPU ``a.trainer_cpu``) fed by a replaying producer; returns its epoch figures."""
+    from argosy.shared.config import JobConfig, SamplerConfig, TrainerConfig
+    from argosy.shared.coord import Coordinator
+    job = f"ingest-{label}-{os.getpid()}"
+    fan = tuple(int(x) for x in a.fanouts.split(","))
+    cfg = JobConfig(job=job, store=str(store), sampler=SamplerConfig(fanouts=fan, eval_fanouts=fan, batch_size=a.batch_size,
+                                                                     eval_batch_size=a.batch_size, eval_max_nodes=a.batch_size),
+                    trainer=TrainerConfig(epochs=a.epochs, patience=0, device=a.device, simulate_gpu_step=1e-6,
+                                          checkpoint_every=0))
+    coord = Coordinator(redis_url, job)
+    coord.delete_job()
+    spec = json.loads(cfg.to_json())
+    if pythonpath:                                        # the baseline predates trainer.prefetch
+        spec["trainer"].pop("prefetch", None)
+    from argosy.shared import keys
+    coord.r.set(keys.spec(job), json.dumps(spec))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("PYTHONPATH", None)
+    if pythonpath:                                        # the baseline's tree first; else this tree (installed)
+        env["PYTHONPATH"] = pythonpath
+    tr = subprocess.Popen(["taskset", "-c", str(a.trainer_cpu), sys.executable, "-m", "argosy.services.trainer", "--redis",
+                           redis_url, "--job", job, "--rank", "0", "--id", "trainer-0"], env=env, cwd=tempfile.gettempdir(),
+                          stdout=subprocess.DEVNULL, stderr=open(Path(a.work) / f"{label}-trainer.log", "w"))
+    prod_cpus = set(range(os.cpu_count() or 1)) - {a.trainer_cpu} or {0}
+    pr = subprocess.Popen([sys.executable, "-c", PRODUCER.format(root=str(ROOT), redis=redis_url, job=job, cpus=prod_cpus)],
+                          stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    marks = []                                            # (phase key, wall, trainer cpu) at each phase start
+    info = None
+    for line in pr.stdout:
+        d = json.loads(line)
+        if "feature_bytes" in d:
+            info = d
+        elif "phase" in d:
+            marks.append((tuple(d["phase"]), time.time(), cpu_seconds(tr.pid)))
+        elif "end" in d:
+            break
+    try:
+        tr.wait(timeout=120)
+        end_cpu = None
+    finally:
+        if tr.poll() is None:
+            tr.kill()
+    pr.wait(timeout=30)
+    epochs = [e.to_dict() for e in coord.epochs()]
+    state = coord.get_state()
+    coord.delete_job()
+    if state != "done" or not epochs:
+        raise RuntimeError(f"{label}: trainer ended in state {state}; see {a.work}/{label}-trainer.log")
+    # trainer CPU per train phase: from its start mark to the next phase's mark
+    rows = []
+    for (key, t0, c0), (_, t1, c1) in zip(marks, marks[1:]):
+        if key[1] != "train" or key[0] == 0:
+            continue
+        e = next(x for x in epochs if x["epoch"] == key[0])
+        n = e["batches"]
+        rows.append({"epoch": key[0], "batches": n, "batches_per_second": e["batches_per_second"],
+                     "gb_per_second": e["batches_per_second"] * info["feature_bytes"] / 1e9,
+                     "cpu_ms_per_batch": 1000 * (c1 - c0) / max(n, 1),
+                     "one_core_batches_per_second": n / max(c1 - c0, 1e-9),
+                     "idle": e["trainer_idle_fraction"], "ingest_seconds": e.get("ingest_seconds"),
+                     "copy_seconds": e.get("copy_seconds"), "compute_seconds": e.get("compute_seconds")})
+    med = lambda k: float(np.median([r[k] for r in rows]))
+    return {"label": label, "batch": info, "epochs": rows,
+            **{k: med(k) for k in ("batches_per_second", "gb_per_second", "cpu_ms_per_batch", "one_core_batches_per_second")}}
+
+
+# ---------------------------------------------------------------------------------------------- part 2
+def job_run(a, store: Path) -> dict:
+    """1 sampler + 1 loader + 1 trainer, GPU step simulated: per-process CPU over the steady state."""
+    import psutil
+    run_dir = Path(a.work) / f"job-{os.getpid()}"
+    cmd = [sys.executable, "-m", "argosy.services.launch", "train", "--store", str(store), "--samplers", "1", "--loaders", "1",
+           "--epochs", str(a.job_epochs), "--patience", "0", "--fanouts", a.fanouts, "--eval-fanouts", a.fanouts,
+           "--batch-size", str(a.batch_size), "--eval-max-nodes", str(a.batch_size), "--simulate-gpu-step", a.job_step,
+           "--device", a.device, "--run-dir", str(run_dir), "--json"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    me = psutil.Process(p.pid)
+    samples: list[tuple[float, dict[str, float]]] = []
+    while p.poll() is None:
+        cpu: dict[str, float] = {}
+        try:
+            for c in me.children(recursive=True):
+                cmdline = " ".join(c.cmdline())
+                for role in ("sampler", "loader", "trainer"):
+                    if f"argosy.services.{role}" in cmdline:
+                        cpu[role] = cpu.get(role, 0.0) + cpu_seconds(c.pid)
+        except (psutil.Error, OSError):
+            pass
+        samples.append((time.time(), cpu))
+        time.sleep(0.25)
+    out = p.stdout.read().strip().splitlines()
+    res = json.loads(out[-1]) if out else {}
+    rep = json.loads((run_dir / "report.json").read_text())
+    tl = [(s["t"], s.get("trainer_batches", 0.0)) for s in rep["timeline"]]
+    total = tl[-1][1]
+    t_a = next(t for t, b in tl if b >= 0.2 * total)
+    t_b = next(t for t, b in tl if b >= 0.9 * total)
+
+    def at(t: float, role: str) -> float:
+        before = [c.get(role, 0.0) for s, c in samples if s <= t and role in c]
+        return before[-1] if before else 0.0
+
+    cpu = {r: at(t_b, r) - at(t_a, r) for r in ("sampler", "loader", "trainer")}
+    batches = np.interp([t_a, t_b], [t for t, _ in tl], [b for _, b in tl])
+    nb = float(batches[1] - batches[0])
+    return {"window_seconds": t_b - t_a, "batches": nb, "cpu_seconds": cpu,
+            "cpu_ms_per_batch": {r: 1000 * v / max(nb, 1) for r, v in cpu.items()},
+            "trainer_over_loader": cpu["trainer"] / max(cpu["loader"], 1e-9),
+            "batches_per_second": res.get("batches_per_second"), "trainer_idle_fraction": res.get("trainer_idle_fraction"),
+            "simulated_step": a.job_step}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=500_000)
+    ap.add_argument("--degree", type=float, default=20)
+    ap.add_argument("--feature-dim", type=int, default=128)
+    ap.add_argument("--parts", type=int, default=8)
+    ap.add_argument("--fanouts", default="10,10")
+    ap.add_argument("--batch-size", type=int, default=1024)
+    ap.add_argument("--epochs", type=int, default=3, help="epochs per ingest run (epoch 0 is warm-up)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--trainer-cpu", type=int, default=0, help="the one core the trainer runs on")
+    ap.add_argument("--baseline-rev", default=BASELINE_REV)
+    ap.add_argument("--job-epochs", type=int, default=3)
+    ap.add_argument("--job-step", default="1ms", help="simulated GPU step of the 1+1+1 job")
+    ap.add_argument("--parts-to-run", default="ingest,job")
+    ap.add_argument("--work", default="/tmp/argosy-bench-ingest")
+    ap.add_argument("--small", action="store_true", help="smoke run: 20k nodes, 32-d features, batch 256")
+    a = ap.parse_args()
+    if a.small:
+        a.nodes, a.feature_dim, a.batch_size, a.parts = 20_000, 32, 256, 4
+    Path(a.work).mkdir(parents=True, exist_ok=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    store = make_store(Path(a.work), a.nodes, a.degree, a.feature_dim, a.parts)
+    res = {"setting": {k: getattr(a, k) for k in ("nodes", "degree", "feature_dim", "parts", "fanouts", "batch_size", "device",
+                                                  "baseline_rev", "trainer_cpu", "job_step")},
+           "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg(), "when": time.strftime("%Y-%m-%d %H:%M")}
+    todo = a.parts_to_run.split(",")
+    if "ingest" in todo:
+        from argosy.shared.redis_server import EmbeddedRedis
+        old = baseline_tree(a.baseline_rev, Path(a.work))
+        with EmbeddedRedis() as srv:
+            runs = []
+            for label, path in (("before", str(old)), ("after", ""), ("before", str(old)), ("after", "")):
+                print(f"ingest: {label} ...", file=sys.stderr)
+                runs.append(ingest_run(label, a, store, srv.url, path))
+        res["ingest"] = runs
+        b = [r for r in runs if r["label"] == "before"]
+        f = [r for r in runs if r["label"] == "after"]
+        mean = lambda rs, k: float(np.mean([r[k] for r in rs]))
+        res["ingest_speedup"] = {k: mean(f, k) / mean(b, k) for k in ("batches_per_second", "one_core_batches_per_second")}
+    if "job" in todo:
+        print("job: 1 sampler + 1 loader + 1 trainer ...", file=sys.stderr)
+        res["job"] = job_run(a, store)
+    (OUT / "ingest.json").write_text(json.dumps(res, indent=1))
+    md = [f"# Ingest benchmark ({res['when']}, {res['cpus']} cores, load avg at start {res['load_average_at_start'][0]:.2f})", ""]
+    if "ingest" in res:
+        bt = res["ingest"][0]["batch"]
+        md += [f"One trainer on one core (`taskset -c {a.trainer_cpu}`), GPU step simulated at 1 µs, device {a.device}; "
+               f"batches of {bt['rows']:,} feature rows x {a.feature_dim} ({bt['feature_bytes'] / 1e6:.1f} MB), "
+               f"{bt['edges']:,} edges, replayed over ZeroMQ/TCP loopback. Median of epochs 1..{a.epochs - 1}; "
+               "*one core* = batches per trainer CPU-second.", "",
+               "| code | batches/s | GB/s | trainer CPU ms/batch | one core: batches/s |", "|---|---|---|---|---|"]
+        for r in res["ingest"]:
+            name = f"before ({a.baseline_rev})" if r["label"] == "before" else "after"
+            md.append(f"| {name} | {r['batches_per_second']:.1f} | {r['gb_per_second']:.2f} | {r['cpu_ms_per_batch']:.1f} | "
+                      f"{r['one_core_batches_per_second']:.1f} |")
+        s = res["ingest_speedup"]
+        md += ["", f"after / before: batches/s **{s['batches_per_second']:.2f}x**, one core **{s['one_core_batches_per_second']:.2f}x**", ""]
+    if "job" in res:
+        j = res["job"]
+        md += [f"1 sampler + 1 loader + 1 trainer, GPU step simulated at {j['simulated_step']}: CPU over the steady state "
+               f"({j['window_seconds']:.1f} s, {j['batches']:.0f} batches)", "",
+               "| process | CPU s | CPU ms/batch |", "|---|---|---|"]
+        md += [f"| {r} | {j['cpu_seconds'][r]:.2f} | {j['cpu_ms_per_batch'][r]:.1f} |" for r in ("sampler", "loader", "trainer")]
+        md += ["", f"trainer / loader CPU: **{j['trainer_over_loader']:.2f}** (goal <= 0.2); "
+               f"{j['batches_per_second']:.1f} batches/s, trainer idle {j['trainer_idle_fraction']:.0%}", ""]
+    (OUT / "ingest.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The trainer's ingest thread over a real ZeroMQ socket and a real Redis: validate, claim, stage, ack."""
+import time
+
+import numpy as np
+import pytest
+import zmq
+
+from argosy.shared.config import JobConfig, SamplerConfig
+from argosy.shared.coord import Coordinator
+from argosy.shared.store import PartitionStore
+from argosy.shared.transport import make_socket, retain_large_buffers, send_msg
+from argosy.shared.validate import check_feature_values, job_plan
+from argosy.shared.errors import InvalidMessageError
+from argosy.services.loader.core import LoaderCore
+from argosy.services.sampler.core import SamplerCore
+from argosy.services.trainer.core import TrainerCore
+from argosy.services.trainer.ingest import Ingest
+
+
+@pytest.fixture
+def env(small_store, redis_url, request):
+    _, path = small_store
+    cfg = JobConfig(job=f"ing-{request.node.name}", store=str(path),
+                    sampler=SamplerConfig(fanouts=(3, 2), eval_fanouts=(3, 2), batch_size=32))
+    coord = Coordinator(redis_url, cfg.job)
+    coord.delete_job()
+    store = PartitionStore(path)
+    coord.ensure_groups(store.num_parts)
+    plan = job_plan(cfg, store, 0, "train")
+    coord.publish_work([(it.part, it.to_fields()) for it in plan])
+    claimed = coord.claim(list(range(store.num_parts)), "sampler-t", count=len(plan), block_ms=200)
+    ref = {int(f["batch_id"]) if "batch_id" in f else None: (s, e) for s, e, f in claimed}
+    it = plan[0]
+    sb = SamplerCore(store).sample_item(it, cfg.sampler.fanouts)
+    sb.job = cfg.job
+    sb.work_stream, sb.work_id = ref.get(it.batch_id) or claimed[0][:2]
+    fb = LoaderCore(store).load(sb)
+    m = store.manifest
+    core = TrainerCore(cfg.trainer, m.feature_dim, m.num_classes, 2, device=__import__("torch").device("cpu"))
+    ctx = zmq.Context()
+    pull = make_socket(ctx, zmq.PULL, curve="server")
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    push = make_socket(ctx, zmq.PUSH)
+    push.connect(f"tcp://127.0.0.1:{port}")
+    ing = Ingest(pull, cfg, coord, 0, core, depth=2)
+    ing.set_plan(0, "train", plan)
+    ing.start()
+    yield cfg, coord, store, fb, ing, push
+    ing.close()
+    push.close(0)
+    pull.close(0)
+    ctx.term()
+    coord.delete_job()
+
+
+def _get(ing, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        a = ing.get(0.1)
+        if a is not None:
+            return a
+    raise AssertionError("no batch arrived")
+
+
+def test_valid_batch_is_staged_claimed_and_acked_after_apply(env):
+    cfg, coord, store, fb, ing, push = env
+    assert send_msg(push, fb)
+    a = _get(ing)
+    assert a.fresh and a.fb.batch_id == fb.batch_id and a.feature_rows == fb.features.shape[0]
+    assert a.ingest_seconds > 0 and a.staged.x.shape == fb.features.shape
+    assert a.staged.count == int((fb.labels >= 0).sum())
+    assert coord.applied_count(0, "train") == 1                 # claimed before it was handed over
+    pending = coord.pending(store.num_parts)
+    ing.ack(fb.work_stream, fb.work_id)                         # the compute thread applied it
+    ing.flush_acks()
+    assert coord.pending(store.num_parts) == pending - 1
+    assert send_msg(push, fb)                                   # a re-delivery: known as such on arrival
+    assert not _get(ing).fresh
+
+
+def test_nonfinite_features_are_dropped_and_charged_to_the_peer(env):
+    cfg, coord, store, fb, ing, push = env
+    bad = type(fb)(**{**fb.__dict__, "features": fb.features.copy()})
+    bad.features[1, 0] = np.nan
+    with pytest.raises(InvalidMessageError, match="features hold NaN or inf"):
+        check_feature_values(bad)
+    assert send_msg(push, bad) and send_msg(push, fb)
+    a = _get(ing)                                               # the NaN batch never arrives; the valid one does
+    assert a.fresh and np.isfinite(a.staged.x.numpy()).all()
+    assert ing.rx.totals["bad_messages"] == 1
+    assert coord.applied_count(0, "train") == 1
+
+
+def test_queue_bound_pushes_back(env):
+    cfg, coord, store, fb, ing, push = env
+    for _ in range(6):
+        send_msg(push, fb, timeout=0.5)
+    time.sleep(1.0)
+    assert ing.q.qsize() == 2                                   # depth 2: the rest waits in the sockets
+
+
+def test_retain_large_buffers_on_glibc():
+    import platform
+    assert retain_large_buffers() is (platform.libc_ver()[0] == "glibc")
