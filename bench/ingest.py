@@ -108,7 +108,6 @@ def batch(it):
     # the template's structure with this item's seeds (and fewer seeds: hop-1 edges to the dropped ones cut)
     fb = type(tpl)(**tpl.__dict__)
     nodes = tpl.nodes.copy()
-    seeds = cuts = None
     fb.epoch, fb.phase, fb.batch_id, fb.part, fb.trainer_rank, fb.job = it.epoch, it.phase, it.batch_id, it.part, it.trainer_rank, cfg.job
     fb.work_stream, fb.work_id = keys.work_stream(cfg.job, it.part), "1-0"
     seeds = orders[(it.epoch if it.phase == "train" else 0, it.phase, it.part)][it.offset:it.offset + it.count]
@@ -191,7 +190,6 @@ def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str) -> d
             break
     try:
         tr.wait(timeout=120)
-        end_cpu = None
     finally:
         if tr.poll() is None:
             tr.kill()
@@ -223,24 +221,30 @@ def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str) -> d
 def job_run(a, store: Path) -> dict:
     """1 sampler + 1 loader + 1 trainer, GPU step simulated: per-process CPU over the steady state."""
     import psutil
-    run_dir = Path(a.work) / f"job-{os.getpid()}"
+    job = f"ingest-job-{os.getpid()}"
+    run_dir = Path(a.work) / job
     cmd = [sys.executable, "-m", "argosy.services.launch", "train", "--store", str(store), "--samplers", "1", "--loaders", "1",
+           "--job", job,
            "--epochs", str(a.job_epochs), "--patience", "0", "--fanouts", a.fanouts, "--eval-fanouts", a.fanouts,
            "--batch-size", str(a.batch_size), "--eval-max-nodes", str(a.batch_size), "--simulate-gpu-step", a.job_step,
            "--device", a.device, "--run-dir", str(run_dir), "--json"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
-    me = psutil.Process(p.pid)
     samples: list[tuple[float, dict[str, float]]] = []
-    while p.poll() is None:
+    launcher = psutil.Process(p.pid)
+    while p.poll() is None:           # the launcher's descendants, by module name or process title (setproctitle)
         cpu: dict[str, float] = {}
         try:
-            for c in me.children(recursive=True):
-                cmdline = " ".join(c.cmdline())
+            kids = launcher.children(recursive=True)
+        except psutil.Error:
+            kids = []
+        for proc in kids:
+            try:
+                cmdline = " ".join(proc.cmdline())
                 for role in ("sampler", "loader", "trainer"):
-                    if f"argosy.services.{role}" in cmdline:
-                        cpu[role] = cpu.get(role, 0.0) + cpu_seconds(c.pid)
-        except (psutil.Error, OSError):
-            pass
+                    if f"argosy.services.{role}" in cmdline or cmdline.startswith(f"argosy-{role}-"):
+                        cpu[role] = cpu.get(role, 0.0) + cpu_seconds(proc.pid)
+            except (psutil.Error, OSError):
+                pass
         samples.append((time.time(), cpu))
         time.sleep(0.25)
     out = p.stdout.read().strip().splitlines()
@@ -288,6 +292,7 @@ def main() -> None:
     Path(a.work).mkdir(parents=True, exist_ok=True)
     OUT.mkdir(parents=True, exist_ok=True)
     store = make_store(Path(a.work), a.nodes, a.degree, a.feature_dim, a.parts)
+    prev = json.loads((OUT / "ingest.json").read_text()) if (OUT / "ingest.json").exists() else {}
     res = {"setting": {k: getattr(a, k) for k in ("nodes", "degree", "feature_dim", "parts", "fanouts", "batch_size", "device",
                                                   "baseline_rev", "trainer_cpu", "job_step")},
            "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg(), "when": time.strftime("%Y-%m-%d %H:%M")}
@@ -308,6 +313,9 @@ def main() -> None:
     if "job" in todo:
         print("job: 1 sampler + 1 loader + 1 trainer ...", file=sys.stderr)
         res["job"] = job_run(a, store)
+    for part in ("ingest", "ingest_speedup", "job"):         # a part not run this time: keep the last figures
+        if part not in res and part in prev and prev.get("setting") == res["setting"]:
+            res[part] = prev[part]
     (OUT / "ingest.json").write_text(json.dumps(res, indent=1))
     md = [f"# Ingest benchmark ({res['when']}, {res['cpus']} cores, load avg at start {res['load_average_at_start'][0]:.2f})", ""]
     if "ingest" in res:
