@@ -28,6 +28,7 @@ import os
 import platform
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -107,9 +108,14 @@ def run_step(name: str, argv: list[str], cg: MemoryCgroup | None, log: Path) -> 
         before = cg.stat()
     t0 = time.perf_counter()
     with open(log, "w") as fh:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
                                 preexec_fn=cg.join if cg is not None else None)
-        _, status, ru = os.wait4(proc.pid, 0)
+        try:
+            _, status, ru = os.wait4(proc.pid, 0)
+        except BaseException:            # interrupted: the step's whole process group goes too
+            os.killpg(proc.pid, signal.SIGKILL)
+            os.waitpid(proc.pid, 0)
+            raise
     seconds = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     rec = {"step": name, "rc": proc.returncode, "seconds": round(seconds, 2),
@@ -184,6 +190,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(RECORDS))
     ap.add_argument("--render", action="store_true")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # finally: clean up, record what ran
     if args.render:
         render()
         return 0
@@ -269,7 +276,8 @@ def _mib(b) -> str:
 
 
 def render(records: Path = RECORDS) -> None:
-    recs = [json.loads(line) for line in records.read_text().splitlines() if line.strip()]
+    recs = sorted((json.loads(line) for line in records.read_text().splitlines() if line.strip()),
+                  key=lambda r: (r["scale"], r["time"]))
     out = ["# Out of core on one box (bench/outofcore.py)", "",
            "papers100M-shaped DC-SBM (`argosy generate --preset papers100m --scale S`), GREM into the store, "
            "every step a child process in one cgroup-v1 memory cgroup with the limit shown (page cache "

@@ -128,7 +128,7 @@ def write_dcsbm_dataset(out_dir, num_nodes: int, num_edges: int, feature_dim: in
                         feature_dtype: str = "float16", num_classes: int = 172, num_communities: int = 1024,
                         mixing: float = 0.1, power_law: float = 1.5, feature_noise: float = 5.0,
                         num_train: int | None = None, num_val: int | None = None, num_test: int | None = None,
-                        seed: int = 0, chunk_rows: int = 1 << 18, edges: bool = True, progress=None) -> dict:
+                        seed: int = 0, chunk_rows: int = 1 << 16, edges: bool = True, progress=None) -> dict:
     """Write a DC-SBM graph with node data into ``out_dir`` as ``.npy`` files: ``edges.npy``
     (m, 2) int32/int64 undirected edge rows (duplicates and self loops left to readers),
     ``features.npy`` [n, F] ``feature_dtype``, ``labels.npy`` int16/int32, ``train_mask.npy``,
