@@ -132,6 +132,18 @@ class Blocks:
         return torch.stack([torch.cat(src), torch.cat(dst)])
 
 
+def dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """``F.dropout``'s function, with the mask drawn by ``rand_like``: torch 2.13's CPU ``bernoulli_``
+    took 2.7x the time of torch 2.2's (0.87 s vs 0.33 s on 37k x 128, one thread), ~40 % of a
+    SAGE step on soc-slashdot; ``rand_like`` + a compare is 3x faster (docs/compute.md)."""
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return torch.zeros_like(x)
+    keep = (torch.rand_like(x) >= p).to(x.dtype).mul_(1.0 / (1.0 - p))
+    return x * keep
+
+
 class SAGEConv(nn.Module):
     """GraphSAGE layer.
 
@@ -252,8 +264,8 @@ class GATConv(nn.Module):
         s = F.leaky_relu(a_src[src] + a_dst[dst], 0.2)
         s_self = F.leaky_relu(a_src[:num_dst] + a_dst, 0.2)
         alpha, alpha_self = edge_softmax(s, s_self, ptr)
-        alpha = F.dropout(alpha, self.attn_dropout, self.training)
-        alpha_self = F.dropout(alpha_self, self.attn_dropout, self.training)
+        alpha = dropout(alpha, self.attn_dropout, self.training)
+        alpha_self = dropout(alpha_self, self.attn_dropout, self.training)
         out = segment_sum(h, ptr, src, num_dst, alpha) + alpha_self[..., None] * h[:num_dst]
         out = out.reshape(num_dst, H * C) if self.concat else out.mean(1)
         return out + self.bias
@@ -297,7 +309,7 @@ class GNN(nn.Module):
         through here, so they compute the same function.  ``ptr``: the block's CSR offsets over
         destinations, when known (see :class:`Blocks`).
         """
-        h = F.dropout(h, self.dropout, self.training)
+        h = dropout(h, self.dropout, self.training)
         h = self.layers[i](h, src, dst, num_dst, degrees, ptr)
         if i < len(self.layers) - 1:
             h = F.elu(h) if self.kind == "gat" else F.relu(h)
@@ -333,7 +345,7 @@ class EdgeIndexModel(nn.Module):
         self.input_dropout = input_dropout
 
     def forward(self, x: Tensor, blocks: Blocks) -> Tensor:
-        x = F.dropout(x[:blocks.hop_nodes[blocks.num_hops]], self.input_dropout, self.training)
+        x = dropout(x[:blocks.hop_nodes[blocks.num_hops]], self.input_dropout, self.training)
         out = self.inner(x, blocks.edge_index())
         return out[:blocks.hop_nodes[0]]
 

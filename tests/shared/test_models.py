@@ -258,3 +258,17 @@ def test_malformed_blocks_are_clear_errors():
         segment_sum(x, torch.tensor([0, 2, 5]), src, 2)
     with pytest.raises(ValueError, match="rise from 0"):
         segment_sum(x, torch.tensor([0, 3, 3]) - torch.tensor([0, 2, 0]) * 2, src, 2)
+
+
+def test_dropout_keeps_the_expectation_and_drops_a_fraction_p():
+    from argosy.shared.models import dropout
+    torch.manual_seed(0)
+    x = torch.ones(200_000, requires_grad=True)
+    y = dropout(x, 0.6, True)
+    kept = y > 0
+    assert abs(kept.float().mean().item() - 0.4) < 0.005
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.4))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, y.detach())                      # gradient: the same mask and scale
+    assert dropout(x, 0.6, False) is x and dropout(x, 0.0, True) is x
+    assert not dropout(x, 1.0, True).any()
