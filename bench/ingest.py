@@ -84,7 +84,6 @@ def cpu_seconds(pid: int) -> float:
 # ---------------------------------------------------------------------------------------------- part 1
 PRODUCER = r"""
 import json, os, sys, time
-sys.path.insert(0, {root!r})
 import numpy as np, zmq
 from argosy.shared import keys
 from argosy.shared.coord import Coordinator
@@ -120,6 +119,8 @@ def batch(it):
         fb.hop_edges = np.concatenate([[0], np.cumsum([int(keep[he[h]:he[h + 1]].sum()) for h in range(len(he) - 1)])]).astype(np.int64)
         fb.hop_nodes = tpl.hop_nodes.copy(); fb.hop_nodes[0] = it.count
         fb.remote_neighbors = 0
+        if hasattr(tpl, "dst_ptr"):                  # CSR offsets are optional: the trainer uses the edge lists
+            fb.dst_ptr = tpl.dst_ptr[:0]
     fb.nodes = nodes
     fb.labels = np.ascontiguousarray(tpl.labels[:it.count])
     return fb
@@ -176,8 +177,9 @@ def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str) -> d
                            redis_url, "--job", job, "--rank", "0", "--id", "trainer-0"], env=env, cwd=tempfile.gettempdir(),
                           stdout=subprocess.DEVNULL, stderr=open(Path(a.work) / f"{label}-trainer.log", "w"))
     prod_cpus = set(range(os.cpu_count() or 1)) - {a.trainer_cpu} or {0}
-    pr = subprocess.Popen([sys.executable, "-c", PRODUCER.format(root=str(ROOT), redis=redis_url, job=job, cpus=prod_cpus)],
-                          stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    # the producer speaks the trainer's protocol version: same code (PYTHONPATH) as the trainer
+    pr = subprocess.Popen([sys.executable, "-c", PRODUCER.format(redis=redis_url, job=job, cpus=prod_cpus)],
+                          stdout=subprocess.PIPE, text=True, cwd=tempfile.gettempdir(), env=env)
     marks = []                                            # (phase key, wall, trainer cpu) at each phase start
     info = None
     for line in pr.stdout:
