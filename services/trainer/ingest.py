@@ -57,11 +57,6 @@ class Arrival:
     copy_seconds: float
 
 
-class _Failed:
-    def __init__(self, err: BaseException):
-        self.err = err
-
-
 class Ingest:
     """Runs the receive path of one trainer on a thread of its own (see the module docstring).
 
@@ -85,6 +80,8 @@ class Ingest:
         self._stop = threading.Event()
         self._carry = [0.0, 0.0]                  # ingest/copy seconds of dropped messages, not yet charged
         self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        """Why the thread stopped (re-raised by :meth:`get` on the compute thread)."""
 
     # ---- compute-thread side ------------------------------------------------------------------
     def start(self) -> "Ingest":
@@ -99,14 +96,14 @@ class Ingest:
 
     def get(self, timeout: float) -> Arrival | None:
         """The next valid batch, or None after ``timeout`` seconds; re-raises the thread's failure."""
+        if self._error is not None:
+            raise self._error
         try:
-            a = self.q.get(timeout=timeout)
+            return self.q.get(timeout=timeout)
         except queue.Empty:
+            if self._error is not None:
+                raise self._error from None
             return None
-        if isinstance(a, _Failed):
-            self.q.put(a)                          # every later get fails too
-            raise a.err
-        return a
 
     def ack(self, stream: str, work_id: str) -> None:
         """Acknowledge an applied (or duplicate) work item; sent by the ingest thread, batched."""
@@ -157,7 +154,7 @@ class Ingest:
                         self._send_acks()
         except BaseException as e:  # noqa: BLE001  (handed to the compute thread, which raises it)
             logger.error("ingest thread failed: %s", e)
-            self.q.put(_Failed(e))
+            self._error = e
         finally:
             with self._acks_cv:
                 self._acks_cv.notify_all()
