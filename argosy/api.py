@@ -22,7 +22,7 @@ import numpy as np
 
 from argosy.shared.errors import ArgosyError, ConfigError
 
-__all__ = ["train", "predict", "load_model", "train_argv"]
+__all__ = ["train", "predict", "load_model", "train_argv", "graph_to_npz"]
 
 
 def train_argv(data: str | None = None, *, config: str | None = None, **options) -> list[str]:
@@ -51,12 +51,72 @@ def train_argv(data: str | None = None, *, config: str | None = None, **options)
     return argv
 
 
-def train(data: str | None = None, *, config: str | None = None, **options) -> dict:
+NODE_ARRAYS = ("features", "labels", "train_mask", "val_mask", "test_mask")
+"""Options that take a file path (``--features F.npy``) or, in the Python API, the array itself."""
+
+
+def _is_path(x) -> bool:
+    return x is None or isinstance(x, (str, Path))
+
+
+def graph_to_npz(data, path: Path, arrays: dict | None = None) -> Path:
+    """Write an in-memory graph as an ``.npz`` edge list the partitioner reads.
+
+    ``data``: a PyG ``Data`` (``edge_index``, and ``x``, ``y``, ``*_mask`` when set), a scipy
+    sparse adjacency matrix (row -> column), or an integer array of edges, ``(m, 2)`` or ``(2, m)``.
+    ``arrays``: node arrays by name (``features``, ``labels``, masks), numpy or torch.
+    """
+    def np_(a):
+        return a.detach().cpu().numpy() if hasattr(a, "detach") else np.asarray(a)
+
+    out: dict = {}
+    if hasattr(data, "edge_index") and hasattr(data, "num_nodes"):            # torch_geometric.data.Data
+        ei = np_(data.edge_index)
+        out.update(src=ei[0], dst=ei[1], num_nodes=np.int64(data.num_nodes))
+        for name, attr in (("features", "x"), ("labels", "y"), ("train_mask", "train_mask"),
+                           ("val_mask", "val_mask"), ("test_mask", "test_mask")):
+            v = getattr(data, attr, None)
+            if v is not None:
+                out[name] = np_(v)
+    elif hasattr(data, "tocoo"):                                               # scipy.sparse
+        if data.shape[0] != data.shape[1]:
+            raise ConfigError(f"argosy.train(data=...): an adjacency matrix must be square (got shape {data.shape})")
+        coo = data.tocoo()
+        out.update(src=coo.row, dst=coo.col, num_nodes=np.int64(data.shape[0]))
+    else:
+        e = np_(data)
+        if e.ndim != 2 or 2 not in e.shape or e.dtype.kind not in "iu":
+            raise ConfigError("argosy.train(data=...) takes a path, a PyG Data, a scipy sparse adjacency matrix or "
+                              f"an integer edge array of shape (m, 2) or (2, m) (got {type(data).__name__} "
+                              f"{getattr(e, 'dtype', '')}{list(getattr(e, 'shape', []))})")
+        e = e if e.shape[0] == 2 and e.shape[1] != 2 else e.T
+        out.update(src=e[0], dst=e[1])
+    for name, v in (arrays or {}).items():
+        if name in out:
+            raise ConfigError(f"argosy.train(): {name} is given twice (in data and as {name}=)")
+        out[name] = np_(v)
+    if "labels" in out:
+        out["labels"] = out["labels"].reshape(-1).astype(np.int64)
+    for m in ("train_mask", "val_mask", "test_mask"):
+        if m in out and out[m].dtype != bool and out[m].shape[0] == out.get("num_nodes", -1):
+            out[m] = out[m].astype(bool)
+    if "features" in out:
+        out["features"] = out["features"].astype(np.float32, copy=False)
+    np.savez(path, **out)
+    return path
+
+
+def train(data=None, *, config: str | None = None, **options) -> dict:
     """Partition ``data`` (or use ``store=``), train with separate sampler/loader/trainer processes
     and return the result: the fields of ``argosy train --json`` (``test_accuracy`` and
     ``val_accuracy`` of the best validation epoch, ``best_epoch``, throughput, ...), plus
     ``best_checkpoint`` (the best weights) and ``run_dir``.  Raises :class:`ArgosyError` when the
-    job fails.  Mini-batch mode only; the full-graph modes run from the CLI."""
+    job fails.  Mini-batch mode only; the full-graph modes run from the CLI.
+
+    ``data`` is a file path, or a graph in memory: a PyG ``Data``, a scipy sparse adjacency
+    matrix, or an integer edge array ``(m, 2)``/``(2, m)`` (see :func:`graph_to_npz`); the node
+    options ``features=``, ``labels=``, ``train_mask=``, ... then take arrays too.  An in-memory
+    graph is written to a temporary ``.npz`` for the partitioner and removed afterwards."""
     from argosy.services.driver import run_local
     from argosy.services.launch import build_parser
     from argosy.services.train_args import expand_job_file, finish_args
@@ -64,10 +124,18 @@ def train(data: str | None = None, *, config: str | None = None, **options) -> d
         raise ConfigError("argosy.train() runs the mini-batch pipeline; use `argosy train --mode "
                           f"{options['mode']}` for the full-graph modes")
     options.pop("mode", None)
-    argv = expand_job_file(train_argv(data, config=config, **options)) + ["--json"]
-    args = finish_args(build_parser().parse_args(argv))
-    args.argv = argv
-    result = run_local(args)
+    arrays = {k: options.pop(k) for k in NODE_ARRAYS if not _is_path(options.get(k))}
+    with tempfile.TemporaryDirectory(prefix="argosy-input-") as tmp:
+        if not _is_path(data):
+            data = graph_to_npz(data, Path(tmp) / "graph.npz", arrays)
+        elif arrays:
+            for name, v in arrays.items():                   # arrays beside a graph file: side files
+                options[name] = Path(tmp) / f"{name}.npy"
+                np.save(options[name], v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v))
+        argv = expand_job_file(train_argv(data, config=config, **options)) + ["--json"]
+        args = finish_args(build_parser().parse_args(argv))
+        args.argv = argv
+        result = run_local(args)
     if "error" in result:
         raise ArgosyError(f"training failed: {result['error']} (report: {result.get('report')})")
     result["run_dir"] = str(Path(result["report"]).parent)

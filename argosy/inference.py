@@ -7,7 +7,8 @@ layer ``i`` is computed for every vertex, part by part, in chunks of destination
 full neighbour lists come from the store, and its output is written to a memory-mapped file that
 layer ``i + 1`` reads.  Memory is one chunk plus the page cache, whatever the graph size.  A
 ``MODULE:FACTORY`` model has no layer structure Argosy can split, so it runs on chunks of seeds
-with their full ``L``-hop neighbourhoods (exact, but the neighbourhoods can be large).
+with their full ``L``-hop neighbourhoods and the in-edges of the outermost hop (exact, equal to
+training's evaluation, but the neighbourhoods can be large).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from argosy.shared.config import JobConfig
 from argosy.shared.errors import ArgosyError
 from argosy.shared.models import Blocks, EdgeIndexModel, GNN, build_model
 from argosy.shared.store import PartitionStore
+from argosy.shared.usermodel import embedding_module, import_path
 
 __all__ = ["load_checkpoint", "load_model", "predict_store"]
 
@@ -49,8 +51,9 @@ def load_checkpoint(run_dir: str | Path, device: str | torch.device = "cpu") -> 
         raise ArgosyError(f"{path}: unknown checkpoint format {ck.get('format')!r}")
     cfg = JobConfig.from_json(ck["spec"])
     t = cfg.trainer
-    model = build_model(t.model, int(ck["in_dim"]), t.hidden, int(ck["num_classes"]), int(ck["num_layers"]),
-                        t.dropout, heads=t.heads, aggregator=t.aggregator)
+    with import_path(path.parent):          # a MODULE:FACTORY module imports as it did in training
+        model = build_model(t.model, int(ck["in_dim"]), t.hidden, int(ck["num_classes"]), int(ck["num_layers"]),
+                            t.dropout, heads=t.heads, aggregator=t.aggregator)
     getattr(model, "inner", model).load_state_dict(ck["model"])
     model.to(device).eval()
     info = {k: ck[k] for k in ("epoch", "val_accuracy", "test_accuracy", "in_dim", "num_classes", "num_layers",
@@ -154,32 +157,53 @@ def _layerwise(model: GNN, store: PartitionStore, normalize: bool, tmp: Path, em
 
 
 @torch.no_grad()
-def _khop(model: EdgeIndexModel, store: PartitionStore, normalize: bool, num_layers: int, batch: int = 4096):
-    """Exact predictions of a PyG-style model: each chunk of seeds with its full ``L``-hop neighbourhood."""
+def _khop(model: EdgeIndexModel, store: PartitionStore, normalize: bool, num_layers: int, embeddings: bool,
+          batch: int = 4096):
+    """Exact predictions of a PyG-style model: each chunk of seeds with its full ``L``-hop
+    neighbourhood plus the in-edges of the outermost hop (degrees a model counts in the subgraph are
+    then the graph's, as in training's evaluation, see :meth:`JobConfig.fanouts_for`).
+    ``embeddings``: also the input of the model's last layer (:func:`embedding_module`)."""
     from argosy.services.sampler.core import SamplerCore
     sampler = SamplerCore(store)
     rows = _Rows(store, normalize=normalize)
     n = store.manifest.num_nodes
-    out = None
-    for a in range(0, n, batch):
-        seeds = np.arange(a, min(n, a + batch), dtype=np.int64)
-        sb = sampler.sample(seeds, tuple([-1] * num_layers))
-        blocks = Blocks(hop_nodes=sb.hop_nodes.tolist(), hop_edges=sb.hop_edges.tolist(),
-                        edge_src=torch.from_numpy(sb.edge_src.astype(np.int64)),
-                        edge_dst=torch.from_numpy(sb.edge_dst.astype(np.int64)),
-                        degrees=torch.from_numpy(sb.degrees.astype(np.float32)))
-        logits = model(rows(np.asarray(sb.nodes, np.int64)), blocks)
-        if out is None:
-            out = np.empty((n, logits.shape[1]), np.float32)
-        out[seeds] = logits.numpy()
-    return out
+    out = emb = None
+    seen: list = []
+    hook = embedding_module(model.inner).register_forward_pre_hook(
+        lambda mod, args: seen.append(args[0])) if embeddings else None
+    try:
+        for a in range(0, n, batch):
+            seeds = np.arange(a, min(n, a + batch), dtype=np.int64)
+            sb = sampler.sample(seeds, tuple([-1] * (num_layers + 1)))
+            blocks = Blocks(hop_nodes=sb.hop_nodes.tolist(), hop_edges=sb.hop_edges.tolist(),
+                            edge_src=torch.from_numpy(sb.edge_src.astype(np.int64)),
+                            edge_dst=torch.from_numpy(sb.edge_dst.astype(np.int64)),
+                            degrees=torch.from_numpy(sb.degrees.astype(np.float32)))
+            seen.clear()
+            logits = model(rows(np.asarray(sb.nodes, np.int64)), blocks)
+            if out is None:
+                out = np.empty((n, logits.shape[1]), np.float32)
+            out[seeds] = logits.numpy()
+            if embeddings:
+                if not seen or not isinstance(seen[-1], torch.Tensor):
+                    raise ArgosyError(f"--embeddings: the layer {type(embedding_module(model.inner)).__name__} "
+                                      "was not called with a tensor as its first input; set the model's "
+                                      "argosy_embedding attribute to the layer whose input is the embedding")
+                h = seen[-1][:seeds.shape[0]]
+                if emb is None:
+                    emb = np.empty((n, h.shape[1]), np.float32)
+                emb[seeds] = h.numpy()
+    finally:
+        if hook is not None:
+            hook.remove()
+    return out, emb
 
 
 def predict_store(run_dir: str | Path, out: str | Path, store: str | Path | None = None, embeddings: bool = False,
                   device: str = "cpu") -> dict:
     """Write ``pred`` (int64[n]) and ``logits`` (float32[n, C]) for every vertex to ``out`` (.npz),
-    and ``embeddings`` (float32[n, hidden], the last hidden layer) when asked; built-in models only
-    for ``embeddings``.  Returns a summary with the test accuracy of the predictions."""
+    and ``embeddings`` (float32[n, hidden]: the last hidden layer; for a ``MODULE:FACTORY`` model
+    the input of its last layer, see :func:`argosy.shared.usermodel.embedding_module`) when asked.  Returns a summary with the test accuracy of the predictions."""
     model, info = load_checkpoint(run_dir, device)
     st = PartitionStore(store or info["store"])
     if st.manifest.feature_dim != info["in_dim"]:
@@ -192,10 +216,7 @@ def predict_store(run_dir: str | Path, out: str | Path, store: str | Path | None
         if isinstance(model, GNN):
             logits, emb = _layerwise(model, st, info["normalize_features"], Path(tmp), embeddings)
         else:
-            if embeddings:
-                raise ArgosyError("--embeddings needs a built-in model (sage, gcn, gat): Argosy cannot tell "
-                                  "which layer of a MODULE:FACTORY model is the last hidden one")
-            logits = _khop(model, st, info["normalize_features"], info["num_layers"])
+            logits, emb = _khop(model, st, info["normalize_features"], info["num_layers"], embeddings)
         logits = np.asarray(logits, np.float32)
         pred = logits.argmax(1).astype(np.int64)
         arrays = {"pred": pred, "logits": logits}

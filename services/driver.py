@@ -30,10 +30,10 @@ from typing import Sequence
 from argosy.shared import envs
 from argosy.shared.errors import ArgosyError, ConfigError
 from argosy.shared.lifecycle import EXIT_CANNOT_START
-from argosy.shared.records import JobState
+from argosy.shared.records import JobState, best_so_far
 
 __all__ = ["Phase", "Exit", "Observation", "Decision", "RestartPolicy", "decide", "JobDriver", "run_local",
-           "run_submitted", "partition_to_store"]
+           "run_submitted", "partition_to_store", "preflight_job"]
 
 logger = logging.getLogger("argosy")
 
@@ -154,8 +154,9 @@ class JobDriver:
     """
 
     def __init__(self, coord, num_trainers: int, stack=None, embedded=None, epochs: int = 0, quiet: bool = True,
-                 policy: RestartPolicy = RestartPolicy(), poll: float = 0.5):
+                 policy: RestartPolicy = RestartPolicy(), poll: float = 0.5, epoch_log=None):
         self.coord, self.num_trainers, self.stack, self.embedded = coord, num_trainers, stack, embedded
+        self.epoch_log = epoch_log          # a report.EpochLog (TensorBoard), fed every epoch as it arrives
         self.epochs, self.quiet, self.policy, self.poll = epochs, quiet, policy, poll
         self.phase = Phase.STARTING
         self.history: list[Exit] = []
@@ -229,6 +230,11 @@ class JobDriver:
         for r in range(self.num_trainers):
             self.stack.start("trainer", f"trainer-{r}-r{self.trainer_restarts}", ["--rank", str(r)])
 
+    def _log_epochs(self, records) -> None:
+        if self.epoch_log is not None:
+            for e in records:
+                self.epoch_log.add(e.to_dict())
+
     def run(self) -> dict:
         """Drive to the end; returns the job's result (``error`` set when it failed or was stopped)."""
         from tqdm import tqdm
@@ -243,15 +249,20 @@ class JobDriver:
                 if len(epochs) > seen:
                     e = epochs[-1]
                     bar.update(len(epochs) - seen)
+                    self._log_epochs(epochs[seen:])
                     seen = len(epochs)
                     bar.set_postfix(loss=f"{e.train_loss:.3f}", val=f"{e.val_accuracy or 0:.3f}",
                                     bps=f"{e.batches_per_second:.1f}", idle=f"{e.trainer_idle_fraction:.0%}")
                 self.timeline.append({"t": time.time(), **self.coord.metrics()})
                 if not d.restart and not d.restart_trainers:
                     time.sleep(self.poll)
-            bar.update(len(self.coord.epochs()) - seen)
+            epochs = self.coord.epochs()
+            bar.update(len(epochs) - seen)
+            self._log_epochs(epochs[seen:])
         finally:
             bar.close()
+            if self.epoch_log is not None:
+                self.epoch_log.close()
         self.timeline.append({"t": time.time(), **self.coord.metrics()})
         result = self.coord.get_result() or {}
         if self.phase == Phase.FAILED:
@@ -313,6 +324,41 @@ def fullgraph_config(args) -> Path:
     return path
 
 
+def preflight_job(args, cfg) -> None:
+    """The whole job checked before anything is partitioned, started or written
+    (:func:`argosy.shared.preflight.check_job`): every problem in one error."""
+    from argosy.shared.preflight import JobInputs, check_job
+    if not args.store and not args.data:
+        raise ArgosyError("give --data FILE (a graph to partition) or --store DIR (an existing store)")
+    side = {k: getattr(args, k, None) for k in ("features", "labels", "train_mask", "val_mask", "test_mask")}
+    check_job(cfg, JobInputs(data=None if args.store else args.data, store=args.store, side=side,
+                             random_features=getattr(args, "random_features", None),
+                             split=getattr(args, "split", None)))
+
+
+def _clean_up(run_dir: Path, created: bool) -> str:
+    """After a failure before any service ran: remove the run dir this run created; say what is kept."""
+    if created and run_dir.exists():
+        import shutil
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return f"(removed {run_dir}, which this run had created)"
+    return f"(kept {run_dir}: it existed before this run; its store/ may be incomplete)"
+
+
+def _keep_best(result: dict, epochs, run_dir: Path) -> dict:
+    """A job stopped before it finished (``argosy down``, Ctrl-C, a failure) still reports the best
+    accuracy so far: the best-validation epoch's figures, whose weights are in ``best.pt``."""
+    if result.get("test_accuracy") is not None:
+        return result
+    best = best_so_far(epochs)
+    if not best:
+        return result
+    out = {**best, **{k: v for k, v in result.items() if v is not None}}
+    if (Path(run_dir) / "best.pt").exists():
+        out.setdefault("best_checkpoint", str(Path(run_dir) / "best.pt"))
+    return out
+
+
 def _raise_stop(signum, frame):
     raise _Stop()
 
@@ -328,11 +374,19 @@ def run_local(args) -> dict:
     from argosy.shared.coord import Coordinator, redact_url
     from argosy.shared.metrics import read_autoscale_decisions
     from argosy.shared.redis_server import EmbeddedRedis
+    from argosy.shared.report import EpochLog
     from argosy.shared.preflight import check_trainable
     from argosy.shared.store import PartitionStore
+    from argosy.shared.usermodel import record_source
 
     job = args.job or new_job_id()
     run_dir = Path(args.run_dir or Path("runs") / job)
+    created = not run_dir.exists()
+    if getattr(args, "resume", False) and not args.store and (run_dir / "store" / "manifest.json").exists():
+        args.store = str(run_dir / "store")
+    if getattr(args, "resume", False) and not (run_dir / "checkpoint.pt").exists():
+        raise ArgosyError(f"--resume: no checkpoint in {run_dir} (pass the --run-dir of the interrupted run)")
+    preflight_job(args, job_config(args, run_dir / "store", job, run_dir))   # nothing written before this
     run_dir.mkdir(parents=True, exist_ok=True)
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     embedded = stack = driver = netsim = None
@@ -340,11 +394,6 @@ def run_local(args) -> dict:
     try:
         part_res = None
         transitions = [(time.time(), str(Phase.PARTITIONING), "")]
-        if getattr(args, "resume", False) and not args.store and (run_dir / "store" / "manifest.json").exists():
-            args.store = str(run_dir / "store")
-        if getattr(args, "resume", False) and not (run_dir / "checkpoint.pt").exists():
-            raise ArgosyError(f"--resume: no checkpoint in {run_dir} (pass the --run-dir of the interrupted run)")
-        job_config(args, run_dir / "store", job, run_dir)  # bad flags fail before any partitioning
         if args.store:
             store = Path(args.store)
             PartitionStore(store)                     # fails early with a clear message
@@ -353,13 +402,20 @@ def run_local(args) -> dict:
             if not Path(args.data).exists():
                 raise ArgosyError(f"{args.data}: no such file")
             store = run_dir / "store"
-            part_res = partition_to_store(args.data, store, args.parts, args.partition_method, args.seed, args.json,
-                                          node_data_flags(args))
+            try:
+                part_res = partition_to_store(args.data, store, args.parts, args.partition_method, args.seed,
+                                              args.json, node_data_flags(args))
+            except ArgosyError as e:
+                raise ArgosyError(f"{e}\n{_clean_up(run_dir, created)}") from None
         else:
             raise ArgosyError("give --data FILE (a graph to partition) or --store DIR (an existing store)")
         cfg = job_config(args, store, job, run_dir)
         cfg.resume = bool(getattr(args, "resume", False))
-        check_trainable(store, cfg)               # before any service starts: no silent fallbacks
+        try:
+            check_trainable(store, cfg)           # before any service starts: no silent fallbacks
+        except ArgosyError as e:
+            raise type(e)(f"{e}\n{_clean_up(run_dir, created)}") from None
+        record_source(run_dir, cfg.trainer.model)  # predict imports a MODULE:FACTORY module as train did
         url = args.redis or envs.get(envs.REDIS_URL)
         if getattr(args, "hosts", 0):              # simulated hosts: namespaces, shaped links, Redis in its own
             from argosy.services.netsim import NamespacedRedis, NetSim, make_stack, parse_rate
@@ -385,8 +441,11 @@ def run_local(args) -> dict:
             print(f"job {job}: {cfg.num_samplers} sampler(s), {cfg.num_loaders} loader(s), {cfg.num_trainers} "
                   f"trainer(s); Redis {redact_url(url)}{' (embedded)' if embedded else ''}; logs in {run_dir / 'logs'}",
                   file=sys.stderr)
-        driver = JobDriver(coord, cfg.num_trainers, stack, embedded, cfg.trainer.epochs, quiet=args.json)
+        epoch_log = EpochLog(run_dir)
+        driver = JobDriver(coord, cfg.num_trainers, stack, embedded, cfg.trainer.epochs, quiet=args.json,
+                           epoch_log=epoch_log)
         driver.transitions = transitions + [(time.time(), str(Phase.STARTING), "")]
+        services_started = time.time()
         try:
             stack.start_all(cfg.num_trainers, cfg.num_loaders, cfg.num_samplers)
             result = driver.run()
@@ -406,6 +465,8 @@ def run_local(args) -> dict:
             autoscale = read_autoscale_decisions(coord)
         except ArgosyError:
             pass
+        result = _keep_best(result, epochs, run_dir)
+        result["tensorboard"] = str(epoch_log.path) if epoch_log.path else epoch_log.why
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -426,7 +487,7 @@ def run_local(args) -> dict:
     result = {**result, "wall_seconds": time.time() - t_start, "restarts": driver.restarts,
               "trainer_restarts": driver.trainer_restarts}
     extra = {"job": job, "store": str(store), "config": json.loads(cfg.to_json()), "partition": part_res,
-             "autoscale": autoscale,
+             "autoscale": autoscale, "services_started": services_started,
              "phases": [{"t": t, "phase": p, "reason": r} for t, p, r in driver.transitions]}
     report = write_report(run_dir, result, epochs, driver.timeline, extra)
     result["report"] = str(report)
@@ -440,8 +501,9 @@ def run_submitted(coord, cfg, run_dir: Path, store: str) -> dict:
     t0 = time.time()
     driver = JobDriver(coord, cfg.num_trainers, stack=None, quiet=True, poll=1.0)
     result = driver.run()
-    result = {**result, "wall_seconds": time.time() - t0}
-    report = write_report(run_dir, result, coord.epochs(), driver.timeline,
+    epochs = coord.epochs()
+    result = {**_keep_best(result, epochs, run_dir), "wall_seconds": time.time() - t0}
+    report = write_report(run_dir, result, epochs, driver.timeline,
                           {"job": cfg.job, "store": store, "config": json.loads(cfg.to_json()),
                            "autoscale": read_autoscale_decisions(coord),
                            "phases": [{"t": t, "phase": p, "reason": r} for t, p, r in driver.transitions]})

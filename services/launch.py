@@ -83,11 +83,15 @@ def cmd_submit(args) -> int:
         raise ArgosyError("submit needs --redis URL or $ARGOSY_REDIS_URL")
     job = args.job or "default"
     run_dir = Path(args.run_dir or Path(args.store).parent / "runs" / job)
-    run_dir.mkdir(parents=True, exist_ok=True)
     cfg = job_config(args, Path(args.store), job, run_dir)
     cfg.resume = True            # a trainer pod restarted by compose/Kubernetes continues from its checkpoint
+    from argosy.services.driver import preflight_job
     from argosy.shared.preflight import check_trainable
-    check_trainable(args.store, cfg)          # the same refusals as `train`, before the spec reaches anyone
+    from argosy.shared.usermodel import record_source
+    preflight_job(args, cfg)                  # the same refusals as `train`, before the spec reaches anyone
+    check_trainable(args.store, cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record_source(run_dir, cfg.trainer.model)
     coord = Coordinator(url, job, connect_timeout=120)
     if coord.get_state() == JobState.RUNNING.value and not args.force:
         raise ArgosyError(f"job {job!r} is already running (pass --force to replace its spec)")
@@ -166,6 +170,32 @@ def cmd_demo(args) -> int:
     res = run_local(args)
     _print_result(res, args.json)
     return 0 if "error" not in res else 1
+
+
+def cmd_warmup(args) -> int:
+    """Compile and cache every numba kernel a job uses, once, by running a tiny demo end to end.
+
+    Run it once after installing (the Docker images run it at build time): the first real job then
+    starts from numba's cache (``__pycache__`` beside the installed sources when writable, else
+    ``$NUMBA_CACHE_DIR`` or the user's cache) instead of paying ~25 s of CPU compiling kernels."""
+    import shutil
+    import tempfile
+    from argosy.services.driver import run_local
+    from argosy.shared.graphio import save_graph_npz
+    from argosy.shared.synthetic import generate_dcsbm
+    t0 = time.time()
+    tmp = Path(tempfile.mkdtemp(prefix="argosy-warmup-"))
+    try:
+        save_graph_npz(generate_dcsbm(num_nodes=3000, avg_degree=12.0, seed=0), tmp / "graph.npz")
+        demo = build_parser().parse_args(["demo", "--epochs", "1", "--json", "--run-dir", str(tmp / "run")])
+        demo.data, demo.argv = str(tmp / "graph.npz"), ["demo"]
+        res = run_local(finish_args(demo))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if "error" in res:
+        raise ArgosyError(f"warm-up failed: {res['error']}")
+    print(f"compiled and cached Argosy's kernels in {time.time() - t0:.1f} s", file=sys.stderr)
+    return 0
 
 
 def cmd_generate(args) -> int:
@@ -337,6 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--clients", default="client", help="comma-separated client key pairs to create and allow "
                    "(each a peer that can be cut off on its own; services use 'client')")
     k.set_defaults(func=cmd_keys)
+    w = sub.add_parser("warmup", help="compile and cache the numba kernels once (after install), so the first "
+                       "job does not pay for it")
+    w.set_defaults(func=cmd_warmup)
     g = sub.add_parser("generate", help="write a synthetic DC-SBM graph (.npz; .npy edge list; or a directory of "
                                         ".npy edges + node data, streamed in bounded memory, for graphs of any size)")
     g.add_argument("--preset", choices=("papers100m",), default=None,
@@ -365,7 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, fn, helptext in (("status", cmd_status, "list a job's services and progress"),
                                ("down", cmd_down, "stop a job running on this machine (train, up or demo)")):
         s = sub.add_parser(name, help=helptext)
-        s.add_argument("--job", default=None, help="job id (default: the job running on this machine)")
+        s.add_argument("--job", default=None, help="job id (default: your job running on this machine; other "
+                       "users' jobs only by --job)")
         s.add_argument("--redis", default=None)
         s.add_argument("--json", action="store_true")
         if name == "status":
@@ -379,7 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("predict", help="predict every vertex with the best checkpoint of a run (full neighbourhoods)")
     pr.add_argument("run_dir", help="a run's directory (holds best.pt)")
     pr.add_argument("--out", required=True, help="FILE.npz: pred int64[n], logits float32[n, C]")
-    pr.add_argument("--embeddings", action="store_true", help="also write the last hidden layer (built-in models)")
+    pr.add_argument("--embeddings", action="store_true", help="also write the last hidden layer (a MODULE:FACTORY model: "
+                    "the input of its last layer, see docs/python-api.md)")
     pr.add_argument("--store", default=None, help="the store to predict on (default: the run's own)")
     pr.add_argument("--json", action="store_true")
     pr.set_defaults(func=cmd_predict)

@@ -127,11 +127,18 @@ class StackFile:
             lock.close()
 
 
-def list_stacks() -> list[StackInfo]:
-    """Stacks on this machine whose launcher (or, for older stacks, any process) is alive, newest first."""
+def list_stacks(all_users: bool = False) -> list[StackInfo]:
+    """Stacks on this machine whose launcher (or, for older stacks, any process) is alive, newest first.
+
+    Only the invoking user's (stack files this user owns: ``$ARGOSY_HOME`` may be shared) unless
+    ``all_users``; ``status`` and ``down`` without ``--job`` act on these."""
     d = stack_dir()
     out = []
+    uid = os.getuid()
     for p in sorted(d.glob("*.json"), key=lambda q: q.stat().st_mtime, reverse=True) if d.exists() else []:
+        with contextlib.suppress(OSError):
+            if not all_users and p.stat().st_uid != uid:
+                continue
         with contextlib.suppress(ArgosyError):
             info = StackFile(p.stem).read()
             if info.launcher_pid is not None and pid_alive(info.launcher_pid):
@@ -142,13 +149,16 @@ def list_stacks() -> list[StackInfo]:
 
 
 def find_stack(job: str | None) -> StackFile:
-    """The stack file of ``job``; without a job, the only job running on this machine."""
+    """The stack file of ``job``; without a job, the only job the invoking user runs on this machine."""
     if job is None:
         running = list_stacks()
         if len(running) > 1:
-            raise ArgosyError(f"several jobs run on this machine ({', '.join(s.job for s in running)}): pass --job")
+            raise ArgosyError(f"you run several jobs on this machine ({', '.join(s.job for s in running)}): "
+                              "pass --job")
         if not running:
-            raise ArgosyError(f"no running stack in {stack_dir()}: start one with `argosy up`, or pass --job")
+            others = len(list_stacks(all_users=True))
+            raise ArgosyError(f"no running stack of yours in {stack_dir()}: start one with `argosy up`, or pass --job"
+                              + (f" ({others} job(s) of other users run here; name one with --job)" if others else ""))
         job = running[0].job
     sf = StackFile(job)
     if not sf.exists():

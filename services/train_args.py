@@ -96,7 +96,10 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                              ("--labels", "L.npy", "class per vertex (-1 = unlabelled)"),
                              ("--train-mask", "M.npy", "train split (bool mask or id list)"),
                              ("--val-mask", "M.npy", "validation split"), ("--test-mask", "M.npy", "test split"),
-                             ("--split", "NAME", "OGB directories: which split/<NAME> to use")):
+                             ("--split", "SPLIT", "random:TRAIN,VAL,TEST (fractions of the labelled vertices, e.g. "
+                              "random:0.6,0.2,0.2) or per-class:N,VAL,TEST (Planetoid: per-class:20,500,1000), "
+                              "drawn with --seed and recorded in the store's manifest; or NAME: an OGB "
+                              "directory's split/NAME")):
         node.add_argument(flag, default=None, metavar=meta, help=text)
     node.add_argument("--directed", action="store_true", help="keep the input's arcs as given (default: symmetrise)")
     p.add_argument("--work-factor", type=int, default=_default(T, "work_factor"), help=argparse.SUPPRESS)

@@ -246,6 +246,20 @@ class JobConfig:
         except TypeError as e:
             raise ConfigError(f"job spec does not match this Argosy version ({e})") from None
 
+    def fanouts_for(self, phase: str) -> tuple[int, ...]:
+        """The hops sampled for a ``phase`` batch (``train``, ``val``, ``test``).
+
+        A ``MODULE:FACTORY`` model normalises by degrees it counts in the subgraph it is given
+        (PyG's ``GCNConv``): a vertex of the outermost hop, whose in-edges the subgraph lacks, would
+        count degree 1, and the accuracy would depend on which seeds share a batch.  Its val/test
+        batches therefore get one more full hop (only its edges are used: every vertex within
+        ``L`` hops then has all its in-edges), so evaluation equals the model on the whole graph
+        and ``argosy predict`` reproduces the reported accuracy.
+        """
+        if phase == "train":
+            return self.sampler.fanouts
+        return self.sampler.eval_fanouts + ((-1,) if ":" in self.trainer.model else ())
+
     def fingerprint(self) -> str:
         """Hash of the fields that change training results (not replica counts or timeouts)."""
         d = asdict(self)

@@ -370,6 +370,10 @@ def load_factory(spec: str):
     return fn
 
 
+def attr_call(model: str, kwargs: dict) -> str:
+    return f"{model.partition(':')[2]}({', '.join(f'{k}={v}' for k, v in kwargs.items())})"
+
+
 def build_model(model: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
                 heads: int = 8, aggregator: str = "mean") -> nn.Module:
     """A built-in :class:`GNN`, or ``MODULE:FACTORY`` called as
@@ -385,7 +389,10 @@ def build_model(model: str, in_dim: int, hidden: int, out_dim: int, num_layers: 
             kwargs["dropout"] = dropout
     except (TypeError, ValueError):
         pass
-    inner = fn(**kwargs)
+    try:
+        inner = fn(**kwargs)
+    except TypeError as e:     # a signature mismatch: deterministic, so the service exits as cannot-start
+        raise ValueError(f"--model {model}: {attr_call(model, kwargs)} failed: {e}") from e
     if not isinstance(inner, nn.Module):
         raise ValueError(f"--model {model}: the factory returned {type(inner).__name__}, not a torch.nn.Module")
     return EdgeIndexModel(inner, input_dropout=dropout)

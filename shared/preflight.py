@@ -1,22 +1,30 @@
-"""Checks a store can be trained on, before any service starts: no silent fallbacks.
+"""Checks a job before anything runs: no silent fallbacks, every problem reported at once.
 
-A graph without features, labels or seeds used to train anyway (on random features, or on zero
-seeds with accuracy 0.0 and exit code 0).  :func:`check_trainable` refuses such a store with an
-error that says what is missing and what to do, and resolves the choices left to Argosy
-(``normalize_features=None``) with a warning that says what was chosen.
+:func:`check_job` runs before partitioning and before any service starts (``argosy train``,
+``argosy.train(...)``, ``argosy submit``).  It looks at the whole job: the graph file and its side
+files (features, labels, split masks or a generated ``--split``), the model (a ``MODULE:FACTORY``
+model is built and run once on a tiny graph on the CPU, with the real feature width and class
+count; an output of the wrong width is an error) and the device.  Every problem found goes into
+one :class:`TrainInputError`, so a new graph does not take one failed attempt per missing item.
+
+:func:`check_trainable` checks a written store the same way (features, labels, non-empty splits)
+and resolves the choices left to Argosy (``normalize_features=None``) with a warning that says what
+was chosen.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
 
+from pathlib import Path
+
 import numpy as np
 
 from argosy.shared.config import JobConfig
-from argosy.shared.errors import ConfigError
+from argosy.shared.errors import ArgosyError, ConfigError
 from argosy.shared.store import PartitionStore
 
-__all__ = ["TrainInputError", "Preflight", "check_trainable"]
+__all__ = ["TrainInputError", "Preflight", "JobInputs", "check_trainable", "check_job", "probe_model"]
 
 logger = logging.getLogger("argosy")
 
@@ -53,36 +61,228 @@ def check_trainable(store: PartitionStore | str, cfg: JobConfig) -> Preflight:
     non-negative, as bag-of-words features are) and warns about that choice.
     """
     store = store if isinstance(store, PartitionStore) else PartitionStore(store)
-    m, root = store.manifest, store.root
-    parts = [store.part(p) for p in range(store.num_parts)]
-    if m.feature_dim == 0 or any(pd.features is None for pd in parts):
-        raise TrainInputError(
-            f"{root}: the graph has no node features. Give a graph with features (an .npz with `features` or "
-            f"`x`), or pass --random-features DIM to train on random features (a systems benchmark: "
-            f"the model then learns from the graph structure only)")
-    if m.num_classes < 1 or any(pd.labels is None for pd in parts):
-        raise TrainInputError(f"{root}: the graph has no labels (an .npz with `labels` or `y`); "
-                              "node classification needs them")
-    out = Preflight()
-    for split in ("train", "val", "test"):
-        masks = [getattr(pd, f"{split}_mask") for pd in parts]
-        if any(mk is None for mk in masks):
-            raise TrainInputError(f"{root}: the graph has no {split}_mask; training needs train, val and test "
-                                  "masks (val picks the best epoch and stops training, test is what is reported)")
-        setattr(out, split, int(sum(np.count_nonzero(mk) for mk in masks)))
-        if getattr(out, split) == 0:
-            raise TrainInputError(f"{root}: {split}_mask selects no vertex (got 0 of {m.num_nodes})")
-    out.labelled_train = int(sum(np.count_nonzero(np.asarray(pd.labels)[np.asarray(pd.train_mask)] >= 0)
-                                 for pd in parts))
-    if out.labelled_train == 0:
-        raise TrainInputError(f"{root}: none of the {out.train} train vertices has a label (all are -1)")
+    problems = _store_problems(store, out := Preflight())
+    if problems:
+        raise TrainInputError(_join(problems))
     t = cfg.trainer
     if t.normalize_features is None:
-        t.normalize_features = _non_negative([pd.features for pd in parts])
+        t.normalize_features = _non_negative([store.part(p).features for p in range(store.num_parts)])
         msg = ("features are all non-negative: row-normalising them to sum 1 (pass --no-normalize-features "
                "to keep them as they are)" if t.normalize_features else
                "features have negative values: using them as they are (pass --normalize-features to "
                "row-normalise)")
         out.warnings.append(msg)
         logger.warning(msg)
+    return out
+
+
+def _join(problems: list[str]) -> str:
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems)
+
+
+def _no_features(where) -> str:
+    return (f"{where}: the graph has no node features. Give a graph with features (an .npz with `features` or "
+            f"`x`, or --features F.npy), or pass --random-features DIM to train on random features (a systems "
+            f"benchmark: the model then learns from the graph structure only)")
+
+
+def _no_labels(where) -> str:
+    return (f"{where}: the graph has no labels (an .npz with `labels` or `y`, or --labels L.npy); node "
+            "classification needs them")
+
+
+def _store_problems(store: PartitionStore, out: Preflight) -> list[str]:
+    m, root = store.manifest, store.root
+    parts = [store.part(p) for p in range(store.num_parts)]
+    problems = []
+    if m.feature_dim == 0 or any(pd.features is None for pd in parts):
+        problems.append(_no_features(root))
+    has_labels = m.num_classes >= 1 and all(pd.labels is not None for pd in parts)
+    if not has_labels:
+        problems.append(_no_labels(root))
+    for split in ("train", "val", "test"):
+        masks = [getattr(pd, f"{split}_mask") for pd in parts]
+        if any(mk is None for mk in masks):
+            problems.append(f"{root}: the graph has no {split}_mask; training needs train, val and test masks "
+                            "(val picks the best epoch and stops training, test is what is reported)")
+            continue
+        setattr(out, split, int(sum(np.count_nonzero(mk) for mk in masks)))
+        if getattr(out, split) == 0:
+            problems.append(f"{root}: {split}_mask selects no vertex (got 0 of {m.num_nodes})")
+    if has_labels and out.train:
+        out.labelled_train = int(sum(np.count_nonzero(np.asarray(pd.labels)[np.asarray(pd.train_mask)] >= 0)
+                                     for pd in parts))
+        if out.labelled_train == 0:
+            problems.append(f"{root}: none of the {out.train} train vertices has a label (all are -1)")
+    return problems
+
+
+@dataclass
+class JobInputs:
+    """What ``argosy train`` is given besides the config: ``data`` (a graph file) or ``store``,
+    side files by node-array name (``features``, ``labels``, ``train_mask``, ...), and the
+    partitioner options that change the node data (``random_features``, ``split``)."""
+
+    data: str | None = None
+    store: str | None = None
+    side: dict = field(default_factory=dict)
+    random_features: int | None = None
+    split: str | None = None
+
+
+def _data_problems(inp: JobInputs) -> tuple[list[str], int | None, int | None]:
+    """Problems of a graph file and its side files (headers only, labels read); ``(problems,
+    feature width, class count)``, the widths None where unknown."""
+    from argosy.shared.graphio import SPLITS, open_graph
+    from argosy.shared.graphio.npy import NpyArray
+    from argosy.shared.splits import parse_split
+    problems: list[str] = []
+    gen = None
+    ogb_split = inp.split
+    if inp.split is not None:
+        try:
+            gen = parse_split(inp.split)
+        except ConfigError as e:
+            problems.append(str(e))
+        if gen is not None or ":" in inp.split:
+            ogb_split = None
+    data = Path(inp.data)
+    if not data.exists():
+        return problems + [f"{data}: no such file"], None, None
+    try:
+        src = open_graph(data, split=ogb_split)
+    except ArgosyError as e:
+        return problems + [str(e)], None, None
+    cols = dict(src._column_specs)
+    for name, path in inp.side.items():
+        if not path:
+            continue
+        if name in cols:
+            problems.append(f"{data} already holds {name}; drop --{name.replace('_', '-')} {path}")
+            continue
+        if not Path(path).is_file():
+            problems.append(f"{path}: no such file (given for {name})")
+            cols[name] = None                      # reported: not "missing" a second time
+            continue
+        try:
+            cols[name] = NpyArray(path) if str(path).endswith(".npy") else ("file", Path(path))
+        except ArgosyError as e:
+            problems.append(f"{e} (given for {name})")
+            cols[name] = None
+    dim = classes = None
+    if "features" in cols:
+        f = cols["features"]
+        if isinstance(f, NpyArray):
+            dim = f.row_shape[0] if len(f.shape) == 2 else None
+            if len(f.shape) != 2:
+                problems.append(f"{f.where}: features must be a 2-D array [n, F] (got shape {f.shape})")
+        if inp.random_features:
+            problems.append(f"{data}: the graph has features; --random-features would replace them (drop it)")
+    elif inp.random_features:
+        dim = int(inp.random_features)
+    else:
+        problems.append(_no_features(data))
+    if "labels" in cols:
+        lab = cols["labels"]
+        if lab is None:
+            pass
+        elif isinstance(lab, NpyArray):
+            try:
+                y = lab.read()
+                if y.dtype.kind not in "iu":
+                    problems.append(f"{lab.where}: labels must be integers (got {y.dtype})")
+                else:
+                    classes = int(y.max(initial=-1)) + 1
+                    if classes < 1:
+                        problems.append(f"{lab.where}: every label is -1 (unlabelled); nothing to train on")
+            except ArgosyError as e:
+                problems.append(str(e))
+    else:
+        problems.append(_no_labels(data))
+    missing = [s for s in SPLITS if s not in cols]
+    if gen is not None and len(missing) < len(SPLITS):
+        problems.append(f"--split {inp.split} makes train/val/test masks, but the graph already has "
+                        f"{', '.join(s for s in SPLITS if s not in missing)}; drop one of them")
+    elif missing and gen is None and not any(p.startswith("--split") for p in problems):
+        problems.append(f"{data}: no {', '.join(missing)}: give masks (--train-mask/--val-mask/--test-mask "
+                        "M.npy) or make a split: --split random:0.6,0.2,0.2 (fractions) or --split "
+                        "per-class:20,500,1000 (Planetoid: 20 train vertices per class, 500 val, 1000 test)")
+    return problems, dim, classes
+
+
+def probe_model(cfg, in_dim: int, num_classes: int, nodes: int = 6) -> list[str]:
+    """Build the job's model and run it once on a tiny ring graph on the CPU (eval mode).
+
+    Returns the problems: a factory that cannot be imported or called with Argosy's arguments, a
+    forward pass that raises, an output that is not ``(nodes, num_classes)``.
+    """
+    import torch
+    from argosy.shared.models import Blocks, build_model
+    from argosy.shared.usermodel import with_cwd_on_path
+    t, L = cfg.trainer, len(cfg.sampler.fanouts)
+    what = f"--model {t.model}"
+    try:
+        with with_cwd_on_path():
+            model = build_model(t.model, in_dim, t.hidden, num_classes, L, t.dropout, heads=t.heads,
+                                aggregator=t.aggregator)
+    except ValueError as e:                   # build_model's own sentences name the model and the call
+        return [str(e)]
+    except Exception as e:  # noqa: BLE001 -- any failure of the user's factory is reported, not raised
+        call = (f"FACTORY(in_channels={in_dim}, hidden_channels={t.hidden}, num_layers={L}, "
+                f"out_channels={num_classes})")
+        return [f"{what}: building the model failed: {type(e).__name__}: {e}"
+                + (f" (Argosy calls {call}, plus dropout= when the factory takes it)" if ":" in t.model else "")]
+    nbr = np.arange(nodes)
+    indices = np.stack([(nbr - 1) % nodes, (nbr + 1) % nodes], 1).reshape(-1)
+    indptr = np.arange(0, 2 * nodes + 1, 2)
+    blocks = Blocks.full_graph(indptr, indices, L)
+    gen = torch.Generator().manual_seed(0)
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(torch.rand(nodes, in_dim, generator=gen), blocks)
+    except Exception as e:  # noqa: BLE001
+        return [f"{what}: a forward pass on a {nodes}-vertex test graph ({in_dim} features, {L} hops) failed: "
+                f"{type(e).__name__}: {e}"]
+    if not isinstance(out, torch.Tensor):
+        return [f"{what}: forward returned {type(out).__name__}, expected a tensor of logits [n, {num_classes}]"]
+    if tuple(out.shape) != (nodes, num_classes):
+        return [f"{what}: the model's output has shape {tuple(out.shape)} on {nodes} vertices, expected "
+                f"({nodes}, {num_classes}): one logit per class (the graph has {num_classes} classes; "
+                f"out_channels={num_classes} is passed to the factory)"]
+    return []
+
+
+def _device_problems(cfg) -> list[str]:
+    if cfg.trainer.device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            return ["--device cuda: no CUDA device is available on this machine (torch "
+                    f"{torch.__version__}, cuda {torch.version.cuda}); use --device auto or cpu"]
+    return []
+
+
+def check_job(cfg: JobConfig, inputs: JobInputs) -> Preflight:
+    """Check the whole job before partitioning or starting anything; raise one
+    :class:`TrainInputError` listing every problem found (data, split, model, device)."""
+    problems: list[str] = []
+    out = Preflight()
+    dim = classes = None
+    if inputs.store is not None:
+        try:
+            store = PartitionStore(inputs.store)
+            problems += _store_problems(store, out)
+            dim, classes = store.manifest.feature_dim or None, store.manifest.num_classes or None
+        except ArgosyError as e:
+            problems.append(str(e))
+    elif inputs.data is not None:
+        p, dim, classes = _data_problems(inputs)
+        problems += p
+    problems += _device_problems(cfg)
+    if dim and classes:
+        problems += probe_model(cfg, dim, classes)
+    if problems:
+        raise TrainInputError(_join(problems))
     return out

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["JobState", "Role", "FINAL_STATES", "STOP_STATES", "EpochRecord", "ServiceInfo", "JobResult"]
+__all__ = ["JobState", "Role", "FINAL_STATES", "STOP_STATES", "EpochRecord", "best_so_far", "ServiceInfo", "JobResult"]
 
 
 class JobState(StrEnum):
@@ -95,6 +95,21 @@ class EpochRecord:
     def to_dict(self) -> dict:
         d = asdict(self)
         return {**{k: v for k, v in d.items() if k != "extra"}, **self.extra}
+
+
+def best_so_far(epochs) -> dict:
+    """The best-validation epoch among ``epochs`` (records or dicts) as the trainer chose it: the
+    last epoch whose test accuracy was evaluated (the trainer evaluates test only when validation
+    improved, and then writes ``best.pt``).  ``{}`` when no epoch has been validated yet.
+
+    Returns ``{"best_epoch", "val_accuracy", "test_accuracy", "val_loss"}``: what ``argosy status``
+    shows and what a report keeps when the job was stopped before it finished."""
+    for e in reversed(list(epochs)):
+        d = e.to_dict() if isinstance(e, EpochRecord) else e
+        if d.get("test_accuracy") is not None:
+            return {"best_epoch": d["epoch"], "val_accuracy": d.get("val_accuracy"),
+                    "test_accuracy": d["test_accuracy"], "val_loss": d.get("val_loss")}
+    return {}
 
 
 @dataclass

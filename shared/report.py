@@ -2,18 +2,69 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+
+import numpy as np
 
 from argosy.shared.records import EpochRecord
 
-__all__ = ["write_report", "TIME_PARTS"]
+__all__ = ["write_report", "TIME_PARTS", "smoothed_rates", "EpochLog", "THROUGHPUT_SERIES"]
+
+logger = logging.getLogger("argosy")
 
 TIME_PARTS = (("idle_seconds", "waiting for input"), ("compute_seconds", "compute"),
               ("ingest_seconds", "ingest (decode+validate)"), ("copy_seconds", "host-to-device copy"))
 """The trainer's time per epoch, as epoch records carry it (compute thread: the first two)."""
 
 
-def _plot(run_dir: Path, epochs: list[dict], timeline: list[dict]) -> list[str]:
+THROUGHPUT_SERIES = (("sampler_batches", "sampler tier"), ("loader_batches", "loader tier"),
+                     ("trainer_batches", "trainer"))
+"""Counters of the driver's timeline plotted as rates in ``throughput.png``: one line per tier."""
+
+
+def smoothed_rates(t: np.ndarray, counts: np.ndarray, window: float) -> np.ndarray:
+    """Rate of a cumulative counter over the trailing ``window`` seconds at every sample.
+
+    Shapes: t float[n] (ascending), counts float[n] -> float[n] (0 at the first sample).
+    The driver polls every ~0.5 s, so rates between neighbouring samples swing between 0 and the
+    peak as batches arrive in bursts; a trailing window of a few seconds shows the sustained rate.
+    """
+    j = np.searchsorted(t, t - window, side="left")
+    j = np.minimum(j, np.arange(t.shape[0]) - 1).clip(0)
+    dt = t - t[j]
+    return np.where(dt > 0, (counts - counts[j]) / np.maximum(dt, 1e-9), 0.0)
+
+
+def _throughput_figure(plt, timeline: list[dict], origin: float | None):
+    """Batches/s of each tier and of the trainers over time, smoothed; the x axis is seconds since
+    ``origin`` (the services' start), which the axis label states as a wall-clock time."""
+    import time as _time
+    t = np.array([s["t"] for s in timeline], float)
+    t0 = origin if origin is not None else float(t[0])
+    span = float(t[-1] - t0)
+    window = max(2.0, min(10.0, span / 40))
+    fig, ax = plt.subplots(figsize=(9, 4))
+    first = None
+    for key, label in THROUGHPUT_SERIES:
+        c = np.array([s.get(key, 0.0) for s in timeline], float)
+        if not c.any():
+            continue
+        ax.plot(t - t0, smoothed_rates(t, c, window), label=f"{label}")
+        nz = np.flatnonzero(c > 0)
+        first = t[nz[0]] - t0 if first is None else min(first, t[nz[0]] - t0)
+    if first and first > 0:
+        ax.axvspan(0, first, color="0.9", label="start-up (imports, kernel compilation, first batch)")
+    ax.set_xlim(left=0)
+    ax.set_xlabel(f"seconds since the services were started ({_time.strftime('%H:%M:%S', _time.localtime(t0))})")
+    ax.set_ylabel(f"batches/s (trailing {window:.0f} s mean)")
+    ax.set_title("throughput per tier")
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _plot(run_dir: Path, epochs: list[dict], timeline: list[dict], origin: float | None = None) -> list[str]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -49,14 +100,7 @@ def _plot(run_dir: Path, epochs: list[dict], timeline: list[dict]) -> list[str]:
         plt.close(fig)
         files.append("training.png")
     if len(timeline) > 2:
-        t0 = timeline[0]["t"]
-        ts = [s["t"] - t0 for s in timeline[1:]]
-        fig, ax = plt.subplots(figsize=(8, 4))
-        for key, label in (("sampler_batches", "sampler tier"), ("loader_batches", "loader tier")):
-            rates = [(b.get(key, 0) - a.get(key, 0)) / max(b["t"] - a["t"], 1e-9) for a, b in zip(timeline, timeline[1:])]
-            ax.plot(ts, rates, label=f"{label} batches/s")
-        ax.set_xlabel("seconds"); ax.set_ylabel("batches/s"); ax.set_title("throughput per tier over time"); ax.legend()
-        fig.tight_layout()
+        fig = _throughput_figure(plt, timeline, origin)
         fig.savefig(run_dir / "throughput.png", dpi=90)
         plt.close(fig)
         files.append("throughput.png")
@@ -70,7 +114,7 @@ def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "report.json").write_text(json.dumps({"result": result, "epochs": epochs, "timeline": timeline,
                                                      **extra}, indent=1))
-    plots = _plot(run_dir, epochs, timeline)
+    plots = _plot(run_dir, epochs, timeline, extra.get("services_started"))
     lines = [f"# Argosy run {extra.get('job', '')}", "",
              "| metric | value |", "|---|---|"]
     for k, v in result.items():
@@ -97,3 +141,42 @@ def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline
     path = run_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+class EpochLog:
+    """TensorBoard event files of a run (``RUN_DIR/tensorboard``): one point per epoch and scalar.
+
+    Written by the driver as epochs arrive (``tensorboard --logdir runs/``).  Needs the
+    ``tensorboard`` package (``pip install 'argosy[tensorboard]'``); without it :attr:`path` is None
+    and :attr:`why` says so (the report repeats it), and nothing else changes.
+    """
+
+    SCALARS = ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "test_accuracy", "epoch_seconds",
+               "batches_per_second", "trainer_idle_fraction", "remote_fraction")
+
+    def __init__(self, run_dir: str | Path):
+        self.path: Path | None = None
+        self.why = ""
+        self._w = None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            self.why = "no TensorBoard event files: the tensorboard package is not installed (pip install tensorboard)"
+            return
+        self.path = Path(run_dir) / "tensorboard"
+        self._w = SummaryWriter(log_dir=str(self.path))
+
+    def add(self, epoch: dict) -> None:
+        if self._w is None:
+            return
+        step = int(epoch["epoch"])
+        for key in self.SCALARS:
+            v = epoch.get(key)
+            if v is not None:
+                group = "accuracy" if key.endswith("accuracy") else "loss" if key.endswith("loss") else "pipeline"
+                self._w.add_scalar(f"{group}/{key}", float(v), step)
+        self._w.flush()
+
+    def close(self) -> None:
+        if self._w is not None:
+            self._w.close()

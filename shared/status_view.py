@@ -14,6 +14,7 @@ import json
 import sys
 import time
 
+from argosy.shared.records import best_so_far
 from argosy.shared.metrics import RateTracker, read_autoscale_decisions, read_autoscale_replicas, work_queue_depths
 
 __all__ = ["status_dict", "render_status", "watch_status"]
@@ -45,7 +46,7 @@ def status_dict(coord, now: float | None = None, tracker: RateTracker | None = N
         prev_services: previous call's ``{id: metrics}`` for per-service rates.
 
     Returns:
-        ``{"job", "state", "phase", "epochs_done", "last_epoch", "metrics", "rates", "queues",
+        ``{"job", "state", "phase", "epochs_done", "last_epoch", "best", "metrics", "rates", "queues",
         "services", "missing", "autoscale"}``.
     """
     now = time.time() if now is None else now
@@ -91,7 +92,7 @@ def status_dict(coord, now: float | None = None, tracker: RateTracker | None = N
         s["batches_per_second"] = r
         s["busy_fraction"] = None if b is None else min(1.0, max(0.0, b))
     return {"job": coord.job, "state": coord.get_state(), "phase": coord.get_phase(), "epochs_done": len(epochs),
-            "last_epoch": epochs[-1].to_dict() if epochs else None, "metrics": counters, "rates": rates,
+            "last_epoch": epochs[-1].to_dict() if epochs else None, "best": best_so_far(epochs) or None, "metrics": counters, "rates": rates,
             "queues": {"work_backlog": backlog, "in_flight": pending}, "services": services,
             "missing": [s["id"] for s in services if not s["alive"]],
             "autoscale": {"replicas": read_autoscale_replicas(coord), "last_decisions": read_autoscale_decisions(coord, 3)}}
@@ -116,6 +117,10 @@ def render_status(coord, now: float | None = None, tracker: RateTracker | None =
     lines.append(f"trainer idle {_f(idle_live, '{:.0%}')} now, {_f(e.get('trainer_idle_fraction'), '{:.0%}')} last epoch"
                  f"   remote fraction {_f(r.get('remote_fraction'), '{:.3f}')}"
                  f"   last epoch {_f(e.get('batches_per_second'))} batches/s, loss {_f(e.get('train_loss'), '{:.3f}')}")
+    b = d.get("best") or {}
+    lines.append(f"accuracy: val {_f(e.get('val_accuracy'), '{:.3f}')} last epoch; best val "
+                 f"{_f(b.get('val_accuracy'), '{:.3f}')} at epoch {b.get('best_epoch', '-')} "
+                 f"(test {_f(b.get('test_accuracy'), '{:.3f}')}, the weights in best.pt)")
     lines.append("")
     lines.append(f"{'role':8s} {'id':18s} {'host':12s} {'pid':>7s} {'batches/s':>10s} {'busy':>6s} {'heartbeat':>10s}  status")
     for s in d["services"]:

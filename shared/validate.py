@@ -54,6 +54,7 @@ class BatchBounds:
     feature_dim: int
     feature_dtype: str
     hops: int
+    eval_hops: int
     epochs: int
     trainers: int
     max_seeds: int
@@ -73,14 +74,16 @@ class BatchBounds:
         # Per hop the widest of the train and eval fanouts (-1 = all neighbours); every count is a
         # Python int, capped by the graph, so no product can overflow.
         nodes, edges = max_seeds, 0
-        for f_train, f_eval in zip(s.fanouts, s.eval_fanouts):
+        train_f, eval_f = cfg.fanouts_for("train"), cfg.fanouts_for("val")   # eval may have one more hop
+        for i in range(max(len(train_f), len(eval_f))):
+            f_train, f_eval = (train_f[i] if i < len(train_f) else 1), (eval_f[i] if i < len(eval_f) else 1)
             if -1 in (f_train, f_eval):
                 edges, nodes = edges + nnz, n
             else:
                 f = max(f_train, f_eval)
                 edges, nodes = edges + min(nodes * f, nnz), min(nodes * (1 + f), n)
         return cls(num_nodes=n, num_parts=k, num_classes=max(int(m.num_classes), 1), feature_dim=int(m.feature_dim),
-                   feature_dtype=str(m.feature_dtype or "float32"), hops=len(s.fanouts), epochs=int(cfg.trainer.epochs),
+                   feature_dtype=str(m.feature_dtype or "float32"), hops=len(train_f), eval_hops=len(eval_f), epochs=int(cfg.trainer.epochs),
                    trainers=int(cfg.num_trainers), max_seeds=max_seeds, max_nodes=min(nodes, n),
                    max_edges=edges, max_degree=min(nnz, 2**31 - 1), max_message_bytes=int(cfg.wire.max_message_bytes))
 
@@ -114,7 +117,7 @@ def check_sampled_batch(b: SampledBatch, bounds: BatchBounds) -> None:
         a = getattr(b, name)
         if a.ndim != 1 or a.dtype.name != _INT_DTYPES[name]:
             raise _bad(b, f"{name} must be 1-d {_INT_DTYPES[name]} (got {a.ndim}-d {a.dtype})")
-    H = bounds.hops
+    H = bounds.hops if b.phase == "train" else bounds.eval_hops
     hn, he = b.hop_nodes, b.hop_edges
     if hn.shape[0] != H + 1 or he.shape[0] != H + 1:
         raise _bad(b, f"hop_nodes/hop_edges have {hn.shape[0]}/{he.shape[0]} entries, this job samples {H} hops "

@@ -21,6 +21,7 @@ import numpy as np
 
 from argosy.shared.config import parse_size
 from argosy.shared.errors import ArgosyError, DiskFullError, GraphFormatError
+from argosy.shared.splits import make_split, parse_split
 
 logger = logging.getLogger("argosy.partitioner")
 
@@ -58,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--directed", action="store_true",
                    help="store the arcs as given (edge lists and asymmetric CSRs are otherwise made "
                         "undirected: reverse entries added, with a warning for an asymmetric CSR)")
-    p.add_argument("--split", default=None, help="OGB directory with several splits: the split/NAME to use")
+    p.add_argument("--split", default=None, metavar="NAME|random:TR,VA,TE|per-class:N,VA,TE",
+                   help="NAME: an OGB directory's split/NAME; random:0.6,0.2,0.2: train/val/test fractions of "
+                        "the labelled vertices; per-class:20,500,1000: 20 train vertices per class, 500 val, "
+                        "1000 test (Planetoid). Generated splits use --seed and are recorded in the manifest")
     p.add_argument("--features", default=None, metavar="F.npy", help="node features [n, F] (float; .npy or CSV)")
     p.add_argument("--labels", default=None, metavar="L.npy", help="node labels [n] (int, -1 = unlabelled)")
     for flag in ("--train-mask", "--val-mask", "--test-mask"):
@@ -178,6 +182,19 @@ def node_columns(args, stream) -> dict:
         rng = np.random.default_rng(args.seed)
         cols["features"] = ArrayColumn("features", rng.standard_normal((n, args.random_features), dtype=np.float32),
                                        "--random-features", args.feature_dtype)
+    spec = parse_split(args.split)
+    if spec is not None:                       # --split random:... / per-class:...: masks from the labels
+        from argosy.shared.graphio import ArrayColumn
+        if "labels" not in cols:
+            raise GraphFormatError(f"{args.input}: --split {args.split} needs labels (--labels L.npy)")
+        have = [s for s in ("train_mask", "val_mask", "test_mask") if s in cols]
+        if have:
+            raise GraphFormatError(f"{args.input}: --split {args.split} makes the masks, but {', '.join(have)} "
+                                   "is given too; drop one of them")
+        masks, args.split_record = make_split(cols["labels"].read(), spec, args.seed)
+        for name, mask in masks.items():
+            cols[name] = ArrayColumn(name, mask, f"--split {args.split}")
+        logger.info("split %s (seed %d): %s", args.split, args.seed, args.split_record)
     check_node_columns(cols, n)
     return cols
 
@@ -189,7 +206,8 @@ def run(args) -> int:
     if args.parts < 1:
         raise ValueError(f"--parts must be >= 1 (got {args.parts})")
     budget = parse_size(args.memory_budget)
-    stream = open_edge_stream(args.input, num_nodes=args.num_nodes, split=args.split, tmpdir=args.tmpdir)
+    ogb_split = None if parse_split(args.split) is not None else args.split
+    stream = open_edge_stream(args.input, num_nodes=args.num_nodes, split=ogb_split, tmpdir=args.tmpdir)
     n, entries = stream.num_nodes, stream.stream_entries
     if n == 0:
         raise GraphFormatError(f"{args.input}: the graph is empty (no edges, 0 vertices)")
@@ -228,6 +246,8 @@ def _write(args, stream, res, columns, t0) -> int:
             "symmetrised": not args.directed and stream.symmetrize,
             "random_features": int(args.random_features or 0),
             "regrouped": bool(res.details.get("regrouped", False))}
+    if getattr(args, "split_record", None):
+        info["split"] = args.split_record
     t_store = time.perf_counter()
     if res.regrouped is not None:   # the partitioner's sorted buckets: the writer sorts nothing
         entries_in = res.regrouped.drain()

@@ -123,8 +123,7 @@ class SamplerProc(PartHolder):
             self.zctx.term()
 
     def handle(self, stream: str, entry_id: str, item: WorkItem) -> None:
-        cfg = self.cfg.sampler
-        fanouts = cfg.fanouts if item.phase == "train" else cfg.eval_fanouts
+        fanouts = self.cfg.fanouts_for(item.phase)
         if not self.core.held[item.part]:
             return                       # claimed just before the part moved: left pending, re-claimed by its holder
         try:
