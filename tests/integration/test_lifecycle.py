@@ -173,18 +173,38 @@ def test_status_and_down_find_train_and_up_jobs(env, tmp_path):
                 os.kill(p, signal.SIGKILL)
 
 
-def test_role_that_cannot_start_fails_the_job_at_once(env, tmp_path):
-    """A deterministic start-up error (here: CUDA asked for, none present) ends the job with the
-    reason, said once; the role is not restarted."""
+def test_device_cuda_without_cuda_is_refused_before_anything_starts(env, tmp_path):
+    """`--device cuda` on a machine without CUDA: one error up front (the preflight), no service
+    started, no run dir left behind."""
     import torch
     if torch.cuda.is_available():
         pytest.skip("needs a machine without CUDA")
     store = _store(tmp_path / "store")
     p = _argosy(env, "train", "--store", str(store), "--epochs", "3", "--device", "cuda",
                 "--run-dir", str(tmp_path / "run"))
-    assert p.returncode == 1
-    assert p.stderr.count("no CUDA device is available") == 1, p.stderr
-    assert "trainer-0 cannot start" in p.stderr
-    logs = sorted(f.name for f in (tmp_path / "run" / "logs").glob("trainer*.log"))
-    assert logs == ["trainer-0.log"]                   # not restarted
-    assert "Traceback" in (tmp_path / "run" / "logs" / "trainer-0.log").read_text()
+    assert p.returncode == 2
+    assert p.stderr.count("--device cuda: no CUDA device is available on this machine") == 1, p.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_role_that_cannot_start_exits_as_cannot_start(redis_url, tmp_path):
+    """A deterministic start-up error inside a service (here: a spec asking for CUDA, put into Redis
+    past the preflight, as by hand) exits with EXIT_CANNOT_START once, with the reason, so the driver
+    fails the job instead of restarting the role (tests/services/test_driver.py replays that)."""
+    import torch
+    from argosy.shared.config import JobConfig, TrainerConfig
+    from argosy.shared.lifecycle import EXIT_CANNOT_START
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA")
+    store = _store(tmp_path / "store")
+    job = f"cannot-start-{os.getpid()}"
+    coord = Coordinator(redis_url, job)
+    coord.delete_job()
+    coord.put_spec(JobConfig(job=job, store=str(store), run_dir=str(tmp_path / "run"),
+                             trainer=TrainerConfig(device="cuda", epochs=1)))
+    env = {**os.environ, "ARGOSY_REDIS_URL": redis_url}
+    p = subprocess.run([sys.executable, "-m", "argosy.services.trainer", "--job", job, "--id", "trainer-0",
+                        "--rank", "0"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    coord.delete_job()
+    assert p.returncode == EXIT_CANNOT_START, p.stderr[-2000:]
+    assert "no CUDA device is available" in p.stderr and "Traceback" in p.stderr
