@@ -190,11 +190,10 @@ def _data_problems(inp: JobInputs) -> tuple[list[str], int | None, int | None]:
             pass
         elif isinstance(lab, NpyArray):
             try:
-                y = lab.read()
-                if y.dtype.kind not in "iu":
-                    problems.append(f"{lab.where}: labels must be integers (got {y.dtype})")
-                else:
-                    classes = int(y.max(initial=-1)) + 1
+                if lab.dtype.kind not in "iu":
+                    problems.append(f"{lab.where}: labels must be integers (got {lab.dtype})")
+                else:                          # in blocks: a 100M-vertex label file stays out of memory
+                    classes = max((int(blk.max(initial=-1)) for _, blk in lab.iter_blocks(1 << 22)), default=-1) + 1
                     if classes < 1:
                         problems.append(f"{lab.where}: every label is -1 (unlabelled); nothing to train on")
             except ArgosyError as e:
