@@ -139,6 +139,7 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="folder for stores and seeds (default: a temporary one)")
     ap.add_argument("--quick", action="store_true", help="10 batches, 2 passes, 1 round")
     a = ap.parse_args()
+    a.load_avg = os.getloadavg()[0]
     if a.quick:
         a.batches, a.passes, a.rounds = 10, 2, 1
     dgl_fanouts = [int(f) for f in a.fanouts.split(",")]
@@ -180,7 +181,7 @@ def main() -> None:
 
 def report(rows: list[dict], a, sides: dict) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_avg": os.getloadavg()[0], "cpu": a.cpu,
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_avg": a.load_avg, "cpu": a.cpu,
             "fanouts_dgl_order": a.fanouts, "batch": a.batch, "batches": a.batches, "passes": a.passes,
             "rounds": a.rounds, "baseline": a.baseline}
     (OUT / "sampler.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")

@@ -4,8 +4,10 @@ The graph arrives as one CSR per partition plus the global ``assignment`` / ``lo
 so a sampler never stitches a global CSR in memory.  The kernels reach part ``p``'s arrays through
 their addresses (:class:`PartTable`: ``ptr_addr[p]``, ``ind_addr[p]``; 0 for parts held elsewhere)
 rather than through a ``typed.List``: a typed list costs a call and a reference count per access
-(~35 ns), once per sampled vertex, which dominated on low-degree graphs (road networks: ~1.5
-edges per vertex).  The caller keeps the arrays alive (the table holds them).
+(~35 ns), once per sampled vertex, which dominated on low-degree graphs (road networks: ~2.5
+sampled edges per sampled vertex).  The table holds the arrays, so they live as long as it does.
+For the same reason the hot loop calls no helper with array arguments (each call would incref and
+decref them): new vertices are located in one pass after each hop (:func:`_locate`).
 
 A batch is sampled one hop at a time: a vertex of a part held elsewhere is added with degree
 ``-1``; between hops the caller fetches those rows from their owners in one request per owner
