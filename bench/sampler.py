@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -136,7 +137,7 @@ def main() -> None:
     ap.add_argument("--cpu", type=int, default=1, help="the core every side is pinned to")
     ap.add_argument("--baseline", default=None, help="git revision whose sampler is measured as 'before'")
     ap.add_argument("--dgl-python", default="/work/dgl-venv/bin/python")
-    ap.add_argument("--work", default=None, help="folder for stores and seeds (default: a temporary one)")
+    ap.add_argument("--work", default=None, help="folder for stores and seeds, kept (default: a temporary one, removed)")
     ap.add_argument("--quick", action="store_true", help="10 batches, 2 passes, 1 round")
     a = ap.parse_args()
     a.load_avg = os.getloadavg()[0]
@@ -177,6 +178,8 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     report(rows, a, sides)
+    if not a.work:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def report(rows: list[dict], a, sides: dict) -> None:
