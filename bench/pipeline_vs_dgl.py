@@ -1,0 +1,93 @@
+"""Whole training loop against DGL's: soc-slashdot with random 128-d features and 10 random
+classes, 3-layer SAGE-256 (mean), fanouts 15,10,5 (DGL's order; Argosy's ``--fanouts 5,10,15``),
+batch 1024, on the same cores.
+
+Three figures, train batches/s: DGL's single-process loop (``bench/pipeline_dgl.py``, its own
+venv), Argosy's in-process loop (sampler, loader and trainer cores in one process, as in
+``bench/pipeline.py``) and ``argosy train`` (1 sampler, 1 loader, 1 trainer process).  The rounds
+alternate DGL and Argosy (the machine is shared); the table keeps each one's best round.
+
+Usage: python bench/pipeline_vs_dgl.py [--cpus 0,1] [--epochs 3] [--rounds 2]
+Writes bench/results/pipeline_vs_dgl.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+OUT = ROOT / "bench" / "results"
+WORK = Path("/tmp/argosy-bench-layers")
+DATASET = Path("/work/shared/datasets/soc-slashdot.npz")
+
+from pipeline import inprocess, pipeline  # noqa: E402
+
+
+def make_inputs(dim: int = 128, classes: int = 10, train: float = 0.2) -> tuple[Path, Path]:
+    """The graph with random features, labels and splits (.npz, read by DGL) and its 1-part store."""
+    graph, store = WORK / f"slashdot-{dim}.npz", WORK / f"store-{dim}"
+    if not graph.exists():
+        z = np.load(DATASET)
+        n = z["indptr"].shape[0] - 1
+        rng = np.random.default_rng(0)
+        r = rng.random(n)
+        np.savez(graph, indptr=z["indptr"], indices=z["indices"], features=rng.standard_normal((n, dim), np.float32),
+                 labels=rng.integers(0, classes, n), train_mask=r < train, val_mask=(r >= train) & (r < train + 0.05),
+                 test_mask=(r >= train + 0.05) & (r < train + 0.1))
+    if not (store / "manifest.json").exists():
+        subprocess.run([sys.executable, "-m", "argosy.services.partitioner", str(graph), "--parts", "1", "--method",
+                        "random", "--out", str(store), "--overwrite"], check=True, cwd=ROOT, capture_output=True)
+    return graph, store
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cpus", default="0,1")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--dgl-python", default="/work/dgl-venv/bin/python")
+    args = ap.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    graph, store = make_inputs()
+    threads = len(args.cpus.split(","))
+    fan, model, hidden, batch = (5, 10, 15), "sage", 256, 1024
+    rounds = []
+    for r in range(args.rounds):
+        print(f"round {r + 1}: dgl ...", file=sys.stderr)
+        p = subprocess.run(["taskset", "-c", args.cpus, args.dgl_python, str(ROOT / "bench" / "pipeline_dgl.py"),
+                            str(graph), "--epochs", str(args.epochs), "--threads", str(threads)],
+                           capture_output=True, text=True, env={**os.environ, "DGLBACKEND": "pytorch"})
+        if p.returncode:
+            raise RuntimeError(p.stderr[-2000:])
+        dgl = json.loads(p.stdout.strip().splitlines()[-1])
+        print(f"round {r + 1}: argosy in-process ...", file=sys.stderr)
+        ip = inprocess(store, fan, model, hidden, batch, args.epochs, args.cpus)
+        print(f"round {r + 1}: argosy train ...", file=sys.stderr)
+        pl = pipeline(store, fan, model, hidden, batch, args.epochs, args.cpus, work=WORK / f"run-{r}")
+        rounds.append({"dgl": dgl["batches_per_second"], "inprocess": ip["batches_per_second"],
+                       "pipeline": pl["batches_per_second"], "trainer_idle_fraction": pl["trainer_idle_fraction"]})
+        print(json.dumps(rounds[-1]), file=sys.stderr)
+    best = {k: max(r[k] for r in rounds) for k in ("dgl", "inprocess", "pipeline")}
+    res = {"cpus": args.cpus, "epochs": args.epochs, "rounds": rounds, "best": best, "load_average": os.getloadavg()}
+    (OUT / "pipeline_vs_dgl.json").write_text(json.dumps(res, indent=1))
+    md = [f"# Training loop vs DGL ({time.strftime('%Y-%m-%d %H:%M')}, cpus {args.cpus}, load avg "
+          f"{res['load_average'][0]:.1f}; train batches/s, best of {args.rounds} rounds)", "",
+          "| loop | batches/s | vs DGL |", "|---|---|---|"]
+    for k, name in (("dgl", "DGL 2.1, single process"), ("inprocess", "Argosy, in-process loop"),
+                    ("pipeline", "`argosy train` (1 sampler, 1 loader, 1 trainer)")):
+        md.append(f"| {name} | {best[k]:.2f} | {best[k] / best['dgl']:.2f}x |")
+    (OUT / "pipeline_vs_dgl.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
