@@ -186,6 +186,7 @@ def main(argv=None) -> int:
                                                                  "(whole epochs; 0 = no training step)")
     ap.add_argument("--fanouts", default="15,10,5")
     ap.add_argument("--batch-size", type=int, default=1024)
+    ap.add_argument("--generate-only", action="store_true", help="stop after the generate step")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--out", default=str(RECORDS))
     ap.add_argument("--render", action="store_true")
@@ -217,8 +218,8 @@ def main(argv=None) -> int:
         rec["graph_bytes"] = du(graph)
         rec["feature_bytes"] = (graph / "features.npy").stat().st_size
         s["throughput"] = {"edge_rows_per_s": round(ds.get("num_edges", 0) / max(s["seconds"], 1e-9))}
-        if s["rc"] != 0:
-            raise SystemExit(1)
+        if s["rc"] != 0 or args.generate_only:
+            raise SystemExit(0 if s["rc"] == 0 else 1)
         from argosy.shared.synthetic_big import partition_argv
         s = run_step("partition+store", [py, "-m", "argosy.services.partitioner", *partition_argv(graph),
                                          "--parts", str(args.parts), "--method", "grem", "--feature-dtype",
@@ -300,13 +301,31 @@ def render(records: Path = RECORDS) -> None:
                        f"{_mib(s['peak_rss_bytes'])} | {_mib(s['read_bytes'])} | {_mib(s['write_bytes'])} | "
                        f"{_gib(cgs.get('max_usage_bytes'))} | {cgs.get('failcnt', '')} | {cgs.get('oom_kills', '')} | "
                        f"{cgs.get('pgmajfault', s['major_faults']):,} | {thr} | {r.get('load_before', 0):.1f} |")
+    out += ["", "Peak RSS (MiB) against graph size, per step (the memory bound in docs/out-of-core.md):", "",
+            "| scale | n | edge rows | generate | partition+store | per vertex above the 1/1000 run, B |",
+            "|---:|---:|---:|---:|---:|---:|"]
+    peaks: dict = {}
+    for r in recs:
+        d = r.get("dataset", {})
+        row = peaks.setdefault(r["scale"], {"n": d.get("num_nodes"), "m": d.get("num_edges")})
+        for s in r["steps"]:
+            row[s["step"]] = s["peak_rss_bytes"]
+    base = peaks.get(min(peaks)) if peaks else None
+    for scale, row in sorted(peaks.items()):
+        extra = ""
+        if base is not None and row is not base and row.get("n") and "partition+store" in row:
+            extra = f"{(row['partition+store'] - base['partition+store']) / (row['n'] - base['n']):.0f}"
+        out.append(f"| {scale:g} | {row['n'] or 0:,} | {row['m'] or 0:,} | {_mib(row.get('generate'))} | "
+                   f"{_mib(row.get('partition+store'))} | {extra} |")
     out.append("")
     for r in recs:
+        if r.get("note"):
+            out.append(f"- scale {r['scale']:g} ({r['time']}): {r['note']}")
         for s in r["steps"]:
             if s["step"] == "partition+store" and s.get("result"):
                 x = s["result"]
                 out.append(f"- scale {r['scale']:g}: GREM k={r['parts']} cut {100 * (x['edge_cut_fraction'] or 0):.2f} %, "
-                           f"balance {x['balance']}, edge balance {x['edge_balance']}; partition "
+                           f"balance {x['balance']:.3f}, edge balance {x['edge_balance']:.3f}; partition "
                            f"{x['partition_seconds']:.1f} s, store {x['store_seconds']:.1f} s; store "
                            f"{_gib(r.get('store_bytes'))} GiB on disk")
             if s["step"] == "train" and s.get("result"):
