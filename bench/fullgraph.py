@@ -50,20 +50,31 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def cli(args: list[str], timeout: int = 1800) -> dict:
-    """Run one training in a fresh process and return its JSON line."""
+def cli(args: list[str], timeout: int = 3600) -> dict:
+    """Run one ``argosy train`` in a fresh process and return its JSON line, plus the whole-process
+    peak as ``/usr/bin/time`` reports it (``whole_peak_rss_bytes``: ``ru_maxrss`` of the child and
+    the descendants it waited for, i.e. the launcher and the training process)."""
     run_dir = tempfile.mkdtemp(prefix="bench-fg-run-")
     cmd = [sys.executable, "-W", "ignore", "-m", "argosy.services.launch", "train", *args, "--patience", "0",
            "--run-dir", run_dir, "--json"]
     t0 = time.time()
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    if out.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
-    res = json.loads(out.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err, text=True)
+        try:
+            _, status, ru = os.wait4(proc.pid, 0)
+        except BaseException:
+            proc.kill()
+            raise
+        out.seek(0)
+        err.seek(0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{err.read()[-3000:]}")
+        res = json.loads(out.read().strip().splitlines()[-1])
+    res["whole_peak_rss_bytes"] = ru.ru_maxrss * 1024
     res["wall_seconds"] = time.time() - t0
     res["loadavg_after"] = _load()
-    logger.info("%s -> %.2f s/epoch, peak %.0f MiB above imports", " ".join(args[:8]),
-                res["epoch_seconds"], (res["peak_rss_bytes"] - res["base_rss_bytes"]) / MiB)
+    logger.info("%s -> %.2f s/epoch, whole-process peak %.0f MiB, %.0f MiB above imports", " ".join(args[:8]),
+                steady_epoch(res), res["whole_peak_rss_bytes"] / MiB, above(res) / MiB)
     return res
 
 
@@ -135,11 +146,74 @@ def partition(data: str, out: str, parts: int) -> str:
     return out
 
 
-def bench_graph(path: str) -> str:
+def bench_graph(path: str, dim: int = 64) -> str:
+    """road-ny with random ``dim``-d features and 8 random classes (a systems workload)."""
     if not os.path.exists(path):
         g = load_graph(os.path.join(DATASETS, "road-ny.npz"))
-        save_graph_npz(with_random_features(g, 64, 8, seed=0), path)
+        save_graph_npz(with_random_features(g, dim, 8, seed=0), path)
     return path
+
+
+def generated_graph(path: str, nodes: int, dim: int) -> str:
+    """``argosy generate``: a degree-corrected SBM with ``dim``-d class-dependent features."""
+    if not os.path.exists(path):
+        subprocess.run([sys.executable, "-m", "argosy.services.launch", "generate", "--nodes", str(nodes),
+                        "--avg-degree", "4", "--feature-dim", str(dim), "--seed", "0", "--out", path],
+                       cwd=ROOT, check=True, capture_output=True)
+    return path
+
+
+def section_scale(graphs: dict[str, str], epochs: int, cache: str, common: list[str]) -> dict:
+    """In-memory vs offloaded (Belady, ``cache``) on each graph: whole-process peaks, the memory
+    breakdown of both, epoch times and the disk bandwidth the spill used."""
+    spill = tempfile.mkdtemp(prefix="bench-scale-")
+    out = {}
+    for name, store in graphs.items():
+        base = ["--store", store, "--epochs", str(epochs), *common]
+        mem = cli(base + ["--mode", "memory"])
+        off = cli(base + ["--mode", "fullgraph", "--cache-bytes", cache, "--spill-dir", spill])
+        row = {"memory": mem, "offload": off,
+               "time_ratio": steady_epoch(off) / steady_epoch(mem),
+               "whole_ratio": off["whole_peak_rss_bytes"] / mem["whole_peak_rss_bytes"],
+               "above_ratio": above(off) / above(mem)}
+        out[name] = row
+        logger.info("%s: offload %.2fx epoch time, %.2fx whole-process peak, %.2fx above imports", name,
+                    row["time_ratio"], row["whole_ratio"], row["above_ratio"])
+    return out
+
+
+def _scale_md(res: dict) -> list[str]:
+    sc = res["scale"]
+    L = [f"## In-memory vs offload at scale ({res.get('scale_workload', '')})", "",
+         "Whole-process peak: `ru_maxrss` of `argosy train` and the training process it starts, as "
+         "`/usr/bin/time` reports it. Above imports: the training process's peak minus its RSS after "
+         "imports and kernel warm-up. Epoch: median of the epochs after the first.", "",
+         "| graph | run | parts (alpha) | epoch s | x in-memory | whole-process peak MiB | x in-memory | "
+         "above imports MiB | x in-memory | disk MB/epoch | write MB/s | read MB/s | disk busy s/epoch |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in sc.items():
+        m, o = r["memory"], r["offload"]
+        L.append(f"| {name} | in-memory | 1 | {steady_epoch(m):.2f} | 1.00 | {m['whole_peak_rss_bytes'] / MiB:.0f} | "
+                 f"1.00 | {above(m) / MiB:.0f} | 1.00 | | | | |")
+        f = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
+        L.append(f"| {name} | offload {o['cache_bytes'] / MiB:.0f} MiB cache | {o['parts']} ({o['alpha']:.2f}) | "
+                 f"{steady_epoch(o):.2f} | **{r['time_ratio']:.2f}** | {o['whole_peak_rss_bytes'] / MiB:.0f} | "
+                 f"**{r['whole_ratio']:.2f}** | {above(o) / MiB:.0f} | {r['above_ratio']:.2f} | "
+                 f"{o.get('disk_MB_per_epoch', 0):.0f} | {f(o.get('disk_write_MBps'))} | {f(o.get('disk_read_MBps'))} | "
+                 f"{o.get('disk_seconds_per_epoch', 0):.1f} |")
+    L += ["", "Where the training process's peak goes (MiB; `compute` is the rest: the layers' tensors while they "
+          "run, the whole graph's activations under autograd in-memory, one part's in the offloaded schedule, "
+          "and allocator slack):", "",
+          "| graph | run | peak | process baseline | graph | features | model+optimizer | activation cache | "
+          "spill buffers | compute |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in sc.items():
+        for run in ("memory", "offload"):
+            b = r[run]["memory"]
+            L.append(f"| {name} | {'in-memory' if run == 'memory' else 'offload'} | " + " | ".join(
+                f"{b[k] / MiB:.0f}" for k in ("peak", "process_baseline", "graph", "features", "model_optimizer",
+                                               "activation_cache", "spill_buffers", "compute")) + " |")
+    L.append("")
+    return L
 
 
 def section_offload(data: str, epochs: int, parts: int, cache: str, common: list[str]) -> dict:
@@ -267,6 +341,8 @@ def write_md(res: dict, path: str) -> None:
             L.append(f"| {n} | {r['max_worker_above_imports_MiB']:.0f} | {r['ratio_vs_memory']:.2f} | "
                      f"{r['goal_max_ratio']:.2f} | {r['ideal_ratio']:.2f} | {r['epoch_s']:.2f} |")
         L.append("")
+    if "scale" in res:
+        L += _scale_md(res)
     if "accuracy" in res:
         L += ["## Accuracy (GCN, `argosy train --mode fullgraph|sar --store GREM-STORE --model gcn` defaults: 2x16, "
               "dropout 0.5, lr 0.01, wd 5e-4, features row-normalised (auto), at most 200 epochs, stop after 20 epochs improving neither validation accuracy nor loss; "
@@ -313,7 +389,7 @@ def section_accuracy(seeds: list[int], acc_dir: str | None) -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sections", default="exactness,offload,pairs,sweep,sar,accuracy")
+    ap.add_argument("--sections", default="exactness,offload,pairs,sweep,sar,accuracy,scale")
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--parts", type=int, default=16, help="parts of the offload sections' store")
     ap.add_argument("--cache", default="64M")
@@ -322,6 +398,11 @@ def main() -> int:
     ap.add_argument("--sweep-caches", default="32M,128M")
     ap.add_argument("--rounds", type=int, default=2, help="back-to-back in-memory/offload pairs")
     ap.add_argument("--acc-dir", default=None, help="reuse accuracy JSON lines already produced by the CLI")
+    ap.add_argument("--scale-nodes", type=int, default=1_200_000, help="vertices of the generated graph (scale)")
+    ap.add_argument("--scale-dim", type=int, default=128, help="feature width of the scale section's graphs")
+    ap.add_argument("--scale-parts", type=int, default=16, help="GREM parts of the scale section's stores")
+    ap.add_argument("--scale-cache", default="48M", help="offload cache of the scale section")
+    ap.add_argument("--scale-graphs", default="generated,road-ny")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "fullgraph"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -334,7 +415,8 @@ def main() -> int:
     res = dict(prev)
     res.update(machine=f"{platform.node()} {os.cpu_count()} cores, {platform.processor() or platform.machine()}",
                load_before=_load())
-    npz = bench_graph(os.path.join(tempfile.gettempdir(), "argosy-bench-roadny-f64.npz"))
+    npz = bench_graph(os.path.join(tempfile.gettempdir(), "argosy-bench-roadny-f64.npz")) \
+        if {"offload", "pairs", "sweep", "sar"} & set(secs) else ""
     tmp = tempfile.gettempdir()
     data = partition(npz, os.path.join(tmp, f"argosy-bench-roadny-grem{args.parts}"), args.parts) \
         if {"offload", "pairs", "sweep"} & set(secs) else ""
@@ -369,6 +451,23 @@ def main() -> int:
         save()
     if "accuracy" in secs:
         res["accuracy"] = section_accuracy([0, 1, 2], args.acc_dir)
+        save()
+    if "scale" in secs:
+        k, d = args.scale_parts, args.scale_dim
+        graphs = {}
+        for name in args.scale_graphs.split(","):
+            if name == "generated":
+                npz = generated_graph(os.path.join(tmp, f"argosy-bench-dcsbm{args.scale_nodes}-f{d}.npz"),
+                                      args.scale_nodes, d)
+                graphs[f"generated DCSBM {args.scale_nodes / 1e6:.1f}M"] = partition(npz, npz[:-4] + f"-grem{k}", k)
+            elif name == "road-ny":
+                npz = bench_graph(os.path.join(tmp, f"argosy-bench-roadny-f{d}.npz"), d)
+                graphs["road-ny 264k"] = partition(npz, npz[:-4] + f"-grem{k}", k)
+        scale_common = ["--model", "gcn", "--fanouts=-1,-1", "--hidden", "128", "--no-normalize-features",
+                        "--dropout", "0.5", "--lr", "0.01"]
+        res["scale_workload"] = (f"GCN 2 layers x 128 hidden, dropout 0.5, {d}-d features, GREM stores of {k} parts, "
+                                 f"offload cache {args.scale_cache}, {args.epochs} epochs")
+        res["scale"] = section_scale(graphs, args.epochs, args.scale_cache, scale_common)
         save()
     save()
     return 0

@@ -250,12 +250,15 @@ class RemoteStore:
     def get(self, kind: str, layer: int, part: int) -> torch.Tensor:
         return torch.from_numpy(np.array(self._call("get", kind=kind, layer=int(layer), part=int(part)).data))
 
-    def gather(self, kind: str, layer: int, sources) -> torch.Tensor:
+    def gather(self, kind: str, layer: int, sources, out: torch.Tensor | None = None) -> torch.Tensor:
         src = [s if len(s) == 3 else (kind, *s) for s in sources]
         rows = [_np(r).astype(np.int64).reshape(-1) for _, _, r in src if r is not None]
         kinds, table = _kinds_table([(k, int(p), -1 if r is None else len(r)) for k, p, r in src])
         rep = self._call("gather", kind=kind, layer=int(layer), kinds=kinds, table=table,
                          rows=np.concatenate(rows) if rows else np.empty(0, np.int64))
+        if out is not None:
+            out.copy_(torch.from_numpy(np.asarray(rep.data)))
+            return out
         return torch.from_numpy(np.array(rep.data))
 
     def scatter_add(self, kind: str, layer: int, part: int, rows, src, num_rows: int | None = None) -> None:
@@ -295,7 +298,7 @@ class RemoteStore:
 
     def stats(self, reset: bool = False) -> dict:
         vals = self._call("stats", flag=bool(reset)).stats
-        d = {k: int(v) for k, v in zip(STORE_STAT_FIELDS, vals)}
+        d = {k: float(v) if k.endswith("_seconds") else int(v) for k, v in zip(STORE_STAT_FIELDS, vals)}
         tot = d["hit_bytes"] + d["miss_bytes"]
         d["hit_rate"] = d["hit_bytes"] / tot if tot else 1.0
         return d

@@ -28,6 +28,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
@@ -71,6 +72,14 @@ class StoreStats:
     disk_bytes: int = 0
     peak_disk_bytes: int = 0
     unplanned_accesses: int = 0
+    peak_pending_bytes: int = 0
+    """Most bytes held at once by queued write-behind (``*_async``) writes: the spill buffers."""
+    peak_staged_bytes: int = 0
+    """Most bytes held at once by prefetched blocks waiting in staging buffers."""
+    write_seconds: float = 0.0
+    """Time spent writing spill files (bytes_written / write_seconds: the disk's write bandwidth used)."""
+    read_seconds: float = 0.0
+    """Time spent reading spill files (demand reads and prefetches)."""
 
     @property
     def hit_rate(self) -> float:
@@ -426,6 +435,7 @@ class OffloadStore:
             while self._pending_bytes > 0 and self._pending_bytes + nbytes > self.max_pending_bytes:
                 self._cond.wait()  # back-pressure: never queue unbounded memory
             self._pending_bytes += nbytes
+            self._stats.peak_pending_bytes = max(self._stats.peak_pending_bytes, self._pending_bytes)
             self._pending[key] = self._pending.get(key, 0) + 1
             self._touch(key)  # the plan follows program order, not I/O-thread order
 
@@ -560,6 +570,7 @@ class OffloadStore:
             if self._blocks.get(key) is blk and blk.data is None and blk.version == version:
                 blk.staged = data  # staging buffer; admission is decided at the demand read
                 self._staged_bytes += blk.nbytes
+                self._stats.peak_staged_bytes = max(self._stats.peak_staged_bytes, self._staged_bytes)
             self._cond.notify_all()
 
     def _admit(self, blk: _Block, data: torch.Tensor, dirty: bool, allow_bypass: bool = True) -> None:
@@ -642,6 +653,7 @@ class OffloadStore:
                 f"spilling block {b.key} ({b.nbytes} bytes) would exceed the disk budget of "
                 f"{self.disk_budget} bytes ({self._stats.disk_bytes} bytes already spilled)")
         arr = data.contiguous().view(torch.uint8).numpy() if data.numel() else np.empty(0, np.uint8)
+        t0 = time.perf_counter()
         try:
             with open(self._path(b.key), "wb") as f:
                 f.write(memoryview(arr))
@@ -655,11 +667,13 @@ class OffloadStore:
             self._unstage(b)
             self._stats.prefetch_dropped += 1
         self._stats.bytes_written += b.nbytes
+        self._stats.write_seconds += time.perf_counter() - t0
         self._stats.disk_bytes += grow
         self._stats.peak_disk_bytes = max(self._stats.peak_disk_bytes, self._stats.disk_bytes)
 
     def _read(self, b: _Block) -> torch.Tensor:
         buf = torch.empty(b.shape, dtype=b.dtype)
+        t0 = time.perf_counter()
         if b.nbytes:
             with open(self._path(b.key), "rb", buffering=0) as f:
                 n = f.readinto(memoryview(buf.view(torch.uint8).numpy().reshape(-1)))
@@ -667,6 +681,7 @@ class OffloadStore:
                 raise OffloadError(f"short read of block {b.key}: {n} of {b.nbytes} bytes")
         with self._lock:
             self._stats.bytes_read += b.nbytes
+            self._stats.read_seconds += time.perf_counter() - t0
         return buf
 
     def _after_access(self) -> None:

@@ -23,7 +23,7 @@ from argosy.shared.store.reader import PartitionStore
 from .kernels import CSR, csr_from_coo, csr_rows
 
 __all__ = ["GraphData", "PartPlan", "load_store_graph", "normalize_rows", "build_plan",
-           "normalized_values", "full_matrix"]
+           "normalized_values", "degree_weights", "assemble_plan", "full_matrix"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,11 @@ def normalized_values(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray,
     Shapes:
         rows, cols: ``int64[e]`` global ids; returns ``float32[e]``.
     """
-    deg = np.diff(indptr).astype(np.float64)
+    return degree_weights(np.diff(indptr).astype(np.float64), rows, cols, aggr)
+
+
+def degree_weights(deg: np.ndarray, rows: np.ndarray, cols: np.ndarray, aggr: Aggr) -> np.ndarray:
+    """:func:`normalized_values` from the whole-graph degree array ``float64[n]`` (no CSR needed)."""
     if aggr == "gcn":
         dinv = 1.0 / np.sqrt(deg + 1.0)
         return (dinv[rows] * dinv[cols]).astype(np.float32)
@@ -178,7 +182,7 @@ class PartPlan:
 
 
 def build_plan(g: GraphData, owner: np.ndarray, aggr: Aggr) -> PartPlan:
-    """Build the per-part matrices and boundary lists.
+    """Build the per-part matrices and boundary lists from a graph held in memory.
 
     Args:
         g: the graph.
@@ -191,6 +195,19 @@ def build_plan(g: GraphData, owner: np.ndarray, aggr: Aggr) -> PartPlan:
     counts = np.bincount(owner, minlength=num_parts)
     offs = np.concatenate([[0], np.cumsum(counts)])
     own = [order[offs[p]:offs[p + 1]].astype(np.int64) for p in range(num_parts)]
+    return assemble_plan(owner, own, aggr, lambda p: _edges_of(g, own[p], aggr))
+
+
+def assemble_plan(owner: np.ndarray, own: list[np.ndarray], aggr: Aggr, edges_of) -> PartPlan:
+    """The plan from each part's in-edges: ``edges_of(p)`` gives ``(local_row, global_col, weight)``
+    of part ``p``'s rows (self loops included), one part at a time, so a caller reading the
+    topology per part from the store never holds the whole graph.
+
+    Shapes:
+        owner: ``int32[n]``; own: per part ``int64[n_p]`` global ids, ascending.
+    """
+    n = len(owner)
+    num_parts = len(own)
     local = np.empty(n, dtype=np.int64)
     for p in range(num_parts):
         local[own[p]] = np.arange(len(own[p]), dtype=np.int64)
@@ -199,7 +216,7 @@ def build_plan(g: GraphData, owner: np.ndarray, aggr: Aggr) -> PartPlan:
     mats: list[CSR] = []
     mats_t: list[CSR] = []
     for p in range(num_parts):
-        lr, col, val = _edges_of(g, own[p], aggr)
+        lr, col, val = edges_of(p)
         col_owner = owner[col]
         remote = col_owner != p
         # unique boundary vertices sorted by (owner part, local row)
@@ -221,6 +238,7 @@ def build_plan(g: GraphData, owner: np.ndarray, aggr: Aggr) -> PartPlan:
             owner[rv].astype(np.int64) * (n + 1) + local[rv],
             owner[col[remote]].astype(np.int64) * (n + 1) + local[col[remote]])
         m = csr_from_coo(lr, ecol, val, (len(own[p]), len(own[p]) + len(rv)))
+        del lr, col, val, ecol
         mats.append(m)
         mats_t.append(m.transpose())
     plan = PartPlan(num_parts, owner.astype(np.int32), local, own, deps, boundary, mats, mats_t)

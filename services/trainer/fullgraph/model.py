@@ -93,7 +93,9 @@ def dropout_mask(shape: tuple[int, int], prob: float, seed: int, epoch: int, lay
     # 16-bit uniforms sliced from raw PCG64 output: several times faster than rng.random()
     u = rng.bit_generator.random_raw((n + 3) // 4).view(np.uint16)[:n].reshape(shape)
     keep = torch.from_numpy(u >= np.uint16(min(65535, round(prob * 65536))))
-    return keep.to(torch.float32).mul_(1.0 / (1.0 - prob)).to(device)
+    # one pass to float32 (a cast then a scale is two passes over the mask)
+    scale = torch.tensor(1.0 / (1.0 - prob), dtype=torch.float32)
+    return torch.where(keep, scale, torch.tensor(0.0, dtype=torch.float32)).to(device)
 
 
 def post_activation(z: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from argosy.shared.config import FullGraphConfig, JobConfig
@@ -33,9 +34,14 @@ from .loop import fit, save_best
 from argosy.services.offload.memory import current_rss_bytes, peak_rss_bytes
 from .model import build_model
 from .sar import launch_sar
+from .source import StoreSource, plan_from_store
 from argosy.services.offload.store import OffloadStore
 
-__all__ = ["run", "pick_device"]
+__all__ = ["run", "pick_device", "memory_breakdown"]
+
+MEMORY_PARTS = ("process_baseline", "graph", "features", "model_optimizer", "activation_cache", "spill_buffers",
+                "compute")
+"""The breakdown of a single-process run's peak RSS (:func:`memory_breakdown`)."""
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +87,13 @@ def run(job: JobConfig, fg: FullGraphConfig) -> dict:
                        rank_base_rss_bytes=[r["base_rss_bytes"] for r in ranks],
                        rank_parts=[r["parts"] for r in ranks], launcher_peak_rss_bytes=peak_rss_bytes())
         else:
-            epochs = _run_single(job, fg, out, made)
+            held = _run_single(job, fg, out, made)
+            epochs = held.pop("epochs")
             out.update(peak_rss_bytes=peak_rss_bytes(), base_rss_bytes=base_rss)
+            out["memory"] = memory_breakdown(out["peak_rss_bytes"], base_rss, held)
+            out.update({f"memory_{k}_MiB": round(v / 2**20, 1) for k, v in out["memory"].items()})
+            logger.info("peak RSS %.0f MiB: %s", out["peak_rss_bytes"] / 2**20,
+                        ", ".join(f"{k} {v / 2**20:.0f}" for k, v in out["memory"].items() if k != "peak"))
     finally:
         for d in made:
             shutil.rmtree(d, ignore_errors=True)
@@ -90,26 +101,63 @@ def run(job: JobConfig, fg: FullGraphConfig) -> dict:
     if job.run_dir:
         report_result = {k: v for k, v in out.items() if not isinstance(v, (list, dict))}
         out["report"] = str(write_report(job.run_dir, report_result, epochs, [], {
-            "job": job.job, "store": job.store, "config": asdict(job), "fullgraph": asdict(fg)}))
+            "job": job.job, "store": job.store, "config": asdict(job), "fullgraph": asdict(fg),
+            "memory_breakdown_bytes": out.get("memory")}))
         out["checkpoint"] = str(Path(job.run_dir) / "best.pt")
     return out
 
 
-def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str]) -> list[dict]:
+def memory_breakdown(peak: int, base: int, held: dict[str, int]) -> dict[str, int]:
+    """Where a single-process run's peak resident set goes, in bytes.
+
+    ``process_baseline``: RSS after imports and kernel warm-up, before anything is loaded.
+    ``graph``: aggregation matrices, part index arrays, labels and masks.  ``features``: the input
+    features held (memory: the whole matrix; fullgraph: the largest part, read per gather).
+    ``model_optimizer``: parameters, gradients and optimizer state.  ``activation_cache``: the
+    offload store's peak resident blocks.  ``spill_buffers``: peak bytes of write-behind writes and
+    prefetch staging.  ``compute``: the rest of the peak: what the layers hold while they run (memory:
+    the whole graph's activations autograd keeps; fullgraph: one part's tensors) and allocator slack.
+    """
+    out = {"peak": int(peak), "process_baseline": int(base)}
+    for k in MEMORY_PARTS[1:-1]:
+        out[k] = int(held.get(k, 0))
+    out["compute"] = max(0, int(peak) - sum(out[k] for k in MEMORY_PARTS[:-1]))
+    return out
+
+
+def _nbytes(*arrays) -> int:
+    return int(sum(a.nbytes if isinstance(a, np.ndarray) else a.numel() * a.element_size() for a in arrays))
+
+
+def _model_optimizer_bytes(model: torch.nn.Module, opt: torch.optim.Optimizer) -> int:
+    ps = list(model.parameters())
+    state = [t for st in opt.state.values() for t in st.values() if torch.is_tensor(t)]
+    return _nbytes(*ps) * 2 + _nbytes(*state)  # parameters, their gradients, the optimizer's state
+
+
+def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str]) -> dict:
+    """Train one process; returns the epoch records (``epochs``) and the bytes each part of the
+    memory breakdown holds."""
     store = PartitionStore(job.store)
     device = pick_device(job.trainer.device)
-    g, owner = load_store_graph(store, job.trainer.normalize_features)
     m = store.manifest
     model, spec = build_model(job.trainer, m.feature_dim, m.num_classes, len(job.sampler.fanouts), job.seed, device)
     opt = make_optimizer(model, job.trainer)
     out.update(device=str(device), num_nodes=m.num_nodes, dims=list(spec.dims), trainers=1)
+    held: dict[str, int] = {}
     ostore = None
     remote = 0.0
     if fg.mode == "memory":
+        g, _ = load_store_graph(store, job.trainer.normalize_features)
         trainer = InMemoryTrainer(spec, g, model, job.seed, device)
+        del g
+        held["graph"] = (trainer.a.nbytes + trainer.at.nbytes
+                         + _nbytes(trainer.labels, *trainer.masks.values()))
+        held["features"] = _nbytes(trainer.x)
         out.update(parts=1)
     else:
-        plan = build_plan(g, owner, spec.aggr)
+        plan = plan_from_store(store, spec.aggr)
+        source = StoreSource(store, job.trainer.normalize_features)
         nnz = sum(mt.nnz for mt in plan.matrix)
         remote = sum(mt.nnz - plan.block(p, p).nnz for p, mt in enumerate(plan.matrix)) / max(nnz, 1)
         if fg.store_addr:
@@ -117,27 +165,47 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
 
             ostore = RemoteStore(fg.store_addr)
         else:
+            if fg.spill_dir:
+                os.makedirs(fg.spill_dir, exist_ok=True)
             spill = tempfile.mkdtemp(prefix="argosy-offload-", dir=fg.spill_dir)
             made.append(spill)
-            ostore = OffloadStore(fg.cache_bytes, spill, fg.disk_bytes, fg.eviction, fg.prefetch)
-        trainer = OffloadTrainer(spec, plan, g, ostore, model, job.seed, device)
-        out.update(parts=plan.num_parts, alpha=plan.expansion_ratio(), cache_bytes=fg.cache_bytes,
-                   eviction=fg.eviction, prefetch=fg.prefetch)
+            # write-behind holds up to two of the largest blocks beyond a quarter of the cache, so a
+            # part's writes overlap the next part's compute instead of waiting one block at a time
+            block = max(plan.expanded_size(p) for p in range(plan.num_parts)) * max(spec.dims) * 4
+            ostore = OffloadStore(fg.cache_bytes, spill, fg.disk_bytes, fg.eviction, fg.prefetch,
+                                  max_pending_bytes=fg.cache_bytes // 4 + 2 * block)
+        trainer = OffloadTrainer(spec, plan, source, ostore, model, job.seed, device)
+        held["graph"] = (sum(a.nbytes + b.nbytes for a, b in zip(plan.matrix, plan.matrix_t))
+                         + _nbytes(plan.owner, plan.local, *plan.own)
+                         + sum(_nbytes(*b.values()) for b in plan.boundary)
+                         + _nbytes(*trainer.labels, *(t for v in trainer.masks.values() for t in v)))
+        held["features"] = max(plan.part_sizes()) * m.feature_dim * 4
+        out.update(parts=plan.num_parts, alpha=plan.expansion_ratio(),
+                   cache_bytes=fg.cache_bytes, eviction=fg.eviction, prefetch=fg.prefetch)
         ostore.stats(reset=True)
-    del g
+
     def on_best(epoch: int, rec: dict) -> None:
         save_best(job, model, epoch, rec, m.feature_dim, m.num_classes, len(job.sampler.fanouts))
 
     try:
         epochs, res = fit(trainer, model, opt, job.trainer, device, remote, on_best)
+        held["model_optimizer"] = _model_optimizer_bytes(model, opt)
         if ostore is not None:
             st = ostore.stats()
             out.update(cache_hit_rate=st["hit_rate"], bytes_read=st["bytes_read"],
                        bytes_written=st["bytes_written"], evictions=st["evictions"], offload_store=st)
+            held["activation_cache"] = int(st["peak_resident_bytes"])
+            held["spill_buffers"] = int(st.get("peak_pending_bytes", 0) + st.get("peak_staged_bytes", 0))
+            wr, rd = st.get("write_seconds", 0.0), st.get("read_seconds", 0.0)
+            out.update(disk_write_MBps=st["bytes_written"] / wr / 1e6 if wr else None,
+                       disk_read_MBps=st["bytes_read"] / rd / 1e6 if rd else None,
+                       disk_seconds_per_epoch=(wr + rd) / max(1, len(epochs)),
+                       disk_MB_per_epoch=(st["bytes_written"] + st["bytes_read"]) / max(1, len(epochs)) / 1e6)
     finally:
         if ostore is not None:
             ostore.close()
     out.update(res, remote_fraction=remote)
     if device.type == "cuda":
         out["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated(device))
-    return epochs
+    held["epochs"] = epochs
+    return held

@@ -1,0 +1,63 @@
+"""The offloaded schedule reads the store per part: same plan and rows as the whole graph, and a
+memory breakdown that adds up to the peak."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from argosy.services.trainer.fullgraph.graph import build_plan, load_store_graph
+from argosy.services.trainer.fullgraph.source import StoreSource, plan_from_store
+from argosy.services.trainer.fullgraph.train import MEMORY_PARTS, memory_breakdown
+from argosy.shared.errors import StoreFormatError
+from argosy.shared.store.reader import PartitionStore
+from argosy.shared.store.writer import write_store
+
+from .fullgraph_helpers import make_store
+
+
+@pytest.mark.parametrize("aggr", ["gcn", "mean", "mean_self"])
+def test_plan_from_store_equals_the_whole_graph_plan(tmp_path, aggr):
+    store = PartitionStore(make_store(tmp_path, parts=3)[2])
+    g, owner = load_store_graph(store)
+    ref = build_plan(g, owner, aggr)
+    got = plan_from_store(store, aggr)
+    assert got.num_parts == ref.num_parts == 3
+    assert np.array_equal(got.owner, ref.owner) and np.array_equal(got.local, ref.local)
+    for p in range(3):
+        assert np.array_equal(got.own[p], ref.own[p])
+        assert got.deps[p] == ref.deps[p]
+        assert all(np.array_equal(got.boundary[p][q], ref.boundary[p][q]) for q in ref.deps[p])
+        for a, b in ((got.matrix[p], ref.matrix[p]), (got.matrix_t[p], ref.matrix_t[p])):
+            assert a.shape == b.shape and np.array_equal(a.indptr, b.indptr)
+            assert np.array_equal(a.indices, b.indices) and np.allclose(a.data, b.data, rtol=1e-6)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_store_source_reads_the_rows_of_each_part(tmp_path, normalize):
+    store = PartitionStore(make_store(tmp_path, parts=3)[2])
+    g, owner = load_store_graph(store, normalize=normalize)
+    plan = plan_from_store(store, "gcn")
+    src = StoreSource(store, normalize)
+    for p in range(3):
+        out = np.empty((len(plan.own[p]), src.feature_dim), np.float32)
+        src.features_into(p, out)
+        assert np.allclose(out, g.features[plan.own[p]], rtol=1e-6)
+        assert np.array_equal(src.labels[p], g.labels[plan.own[p]])
+        assert np.array_equal(src.masks["train_mask"][p], g.train_mask[plan.own[p]])
+
+
+def test_store_source_refuses_a_store_without_features(tmp_path):
+    g, owner, _ = make_store(tmp_path, parts=2)
+    g.features = None
+    write_store(g, owner, tmp_path / "bare", num_parts=2)
+    with pytest.raises(StoreFormatError, match="features and labels"):
+        StoreSource(PartitionStore(tmp_path / "bare"))
+
+
+def test_memory_breakdown_adds_up_to_the_peak():
+    held = {"graph": 100, "features": 50, "model_optimizer": 10, "activation_cache": 40, "spill_buffers": 5}
+    b = memory_breakdown(1000, 300, held)
+    assert list(b) == ["peak", *MEMORY_PARTS]
+    assert sum(b[k] for k in MEMORY_PARTS) == b["peak"] == 1000 and b["compute"] == 495
+    assert memory_breakdown(200, 300, held)["compute"] == 0  # never negative
