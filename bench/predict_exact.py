@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     rows = []
     for model in args.models.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
-            run_dir = Path(args.run_root) / f"{model.split(':')[-1].lower()}-{seed}"
+            run_dir = Path(args.run_root) / f"{model.replace(':', '-').replace('.', '-')}-{seed}"
             t0 = time.time()
             res = argosy.train(DATASETS / f"{args.dataset}.npz", model=model, seed=seed, epochs=args.epochs,
                                patience=0, run_dir=run_dir)

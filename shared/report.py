@@ -43,7 +43,7 @@ def _throughput_figure(plt, timeline: list[dict], origin: float | None):
     t = np.array([s["t"] for s in timeline], float)
     t0 = origin if origin is not None else float(t[0])
     span = float(t[-1] - t0)
-    window = max(2.0, min(10.0, span / 40))
+    window = max(5.0, min(15.0, span / 30))
     fig, ax = plt.subplots(figsize=(9, 4))
     first = None
     for key, label in THROUGHPUT_SERIES:
