@@ -236,7 +236,7 @@ def test_own_graph_with_side_files_and_an_own_pyg_model(stack_env, monkeypatch, 
     # finding 3: the store built from the demo graph is rebuilt for this input, and the log names both
     assert "rebuilding" in part_logs and "demo-graph" in part_logs and "/input/edges.txt" in part_logs, part_logs[-3000:]
     result = _result(job)
-    assert result["seeds_trained"] == result["seeds_planned"] == 600 and result.get("duplicates", 0) == 0, result
+    assert result["seeds_trained"] == result["seeds_planned"] == 600 * 8 and result.get("duplicates", 0) == 0, result
     assert result["test_accuracy"] > 0.5, result           # 4 classes: chance is 0.25
     # the report and the best model, out on the host
     out = tmp_path / "out"
