@@ -79,3 +79,20 @@ def test_pyg_model_through_the_pipeline(graph_npz, redis_url, tmp_path):
 def test_api_rejects_unknown_options(graph_npz):
     with pytest.raises(ValueError, match="unknown option 'epoch'"):
         argosy.train(graph_npz, epoch=3)
+
+
+def test_arrays_in_memory_with_a_generated_split(redis_url, tmp_path):
+    """A raw graph as a new user has it: an edge array, features and labels in memory, no masks;
+    `split=` makes a seeded Planetoid-style split, recorded in the manifest, and it trains first time."""
+    g = generate_dcsbm(num_nodes=800, avg_degree=8, feature_dim=8, num_classes=3, seed=2)
+    src = np.repeat(np.arange(g.num_nodes), np.diff(g.indptr))
+    edges = np.stack([src, g.indices])                    # (2, m)
+    run_dir = tmp_path / "run"
+    res = argosy.train(edges, features=torch.from_numpy(g.features), labels=g.labels, split="per-class:10,100,200",
+                       epochs=2, patience=0, parts=2, redis=redis_url, run_dir=run_dir, seed=4)
+    from argosy.shared.store import PartitionStore
+    m = PartitionStore(run_dir / "store").manifest
+    assert m.partition["split"] == {"spec": {"kind": "per-class", "train": 10.0, "val": 100.0, "test": 200.0},
+                                    "seed": 4, "train": 30, "val": 100, "test": 200}
+    assert res["epochs"] == 2 and argosy.predict(run_dir)["test_accuracy"] == pytest.approx(res["test_accuracy"],
+                                                                                            abs=1e-12)
