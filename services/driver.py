@@ -324,7 +324,7 @@ def fullgraph_config(args) -> Path:
     return path
 
 
-def preflight_job(args, cfg) -> None:
+def preflight_job(args, cfg, remote: bool = False) -> None:
     """The whole job checked before anything is partitioned, started or written
     (:func:`argosy.shared.preflight.check_job`): every problem in one error."""
     from argosy.shared.preflight import JobInputs, check_job
@@ -333,7 +333,7 @@ def preflight_job(args, cfg) -> None:
     side = {k: getattr(args, k, None) for k in ("features", "labels", "train_mask", "val_mask", "test_mask")}
     check_job(cfg, JobInputs(data=None if args.store else args.data, store=args.store, side=side,
                              random_features=getattr(args, "random_features", None),
-                             split=getattr(args, "split", None)))
+                             split=getattr(args, "split", None)), remote=remote)
 
 
 def _clean_up(run_dir: Path, created: bool) -> str:

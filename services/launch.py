@@ -88,7 +88,7 @@ def cmd_submit(args) -> int:
     from argosy.services.driver import preflight_job
     from argosy.shared.preflight import check_trainable
     from argosy.shared.usermodel import record_source
-    preflight_job(args, cfg)                  # the same refusals as `train`, before the spec reaches anyone
+    preflight_job(args, cfg, remote=True)     # `train`'s refusals, before the spec reaches anyone
     check_trainable(args.store, cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     record_source(run_dir, cfg.trainer.model)

@@ -263,9 +263,13 @@ def _device_problems(cfg) -> list[str]:
     return []
 
 
-def check_job(cfg: JobConfig, inputs: JobInputs) -> Preflight:
+def check_job(cfg: JobConfig, inputs: JobInputs, remote: bool = False) -> Preflight:
     """Check the whole job before partitioning or starting anything; raise one
-    :class:`TrainInputError` listing every problem found (data, split, model, device)."""
+    :class:`TrainInputError` listing every problem found (data, split, model, device).
+
+    ``remote``: the services run elsewhere (``argosy submit``): their image may hold a model module
+    or a GPU this machine lacks, so the device is not checked and a module that cannot be imported
+    here is a warning; a model that imports is still built and run."""
     problems: list[str] = []
     out = Preflight()
     dim = classes = None
@@ -279,9 +283,15 @@ def check_job(cfg: JobConfig, inputs: JobInputs) -> Preflight:
     elif inputs.data is not None:
         p, dim, classes = _data_problems(inputs)
         problems += p
-    problems += _device_problems(cfg)
+    if not remote:
+        problems += _device_problems(cfg)
     if dim and classes:
-        problems += probe_model(cfg, dim, classes)
+        for p in probe_model(cfg, dim, classes):
+            if remote and "cannot import" in p:
+                out.warnings.append(p)
+                logger.warning("%s (checked on the services' side when they start)", p)
+            else:
+                problems.append(p)
     if problems:
         raise TrainInputError(_join(problems))
     return out
