@@ -337,7 +337,7 @@ def test_observer_uses_epoch_records_without_live_counters(redis_url):
 
 def test_saturated_trainer_ingest_holds_instead_of_adding():
     from dataclasses import replace
-    cfg = ScalerConfig()
+    cfg = ScalerConfig(warmup=0)
     o = obs(100.0, 0.5)
     assert decide(o, ScalerState(), cfg).action == "add"                         # idle, ingest has room: grow a tier
     d = decide(replace(o, trainer_ingest_busy=0.95), ScalerState(), cfg)
