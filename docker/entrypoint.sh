@@ -15,7 +15,7 @@ if [ -z "${ARGOSY_ADVERTISE_HOST:-}" ] || [ "${ARGOSY_ADVERTISE_HOST}" = auto ];
     ARGOSY_ADVERTISE_HOST=$(python -c 'import socket; print(socket.gethostbyname(socket.gethostname()))')
     export ARGOSY_ADVERTISE_HOST
 fi
-# numba kernels compiled at image build time (docker/warmup.py) into the writable cache dir
+# numba kernels compiled at image build time (`argosy warmup --role`) into the writable cache dir
 if [ -d /opt/numba-cache ] && [ -n "${NUMBA_CACHE_DIR:-}" ] && [ ! -e "$NUMBA_CACHE_DIR" ]; then
     cp -a /opt/numba-cache "$NUMBA_CACHE_DIR" 2>/dev/null || true
 fi

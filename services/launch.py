@@ -173,28 +173,12 @@ def cmd_demo(args) -> int:
 
 
 def cmd_warmup(args) -> int:
-    """Compile and cache every numba kernel a job uses, once, by running a tiny demo end to end.
-
-    Run it once after installing (the Docker images run it at build time): the first real job then
-    starts from numba's cache (``__pycache__`` beside the installed sources when writable, else
-    ``$NUMBA_CACHE_DIR`` or the user's cache) instead of paying ~25 s of CPU compiling kernels."""
-    import shutil
-    import tempfile
-    from argosy.services.driver import run_local
-    from argosy.shared.graphio import save_graph_npz
-    from argosy.shared.synthetic import generate_dcsbm
-    t0 = time.time()
-    tmp = Path(tempfile.mkdtemp(prefix="argosy-warmup-"))
-    try:
-        save_graph_npz(generate_dcsbm(num_nodes=3000, avg_degree=12.0, seed=0), tmp / "graph.npz")
-        demo = build_parser().parse_args(["demo", "--epochs", "1", "--json", "--run-dir", str(tmp / "run")])
-        demo.data, demo.argv = str(tmp / "graph.npz"), ["demo"]
-        res = run_local(finish_args(demo))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    if "error" in res:
-        raise ArgosyError(f"warm-up failed: {res['error']}")
-    print(f"compiled and cached Argosy's kernels in {time.time() - t0:.1f} s", file=sys.stderr)
+    """Compile and cache the numba kernels once (``services/warmup.py``): every kernel a job uses, by
+    a tiny demo end to end (after install), or one role's (``--role``: the image build)."""
+    from argosy.services.warmup import warm_all, warm_role
+    secs = warm_role(args.role) if args.role else warm_all()
+    print(f"compiled and cached Argosy's kernels{' for the ' + args.role if args.role else ''} in {secs:.1f} s",
+          file=sys.stderr)
     return 0
 
 
@@ -369,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.set_defaults(func=cmd_keys)
     w = sub.add_parser("warmup", help="compile and cache the numba kernels once (after install), so the first "
                        "job does not pay for it")
+    w.add_argument("--role", default=None, help="only this role's kernels, without torch or Redis (image builds)")
     w.set_defaults(func=cmd_warmup)
     g = sub.add_parser("generate", help="write a synthetic DC-SBM graph (.npz; .npy edge list; or a directory of "
                                         ".npy edges + node data, streamed in bounded memory, for graphs of any size)")
