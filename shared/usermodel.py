@@ -18,10 +18,12 @@ import json
 import os
 import sys
 from pathlib import Path
-
-from torch import nn
+from typing import TYPE_CHECKING
 
 from argosy.shared.errors import ConfigError
+
+if TYPE_CHECKING:          # torch stays out of `argosy submit` (the partitioner image has none)
+    from torch import nn
 
 __all__ = ["SOURCE_FILE", "with_cwd_on_path", "locate", "record_source", "import_path", "embedding_module"]
 
@@ -86,7 +88,7 @@ def import_path(run_dir: str | Path | None):
         yield info
 
 
-def embedding_module(model: nn.Module) -> nn.Module:
+def embedding_module(model: "nn.Module") -> "nn.Module":
     """The layer whose input is a user model's embedding (``argosy predict --embeddings``).
 
     The convention, in order: the submodule named by the model's ``argosy_embedding`` attribute
@@ -104,6 +106,7 @@ def embedding_module(model: nn.Module) -> nn.Module:
     for child in model.children():
         if any(True for _ in child.parameters()):
             last = child
+    from torch import nn
     while isinstance(last, (nn.ModuleList, nn.Sequential)) and len(last):
         last = last[-1]
     if last is None:

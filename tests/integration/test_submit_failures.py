@@ -63,3 +63,16 @@ def test_run_dir_of_another_store_is_refused_then_replaced(small_store, tmp_path
     claim_run_dir(run, "j", "fp2", str(store), replace=True)
     assert not (run / "checkpoint.pt").exists()
     assert json.loads((run / RUN_MARKER).read_text())["fingerprint"] == "fp2"
+
+
+def test_submit_runs_without_torch(small_store, redis_url, tmp_path):
+    """`argosy submit` runs in the partitioner image, which has no torch: an import of torch anywhere on
+    its path (an own model's source record once did) broke every compose job."""
+    _, store = small_store
+    (tmp_path / "ownmodels.py").write_text("import torch_geometric\n\ndef make(**kw):\n    pass\n")
+    code = ("import sys; sys.modules['torch'] = None; from argosy.services.launch import main; "
+            f"sys.exit(main(['submit', '--store', {str(store)!r}, '--redis', {redis_url!r}, '--job', 'notorch', "
+            f"'--run-dir', {str(tmp_path / 'run')!r}, '--epochs', '1', '--model', 'ownmodels:make']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "submitted job notorch" in out.stderr
