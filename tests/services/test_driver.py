@@ -14,10 +14,11 @@ from argosy.shared.records import JobState
 S, R, D, F = JobState.STARTING, JobState.RUNNING, JobState.DONE, JobState.FAILED
 
 
-def replay(observations: list[Observation], policy: RestartPolicy = RestartPolicy()) -> list[Decision]:
+def replay(observations: list[Observation], policy: RestartPolicy = RestartPolicy(),
+           orchestrated: bool = False) -> list[Decision]:
     history, trainer_restarts, out = [], 0, []
     for obs in observations:
-        d = decide(obs, history, trainer_restarts, policy)
+        d = decide(obs, history, trainer_restarts, policy, orchestrated=orchestrated)
         history += obs.exits
         trainer_restarts += d.restart_trainers
         out.append(d)
@@ -102,15 +103,8 @@ def test_unknown_state_is_starting(state):
     assert decide(Observation(0, _state(state)), [], 0).phase == Phase.STARTING
 
 
-def replay_orchestrated(observations: list[Observation], policy: RestartPolicy = RestartPolicy()) -> list[Decision]:
-    history, out = [], []
-    for obs in observations:
-        d = decide(obs, history, 0, policy, orchestrated=True)
-        history += obs.exits
-        out.append(d)
-        if d.phase in (Phase.DONE, Phase.FAILED):
-            break
-    return out
+def replay_orchestrated(observations: list[Observation]) -> list[Decision]:
+    return replay(observations, orchestrated=True)
 
 
 def test_orchestrated_trainer_crash_is_left_to_the_orchestrator():
