@@ -38,6 +38,7 @@ set -- "$input" --parts "${ARGOSY_PARTS:-4}" --method "${ARGOSY_PARTITION_METHOD
 side=""
 add_side() { # add_side FLAG FILE: pass a side file on, and count it in the fingerprint
     if [ -n "$2" ]; then
+        case "$2" in *" "*) echo "partition-job: $1 '$2': paths with spaces are not supported here; rename the file" >&2; exit 2;; esac
         if [ ! -e "$2" ]; then echo "partition-job: $1 $2: no such file (is it in the input directory?)" >&2; exit 2; fi
         set_args="$set_args $1 $2"; side="$side $2"
     fi
