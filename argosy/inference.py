@@ -21,6 +21,7 @@ import torch
 
 from argosy.shared.config import JobConfig
 from argosy.shared.errors import ArgosyError
+from argosy.shared.rundir import load_best
 from argosy.shared.models import Blocks, EdgeIndexModel, GNN, build_model
 from argosy.shared.store import PartitionStore
 from argosy.shared.usermodel import embedding_module, import_path
@@ -31,24 +32,12 @@ _CHUNK_EDGES = 1 << 20
 _CHUNK_NODES = 1 << 15
 
 
-def _best_path(run_dir: str | Path) -> Path:
-    p = Path(run_dir)
-    path = p if p.suffix == ".pt" else p / "best.pt"
-    if not path.exists():
-        raise ArgosyError(f"{path}: no best checkpoint (a run writes best.pt into its run dir after its first "
-                          "validated epoch; is this the --run-dir of a finished run?)")
-    return path
-
-
 def load_checkpoint(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[torch.nn.Module, dict]:
     """The best-validation model of a run (wrapped for Argosy's blocks) and the checkpoint's metadata.
 
     ``weights_only=True``: a checkpoint is data, never code.
     """
-    path = _best_path(run_dir)
-    ck = torch.load(path, map_location=device, weights_only=True)
-    if ck.get("format") != 1:
-        raise ArgosyError(f"{path}: unknown checkpoint format {ck.get('format')!r}")
+    path, ck = load_best(run_dir, device)
     cfg = JobConfig.from_json(ck["spec"])
     t = cfg.trainer
     with import_path(path.parent):          # a MODULE:FACTORY module imports as it did in training

@@ -27,7 +27,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Sequence
 
-from argosy.shared import envs
+from argosy.shared import envs, rundir
 from argosy.shared.errors import ArgosyError, ConfigError
 from argosy.shared.lifecycle import EXIT_CANNOT_START
 from argosy.shared.records import JobState, best_so_far
@@ -304,7 +304,7 @@ def fullgraph_config(args) -> Path:
     from argosy.services.train_args import job_config, node_data_flags, refuse_partition_flags
     from argosy.shared.config import FullGraphConfig
     job = args.job or new_job_id()
-    run_dir = Path(args.run_dir or Path("runs") / job)
+    run_dir = Path(args.run_dir or rundir.default_run_dir(job))
     run_dir.mkdir(parents=True, exist_ok=True)
     job_config(args, run_dir / "store", job, run_dir)  # bad flags fail before any partitioning
     if args.store:
@@ -354,8 +354,8 @@ def _keep_best(result: dict, epochs, run_dir: Path) -> dict:
     if not best:
         return result
     out = {**best, **{k: v for k, v in result.items() if v is not None}}
-    if (Path(run_dir) / "best.pt").exists():
-        out.setdefault("best_checkpoint", str(Path(run_dir) / "best.pt"))
+    if rundir.best_path(run_dir).exists():
+        out.setdefault("best_checkpoint", str(rundir.best_path(run_dir)))
     return out
 
 
@@ -380,11 +380,11 @@ def run_local(args) -> dict:
     from argosy.shared.usermodel import record_source
 
     job = args.job or new_job_id()
-    run_dir = Path(args.run_dir or Path("runs") / job)
+    run_dir = Path(args.run_dir or rundir.default_run_dir(job))
     created = not run_dir.exists()
     if getattr(args, "resume", False) and not args.store and (run_dir / "store" / "manifest.json").exists():
         args.store = str(run_dir / "store")
-    if getattr(args, "resume", False) and not (run_dir / "checkpoint.pt").exists():
+    if getattr(args, "resume", False) and not rundir.checkpoint_path(run_dir).exists():
         raise ArgosyError(f"--resume: no checkpoint in {run_dir} (pass the --run-dir of the interrupted run)")
     preflight_job(args, job_config(args, run_dir / "store", job, run_dir))   # nothing written before this
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from argosy.shared import envs
 from argosy.shared.errors import ArgosyError
 from argosy.shared.records import JobState, Role
+from argosy.shared.rundir import RUN_MARKER, default_run_dir, run_files
 from argosy.services.train_args import TRAIN_EPILOG, add_mode_args, add_train_args, expand_job_file, finish_args
 
 __all__ = ["main", "build_parser"]
@@ -44,7 +45,7 @@ def cmd_up(args) -> int:
     from argosy.services.stack import StackFile, log_tail
     from argosy.shared.coord import redact_url
     job = args.job or new_job_id()
-    run_dir = Path(args.run_dir or Path("runs") / job).resolve()
+    run_dir = Path(args.run_dir or default_run_dir(job)).resolve()
     log = run_dir / "logs" / "launcher.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "argosy.services.launch", "train", *args.argv[1:], "--job", job,
@@ -82,7 +83,7 @@ def cmd_submit(args) -> int:
     if not url:
         raise ArgosyError("submit needs --redis URL or $ARGOSY_REDIS_URL")
     job = args.job or "default"
-    run_dir = Path(args.run_dir or Path(args.store).parent / "runs" / job)
+    run_dir = Path(args.run_dir or default_run_dir(job, store=args.store))
     cfg = job_config(args, Path(args.store), job, run_dir)
     cfg.resume = True            # a trainer pod restarted by compose/Kubernetes continues from its checkpoint
     from argosy.services.driver import preflight_job
@@ -107,10 +108,6 @@ def cmd_submit(args) -> int:
     return 0 if "error" not in result else 1
 
 
-RUN_MARKER = "submitted.json"
-"""What ``submit`` records in a run directory: the job's config fingerprint and its store's identity."""
-
-
 def claim_run_dir(run_dir: Path, job: str, fingerprint: str, store: str, replace: bool = False) -> None:
     """Make ``run_dir`` this job's: a trainer resumes from a checkpoint it finds there, so a checkpoint
     of another configuration or of another store (the same path, repartitioned) is refused, or deleted
@@ -118,7 +115,7 @@ def claim_run_dir(run_dir: Path, job: str, fingerprint: str, store: str, replace
     import hashlib
     store_id = hashlib.sha256((Path(store) / "manifest.json").read_bytes()).hexdigest()[:16]
     marker = run_dir / RUN_MARKER
-    runs = [run_dir / f for f in ("checkpoint.pt", "best.pt") if (run_dir / f).exists()]
+    runs = run_files(run_dir)
     if runs and replace:
         for f in runs:
             f.unlink()
@@ -160,7 +157,7 @@ def cmd_demo(args) -> int:
     from argosy.services.driver import run_local
     from argosy.shared.graphio import save_graph_npz
     from argosy.shared.synthetic import generate_dcsbm
-    run_dir = Path(args.run_dir or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = Path(args.run_dir or default_run_dir(f"demo-{time.strftime('%Y%m%d-%H%M%S')}"))
     run_dir.mkdir(parents=True, exist_ok=True)
     data = run_dir / "graph.npz"
     print(f"generating a DC-SBM graph: {args.nodes:,} nodes, average degree {args.avg_degree}", file=sys.stderr)

@@ -30,7 +30,7 @@ from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from argosy.shared.records import JobState
-from argosy.shared import envs
+from argosy.shared import envs, rundir
 from argosy.shared.errors import PeerDeadError
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.models import EarlyStopping
@@ -415,49 +415,38 @@ class TrainerProc:
         }
 
     def _best_path(self) -> Path:
-        return Path(self.cfg.run_dir) / "best.pt"
+        return rundir.best_path(self.cfg.run_dir)
 
     def _save_best(self, epoch: int, rec: dict) -> None:
-        """Atomically write the best-validation weights with what is needed to rebuild the model
-        (:func:`argosy.load_model`, ``argosy predict``): the job spec and the model's shape."""
+        """The best-validation weights with what rebuilds the model (:func:`argosy.load_model`,
+        ``argosy predict``), through :func:`argosy.shared.rundir.save_best`."""
         if not self.cfg.run_dir:
             return
-        path = self._best_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
         m = self.store.manifest
-        tmp = path.with_suffix(".tmp-best")
-        torch.save({"format": 1, "model": self.core.user_model().state_dict(), "epoch": epoch,
-                    "val_accuracy": rec["val_accuracy"], "test_accuracy": rec["test_accuracy"],
-                    "spec": self.cfg.to_json(), "in_dim": m.feature_dim, "num_classes": max(m.num_classes, 1),
-                    "num_layers": len(self.cfg.sampler.fanouts), "store": str(self.cfg.store)}, tmp)
-        os.replace(tmp, path)
-
-    def _checkpoint_path(self) -> Path | None:
-        return Path(self.cfg.run_dir) / "checkpoint.pt" if self.cfg.run_dir else None
+        rundir.save_best(self.cfg.run_dir, self.core.user_model().state_dict(), epoch=epoch,
+                         val_accuracy=rec["val_accuracy"], test_accuracy=rec["test_accuracy"], spec=self.cfg.to_json(),
+                         in_dim=m.feature_dim, num_classes=max(m.num_classes, 1),
+                         num_layers=len(self.cfg.sampler.fanouts), store=str(self.cfg.store))
 
     def _save_checkpoint(self, epoch: int) -> None:
         """Atomically write model, optimizer, RNG state and progress after ``epoch`` (rank 0)."""
-        path = self._checkpoint_path()
-        if path is None:
+        if not self.cfg.run_dir:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        torch.save({**self.core.state(), "epoch": epoch, "epochs": self.epochs, **self.stopper.state(),
-                    "result": self.result, "fingerprint": self.cfg.fingerprint()}, tmp)
-        os.replace(tmp, path)
+        rundir.save_checkpoint(self.cfg.run_dir, {**self.core.state(), "epoch": epoch, "epochs": self.epochs,
+                                                  **self.stopper.state(), "result": self.result,
+                                                  "fingerprint": self.cfg.fingerprint()})
 
     def _maybe_resume(self) -> None:
         """Continue after the last checkpointed epoch if this job's run dir has one.
 
-        ``weights_only=True``: a checkpoint is data, never code.  A checkpoint of a job with a
-        different config fingerprint is refused rather than silently mixed in.
+        A checkpoint of a job with a different config fingerprint is refused rather than silently mixed in.
         """
-        path = self._checkpoint_path()
-        if path is None or not path.exists():
+        if not self.cfg.run_dir or not rundir.checkpoint_path(self.cfg.run_dir).exists():
             return
         if not self.ctx.coord.get_spec().resume:       # re-read: the launcher sets it when restarting us
             return
-        ck = torch.load(path, map_location=self.core.device, weights_only=True)
+        path = rundir.checkpoint_path(self.cfg.run_dir)
+        ck = rundir.load_checkpoint(self.cfg.run_dir, self.core.device)
         if ck.get("fingerprint") != self.cfg.fingerprint():
             raise ValueError(f"{path} belongs to a job with a different configuration "
                              f"({ck.get('fingerprint')} != {self.cfg.fingerprint()}); use another --run-dir")

@@ -8,14 +8,13 @@ trainer's ``step``/``evaluate`` all-reduce, so every rank sees identical numbers
 from __future__ import annotations
 
 import logging
-import os
 import statistics
 import time
-from pathlib import Path
 from typing import Callable, Protocol
 
 import torch
 
+from argosy.shared import rundir
 from argosy.shared.config import JobConfig, TrainerConfig
 from argosy.shared.models import EarlyStopping
 
@@ -38,13 +37,9 @@ def save_best(job: JobConfig, model: torch.nn.Module, epoch: int, rec: dict, in_
     and ``argosy predict`` read a full-graph run like any other."""
     if not job.run_dir:
         return
-    path = Path(job.run_dir) / "best.pt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp-best")
-    torch.save({"format": 1, "model": model.state_dict(), "epoch": epoch, "val_accuracy": rec["val_accuracy"],
-                "test_accuracy": rec["test_accuracy"], "spec": job.to_json(), "in_dim": in_dim,
-                "num_classes": num_classes, "num_layers": num_layers, "store": str(job.store)}, tmp)
-    os.replace(tmp, path)
+    rundir.save_best(job.run_dir, model.state_dict(), epoch=epoch, val_accuracy=rec["val_accuracy"],
+                     test_accuracy=rec["test_accuracy"], spec=job.to_json(), in_dim=in_dim, num_classes=num_classes,
+                     num_layers=num_layers, store=str(job.store))
 
 
 def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Optimizer, cfg: TrainerConfig,

@@ -14,11 +14,11 @@ import shutil
 import tempfile
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from argosy.shared import rundir
 from argosy.shared.config import FullGraphConfig, JobConfig
 from argosy.shared.errors import ConfigError
 from argosy.shared.preflight import check_trainable
@@ -60,7 +60,7 @@ def pick_device(name: str, workers: int = 1) -> torch.device:
 
 
 def run(job: JobConfig, fg: FullGraphConfig) -> dict:
-    """Train, write ``checkpoint.pt`` and the report into ``job.run_dir`` (if set); return the result."""
+    """Train, write ``best.pt`` and the report into ``job.run_dir`` (if set); return the result."""
     warm_up()  # fixed per-process costs belong to the baseline
     base_rss = current_rss_bytes()
     t_start = time.time()
@@ -103,7 +103,7 @@ def run(job: JobConfig, fg: FullGraphConfig) -> dict:
         out["report"] = str(write_report(job.run_dir, report_result, epochs, [], {
             "job": job.job, "store": job.store, "config": asdict(job), "fullgraph": asdict(fg),
             "memory_breakdown_bytes": out.get("memory")}))
-        out["checkpoint"] = str(Path(job.run_dir) / "best.pt")
+        out["checkpoint"] = str(rundir.best_path(job.run_dir))
     return out
 
 
