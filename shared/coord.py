@@ -82,16 +82,25 @@ class Coordinator:
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         attempt = 0
+        # the first connection is probed without the client's own retries (they would stretch
+        # ``timeout`` to their ~60 s of backoff); ``timeout`` alone bounds this wait
+        kw = self.r.connection_pool.connection_kwargs
+        probe = redis.Redis.from_url(self.url, socket_timeout=kw.get("socket_timeout"),
+                                     socket_connect_timeout=kw.get("socket_connect_timeout"),
+                                     retry=Retry(ExponentialBackoff(), 0))
         while True:
             attempt += 1
             try:
-                self.r.ping()
+                probe.ping()
+                probe.close()
                 return
             except redis.AuthenticationError as e:
+                probe.close()
                 raise CoordinationError(f"Redis at {redact_url(self.url)} refused the credentials ({e})") from None
             except (redis.ConnectionError, redis.TimeoutError) as e:
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    probe.close()
                     raise CoordinationError(f"cannot reach Redis at {redact_url(self.url)} after {attempt} "
                                             f"attempts ({e})") from None
                 logger.warning("Redis at %s not reachable (%s); retrying for %.0f more s",
