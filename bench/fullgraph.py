@@ -96,7 +96,7 @@ def section_exactness() -> dict:
     from argosy.services.trainer.fullgraph.fullgraph import OffloadTrainer
     from argosy.services.trainer.fullgraph.graph import build_plan, load_store_graph
     from argosy.services.trainer.fullgraph.inmemory import InMemoryTrainer
-    from argosy.services.trainer.fullgraph.model import build_model, flat_grads
+    from argosy.services.trainer.fullgraph.model import full_graph_model, flat_grads
     from argosy.services.trainer.fullgraph.sar import SARJob, launch_sar_jobs
     from argosy.services.offload.store import OffloadStore
     from argosy.shared.config import FullGraphConfig, JobConfig, TrainerConfig
@@ -110,11 +110,11 @@ def section_exactness() -> dict:
     jobs, refs = [], {}
     for kind in ("gcn", "sage"):
         cfg = TrainerConfig(model=kind, hidden=16, dropout=0.0, normalize_features=True)
-        m0, spec = build_model(cfg, m.feature_dim, m.num_classes, 2, 1)
+        m0, spec = full_graph_model(cfg, m.feature_dim, m.num_classes, 2, 1)
         InMemoryTrainer(spec, g, m0, 1).step(0)
         ref = refs[kind] = flat_grads(m0)
         for parts in (1, 4, 16):
-            m1, _ = build_model(cfg, m.feature_dim, m.num_classes, 2, 1)
+            m1, _ = full_graph_model(cfg, m.feature_dim, m.num_classes, 2, 1)
             owner = (np.arange(g.num_nodes) * parts // g.num_nodes).astype(np.int32)
             plan = build_plan(g, owner, spec.aggr)
             with OffloadStore(2 << 20, spill_dir=os.path.join(tmp, f"{kind}{parts}")) as st:

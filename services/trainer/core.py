@@ -5,6 +5,7 @@ The same object runs inside the trainer service, in the in-process baseline of
 """
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from contextlib import nullcontext
@@ -23,6 +24,8 @@ from argosy.shared.models import Blocks, build_model, make_optimizer
 
 __all__ = ["TrainerCore", "DeviceBatch", "Staging", "pick_device", "set_threads", "resolved"]
 
+logger = logging.getLogger(__name__)
+
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
 
@@ -33,11 +36,21 @@ def set_threads(n: int) -> None:
     numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
 
 
-def pick_device(name: str) -> torch.device:
-    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise ConfigError("--device cuda was requested but no CUDA device is available")
-        return torch.device("cuda", envs.get(envs.LOCAL_RANK) % torch.cuda.device_count())
+def pick_device(name: str, workers: int = 1) -> torch.device:
+    """The torch device for ``--device`` (``auto``/``cuda``/``cpu``), for every training mode.
+
+    ``auto`` is CUDA when there are at least ``workers`` GPUs (SAR puts one rank on each; the
+    mini-batch trainer and the single-process full-graph modes need one), else the CPU.  The CUDA
+    index is ``LOCAL_RANK`` modulo the GPU count (0 unless a torchrun-style launcher sets it).
+    """
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if name == "cuda" and have < workers:
+        raise ConfigError(f"--device cuda needs {workers} CUDA device(s) and {have} are available")
+    if name == "cuda" or (name == "auto" and have >= workers):
+        return torch.device("cuda", envs.get(envs.LOCAL_RANK) % have)
+    if name == "auto" and have:
+        logger.info("device auto: %d GPU(s) for %d SAR workers (NCCL needs one each), running on the CPU",
+                    have, workers)
     return torch.device("cpu")
 
 

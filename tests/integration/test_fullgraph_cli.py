@@ -49,10 +49,10 @@ def test_fullgraph_and_sar_from_a_graph_file(tmp_path):
     # best.pt holds the best-validation weights: they reproduce the reported validation accuracy
     ck = torch.load(tmp_path / "fg" / "best.pt", weights_only=True)
     assert ck["format"] == 1 and ck["epoch"] == fg["best_epoch"] and ck["num_layers"] == 2
-    from argosy.services.trainer.fullgraph.model import build_model
+    from argosy.services.trainer.fullgraph.model import full_graph_model
     from argosy.shared.config import JobConfig
     job = JobConfig.from_json(ck["spec"])
-    model, spec = build_model(job.trainer, ck["in_dim"], ck["num_classes"], ck["num_layers"], 0)
+    model, spec = full_graph_model(job.trainer, ck["in_dim"], ck["num_classes"], ck["num_layers"], 0)
     model.load_state_dict(ck["model"])
     store_graph, _ = load_store_graph(PartitionStore(job.store), normalize=False)
     acc = InMemoryTrainer(spec, store_graph, model).evaluate()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from argosy.services.trainer.fullgraph.model import build_model
+from argosy.services.trainer.fullgraph.model import full_graph_model
 from argosy.services.trainer.fullgraph.synthetic import planted_graph
 from argosy.shared.config import TrainerConfig
 from argosy.shared.store.writer import write_store
@@ -35,4 +35,4 @@ def model(kind: str, in_dim: int, classes: int, layers: int = 3, hidden: int = 1
     """``kind``: gcn, sage, gat, or ``sage-gcn`` (SAGE with the gcn aggregator)."""
     kind, _, aggregator = kind.partition("-")
     cfg = TrainerConfig(model=kind, hidden=hidden, dropout=dropout, aggregator=aggregator or "mean")
-    return build_model(cfg, in_dim, classes, layers, seed)
+    return full_graph_model(cfg, in_dim, classes, layers, seed)

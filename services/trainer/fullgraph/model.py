@@ -17,9 +17,9 @@ import torch.nn.functional as F
 
 from argosy.shared.config import TrainerConfig
 from argosy.shared.errors import ConfigError
-from argosy.shared.models import GNN, full_graph_aggr, full_graph_conv
+from argosy.shared.models import GNN, build_model, full_graph_aggr, full_graph_conv
 
-__all__ = ["ModelSpec", "build_model", "layer_forward", "post_activation", "dropout_mask",
+__all__ = ["ModelSpec", "full_graph_model", "layer_forward", "post_activation", "dropout_mask",
            "masked_loss_sum", "flat_grads"]
 
 FULL_GRAPH_MODELS = ("gcn", "sage")
@@ -55,15 +55,17 @@ class ModelSpec:
         return "mean_self" if self.aggregator == "gcn" else "mean"
 
 
-def build_model(cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int,
-                device: torch.device | str = "cpu") -> tuple[GNN, ModelSpec]:
-    """The mini-batch model with the same seed-dependent initialisation, plus its spec."""
+def full_graph_model(cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int,
+                     device: torch.device | str = "cpu") -> tuple[GNN, ModelSpec]:
+    """The mini-batch model (:func:`argosy.shared.models.build_model`, the one model builder) with the
+    mini-batch trainer's seed-dependent initialisation, refused unless the full-graph modes can run
+    it, plus its spec."""
     if cfg.model not in FULL_GRAPH_MODELS:
         raise ConfigError(f"--model {cfg.model} cannot run in the full-graph modes (they run "
                           f"{', '.join(FULL_GRAPH_MODELS)}: aggregation must be a fixed linear operator)")
     torch.manual_seed(seed)
-    model = GNN(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout,
-                aggregator=cfg.aggregator).to(device)
+    model = build_model(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout, heads=cfg.heads,
+                        aggregator=cfg.aggregator).to(device)
     for layer in model.layers:
         full_graph_aggr(layer)  # raises for a layer type the full-graph modes cannot run
     dims = (in_dim,) + (cfg.hidden,) * (num_layers - 1) + (num_classes,)

@@ -38,7 +38,7 @@ from .graph import normalize_rows
 from .kernels import CSR, csr_from_coo, spmm, warm_up
 from .loop import fit, save_best
 from argosy.services.offload.memory import configure_malloc, current_rss_bytes, peak_rss_bytes
-from .model import build_model, dropout_mask, flat_grads, layer_forward, masked_loss_sum, post_activation
+from .model import dropout_mask, flat_grads, full_graph_model, layer_forward, masked_loss_sum, post_activation
 
 __all__ = ["SARJob", "SARContext", "SARAggregate", "SARWorker", "owned_parts", "launch_sar", "launch_sar_jobs"]
 
@@ -244,7 +244,7 @@ class SARWorker:
         cnt = torch.tensor([int((masks["train_mask"] & (labels >= 0)).sum())], dtype=torch.float64, device=device)
         dist.all_reduce(cnt, group=group)
         self.n_train = int(cnt.item())
-        self.model, self.spec = build_model(job.trainer, m.feature_dim, m.num_classes, len(job.sampler.fanouts), job.seed, device)
+        self.model, self.spec = full_graph_model(job.trainer, m.feature_dim, m.num_classes, len(job.sampler.fanouts), job.seed, device)
         for t in self.model.parameters():  # identical replicas even if init ever became rank-dependent
             dist.broadcast(t.data, 0, group=group)  # sub-groups are ranks 0..N-1
         self.seed = job.seed

@@ -32,31 +32,20 @@ from .inmemory import InMemoryTrainer
 from .kernels import warm_up
 from .loop import fit, save_best
 from argosy.services.offload.memory import current_rss_bytes, peak_rss_bytes
-from .model import build_model
+from argosy.services.trainer.core import pick_device
+
+from .model import full_graph_model
 from .sar import launch_sar
 from .source import StoreSource, plan_from_store
 from argosy.services.offload.store import OffloadStore
 
-__all__ = ["run", "pick_device", "memory_breakdown"]
+__all__ = ["run", "memory_breakdown"]
 
 MEMORY_PARTS = ("process_baseline", "graph", "features", "model_optimizer", "activation_cache", "spill_buffers",
                 "compute")
 """The breakdown of a single-process run's peak RSS (:func:`memory_breakdown`)."""
 
 logger = logging.getLogger(__name__)
-
-
-def pick_device(name: str, workers: int = 1) -> torch.device:
-    """``auto`` is CUDA when there are at least ``workers`` GPUs (SAR puts one rank on each), else CPU."""
-    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if name == "cuda" and have < workers:
-        raise ConfigError(f"--device cuda needs {workers} CUDA device(s) and {have} are available")
-    if name == "cuda" or (name == "auto" and have >= workers):
-        return torch.device("cuda", 0)
-    if name == "auto" and have:
-        logger.info("device auto: %d GPU(s) for %d SAR workers (NCCL needs one each), running on the CPU",
-                    have, workers)
-    return torch.device("cpu")
 
 
 def run(job: JobConfig, fg: FullGraphConfig) -> dict:
@@ -141,7 +130,7 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
     store = PartitionStore(job.store)
     device = pick_device(job.trainer.device)
     m = store.manifest
-    model, spec = build_model(job.trainer, m.feature_dim, m.num_classes, len(job.sampler.fanouts), job.seed, device)
+    model, spec = full_graph_model(job.trainer, m.feature_dim, m.num_classes, len(job.sampler.fanouts), job.seed, device)
     opt = make_optimizer(model, job.trainer)
     out.update(device=str(device), num_nodes=m.num_nodes, dims=list(spec.dims), trainers=1)
     held: dict[str, int] = {}
