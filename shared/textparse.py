@@ -8,9 +8,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["parse_edge_block", "ERR_MALFORMED", "ERR_FIELDS", "ERR_NEGATIVE", "ERR_OVERFLOW"]
+__all__ = ["parse_edge_block", "ERR_MALFORMED", "ERR_FIELDS", "ERR_NEGATIVE", "ERR_OVERFLOW", "ERR_NO_WEIGHT",
+           "ERR_BAD_WEIGHT"]
 
-ERR_MALFORMED, ERR_FIELDS, ERR_NEGATIVE, ERR_OVERFLOW = 1, 2, 3, 4
+ERR_MALFORMED, ERR_FIELDS, ERR_NEGATIVE, ERR_OVERFLOW, ERR_NO_WEIGHT, ERR_BAD_WEIGHT = 1, 2, 3, 4, 5, 6
 _LIM = (2**63 - 1) // 10  # v * 10 + d overflows int64 beyond this
 
 
@@ -20,13 +21,61 @@ def _sep(c):
 
 
 @numba.njit(cache=True)
-def parse_edge_block(buf, out, line0):
-    """Parse ``u v [ignored columns...]`` lines from a byte block ending at a line boundary.
+def _parse_float(buf, j, n):
+    """A decimal float (``-1.5e3``, ``nan``, ``inf``) at ``buf[j]``: ``(value, next j, ok)``."""
+    neg = False
+    if j < n and (buf[j] == 45 or buf[j] == 43):
+        neg = buf[j] == 45
+        j += 1
+    if j < n and (buf[j] | 32) in (110, 105):           # 'n'an / 'i'nf (any case)
+        v = np.nan if (buf[j] | 32) == 110 else np.inf
+        while j < n and ((buf[j] | 32) >= 97 and (buf[j] | 32) <= 122):
+            j += 1
+        return (-v if neg else v), j, True
+    v = 0.0
+    digits = 0
+    while j < n and buf[j] >= 48 and buf[j] <= 57:
+        v = v * 10.0 + (buf[j] - 48)
+        j += 1
+        digits += 1
+    if j < n and buf[j] == 46:                           # '.'
+        j += 1
+        scale = 0.1
+        while j < n and buf[j] >= 48 and buf[j] <= 57:
+            v += (buf[j] - 48) * scale
+            scale *= 0.1
+            j += 1
+            digits += 1
+    if digits == 0:
+        return 0.0, j, False
+    if j < n and (buf[j] | 32) == 101:                   # 'e'
+        j += 1
+        eneg = False
+        if j < n and (buf[j] == 45 or buf[j] == 43):
+            eneg = buf[j] == 45
+            j += 1
+        e = 0
+        ed = 0
+        while j < n and buf[j] >= 48 and buf[j] <= 57:
+            e = min(e * 10 + (buf[j] - 48), 400)
+            j += 1
+            ed += 1
+        if ed == 0:
+            return 0.0, j, False
+        v *= 10.0 ** (-e if eneg else e)
+    return (-v if neg else v), j, True
+
+
+@numba.njit(cache=True)
+def parse_edge_block(buf, out, line0, wout, want_w):
+    """Parse ``u v [weight] [ignored columns...]`` lines from a byte block ending at a line boundary.
 
     Space, tab and comma separate fields; lines starting with ``#`` or ``%`` are comments;
-    fields after the second (weights, timestamps) are skipped.  Writes ``(u, v, line)`` rows
-    to ``out`` and returns ``(count, lines, err_code, err_line, err_pos)`` where ``err_code``
-    is 0 (ok), 1 (malformed), 2 (fewer than two fields), 3 (negative id) or 4 (id beyond int64).
+    with ``want_w`` the third field is parsed as a float weight into ``wout[row]`` (5: missing,
+    6: not a number), else it is skipped with the fields after it (weights, timestamps).  Writes
+    ``(u, v, line)`` rows to ``out`` and returns ``(count, lines, err_code, err_line, err_pos)``
+    where ``err_code`` is 0 (ok), 1 (malformed), 2 (fewer than two fields), 3 (negative id) or 4
+    (id beyond int64).
     """
     n = buf.size
     i = 0
@@ -83,6 +132,15 @@ def parse_edge_block(buf, out, line0):
             ntok += 1
         if ntok != 2:
             return cnt, line, 2, line, i
+        if want_w:
+            while j < n and _sep(buf[j]):
+                j += 1
+            if j >= n or buf[j] == 10:
+                return cnt, line, 5, line, i
+            w, j, ok = _parse_float(buf, j, n)
+            if not ok or (j < n and not (_sep(buf[j]) or buf[j] == 10)):
+                return cnt, line, 6, line, i
+            wout[cnt] = w
         while j < n and buf[j] != 10:  # extra columns are ignored
             j += 1
         out[cnt, 0] = t0
@@ -92,6 +150,10 @@ def parse_edge_block(buf, out, line0):
         line += 1
         i = j + 1
     return cnt, line, 0, line, i
+
+
+NO_WEIGHTS = np.empty(0, np.float64)
+"""``wout`` of a parse that reads no weights."""
 
 
 def empty_out(nbytes: int) -> np.ndarray:

@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     for flag in ("--train-mask", "--val-mask", "--test-mask"):
         p.add_argument(flag, default=None, metavar="M.npy",
                        help="split as bool[n] or an integer id list (.npy, or text one id per line)")
+    p.add_argument("--edge-weights", default=None, metavar="W.npy|column",
+                   help="edge weights: a float .npy with one weight per input edge row (per CSR entry), or "
+                        "'column' for a text edge list's third column.  Weights the input holds itself "
+                        "(.npz edge_weight/weight/data, a text header naming column 3 'weight') are kept "
+                        "without this flag.  Duplicates are summed; a reverse edge added by symmetrisation "
+                        "gets its edge's weight (docs/python-api.md, 'Edge weights')")
+    p.add_argument("--no-edge-weights", action="store_true", help="drop the weights the input holds")
     p.add_argument("--feature-dtype", default="float32", choices=("float32", "float16"))
     p.add_argument("--random-features", type=int, default=0, metavar="DIM",
                    help="give a graph without features DIM random N(0,1) features (systems benchmarks only; "
@@ -136,6 +143,8 @@ def _describe(e: BaseException, args) -> str:
         msg = f"{type(e).__name__}: {e}"
     named = [str(args.input)] + [str(getattr(args, f[2:].replace("-", "_"))) for _, f in SIDE_FILES
                                  if getattr(args, f[2:].replace("-", "_"), None)]
+    if getattr(args, "edge_weights", None):
+        named.append(str(args.edge_weights))
     if not any(x in msg for x in named):
         msg = f"{args.input}: {msg}"
     return msg
@@ -149,6 +158,43 @@ def _both_directions(stream):
             yield np.concatenate([u, v]), np.concatenate([v, u])
         else:
             yield u, v
+
+
+def weighted_entries(source, side, num_nodes: int):
+    """The input's weighted edges as the store writer's ``(row, neighbour, weight, mirrored)``
+    chunks: an edge ``u -> v`` is the entry ``(v, u)``, and, symmetrised, its mirror ``(u, v)``
+    (weights are refused with ``--directed``, see :func:`use_weights`)."""
+    from argosy.shared.graphio import iter_weighted_edges
+
+    if source.num_nodes is None:
+        source.num_nodes = num_nodes
+    for u, v, w in iter_weighted_edges(source, side):
+        m = np.zeros(2 * u.size, np.uint8)
+        m[u.size:] = 1
+        yield np.concatenate([v, u]), np.concatenate([u, v]), np.concatenate([w, w]), m
+
+
+def use_weights(args, source) -> bool:
+    """Whether the store gets edge weights (and the flags do not contradict each other)."""
+    if args.no_edge_weights and args.edge_weights:
+        raise ValueError(f"--edge-weights {args.edge_weights} and --no-edge-weights contradict each other")
+    if args.no_edge_weights:
+        return False
+    if args.directed and (args.edge_weights or source.weights is not None):
+        raise ValueError("edge weights are not supported with --directed yet (the store holds them for "
+                         "undirected graphs); drop --directed, or --no-edge-weights to drop the weights")
+    if args.edge_weights and source.weights is not None and args.edge_weights != "column":
+        raise GraphFormatError(f"{args.input} already holds edge weights; drop --edge-weights {args.edge_weights} "
+                               "(or pass --no-edge-weights to drop both)")
+    side = args.edge_weights
+    if side and side != "column":                 # a wrong length is refused before partitioning
+        from argosy.shared.graphio import NpyArray
+        rows = NpyArray(side).rows
+        want = int(source.indptr[-1]) if source.kind == "csr" else getattr(source.edges, "num_edges", None)
+        if want is not None and rows != want:
+            raise GraphFormatError(f"{side}: expected one weight per input edge {'entry' if source.kind == 'csr' else 'row'} "
+                                   f"of {args.input}, float[{want}] (got {rows})")
+    return bool(side) or source.weights is not None
 
 
 def node_columns(args, stream) -> dict:
@@ -225,6 +271,7 @@ def run(args) -> int:
     if not args.out:
         raise ValueError("--out STORE is required (or use --dry-run)")
     columns = node_columns(args, stream)          # labels/masks checked before the long part
+    use_weights(args, stream.source)              # contradictory weight flags, before the long part
     t0 = time.perf_counter()
     res = partition_stream(stream, args.parts, method=args.method, order=args.order, seed=args.seed,
                            eps=args.eps, memory_budget=budget, tmpdir=args.tmpdir,
@@ -249,13 +296,19 @@ def _write(args, stream, res, columns, t0) -> int:
     if getattr(args, "split_record", None):
         info["split"] = args.split_record
     t_store = time.perf_counter()
-    if res.regrouped is not None:   # the partitioner's sorted buckets: the writer sorts nothing
+    weighted = use_weights(args, stream.source)
+    if weighted:                    # the input re-read with its weights; the writer merges duplicates
+        entries_in = weighted_entries(stream.source, args.edge_weights, n)
+        info["edge_weights"] = str(args.edge_weights or "inline")
+        logger.info("keeping edge weights (%s)", info["edge_weights"])
+    elif res.regrouped is not None:   # the partitioner's sorted buckets: the writer sorts nothing
         entries_in = res.regrouped.drain()
     else:
         entries_in = stream.iter_raw() if args.directed else _both_directions(stream)
     manifest = write_store_from_edges(entries_in, n, res.assignment, args.out, num_parts=args.parts,
                                       node_data=columns, partition_info=info, feature_dtype=args.feature_dtype,
-                                      overwrite=args.overwrite, name=stream.source.name, directed=args.directed)
+                                      overwrite=args.overwrite, name=stream.source.name, directed=args.directed,
+                                      weighted=weighted)
     store_seconds = time.perf_counter() - t_store
     eb = manifest.partition.get("edge_balance", 0.0)
     if args.parts > 1 and args.max_edge_balance is None and eb > SKEWED_EDGE_BALANCE:

@@ -7,13 +7,14 @@ rejected the same way everywhere.
 Formats (detected by content first, then by case-insensitive extension):
 
 * ``.npz``: a CSR (``indptr`` + ``indices``) or an edge list (``src`` + ``dst``, optional
-  ``num_nodes``), with optional node data ``features`` (alias ``x``), ``labels`` (alias ``y``),
+  ``num_nodes``), optional edge weights (``edge_weight``, ``weight`` or scipy's ``data``), with optional node data ``features`` (alias ``x``), ``labels`` (alias ``y``),
   ``train_mask``/``val_mask``/``test_mask``.  Members are read one at a time, in blocks.
 * ``.npy``: an integer edge list of shape ``(m, 2)``.
 * text edge lists (``.txt .csv .tsv .el .edges .edgelist .snap .dat``, optionally ``.gz``):
   ``u v`` per line, space/tab/comma separated; ``#``/``%`` comment lines; a UTF-8 BOM and one
-  header line (e.g. ``src,dst,weight``) are skipped; columns after the second (weights) are
-  dropped, in every reader.
+  header line (e.g. ``src,dst,weight``) are skipped; a third column is read as edge weights when
+  the header names it ``weight`` or the caller asks (``--edge-weights column``), else dropped with
+  the columns after it, in every reader (:mod:`.weights`).
 * an OGB node-property-prediction directory: ``raw/edge.csv.gz``, ``raw/node-feat.csv.gz``,
   ``raw/node-label.csv.gz``, ``split/<name>/{train,valid,test}.csv.gz``.
 
@@ -34,7 +35,9 @@ from __future__ import annotations
 from .columns import ArrayColumn, CsvColumn, NodeColumn, NpyColumn, check_node_columns, node_column_from_file
 from .formats import (NODE_ARRAYS, SPLITS, SUPPORTED_FORMATS, check_ids, check_num_nodes, graph_format,
                       index_dtype)
-from .graph import Graph, csr_from_edges, csr_from_keys, csr_is_symmetric, indptr_from_rows, sorted_unique
+from .graph import (Graph, coalesce_weights, csr_from_edges, csr_from_keys, csr_is_symmetric, indptr_from_rows,
+                    sorted_unique)
+from .weights import TEXT_COLUMN, WEIGHT_KEYS, check_weights, iter_weighted_edges
 from .load import load_graph, save_graph_npz, save_graph_ogb
 from .npy import NpyArray, PairArrayReader
 from .source import GraphSource, open_graph
@@ -45,4 +48,4 @@ __all__ = ["Graph", "load_graph", "csr_from_edges", "csr_from_keys", "csr_is_sym
            "index_dtype", "graph_format", "open_graph", "GraphSource", "NpyArray", "PairArrayReader",
            "TextEdgeReader", "NodeColumn", "NpyColumn", "CsvColumn", "ArrayColumn", "check_node_columns",
            "node_column_from_file", "SUPPORTED_FORMATS", "check_num_nodes", "check_ids", "NODE_ARRAYS", "SPLITS",
-           "save_graph_ogb"]
+           "save_graph_ogb", "coalesce_weights", "check_weights", "iter_weighted_edges", "TEXT_COLUMN", "WEIGHT_KEYS"]

@@ -15,7 +15,8 @@ from argosy.shared.errors import GraphFormatError
 
 from .formats import check_num_nodes, index_dtype
 
-__all__ = ["Graph", "csr_from_edges", "csr_from_keys", "indptr_from_rows", "sorted_unique", "csr_is_symmetric"]
+__all__ = ["Graph", "csr_from_edges", "csr_from_keys", "indptr_from_rows", "sorted_unique", "csr_is_symmetric",
+           "coalesce_weights"]
 
 
 @dataclass
@@ -25,7 +26,9 @@ class Graph:
     Shapes:
         indptr: int64[n + 1]; indices: int32|int64[2m] (global ids, sorted per row);
         features: float32|float16[n, F] or None; labels: int64[n] (-1 = unlabelled) or None;
-        masks: bool[n] each (``train_mask``, ``val_mask``, ``test_mask``) or None.
+        masks: bool[n] each (``train_mask``, ``val_mask``, ``test_mask``) or None;
+        edge_weight: float32[2m] aligned with ``indices`` (entry ``(v, u)`` weighs the message
+        ``u -> v``) or None (unweighted).
     """
 
     indptr: np.ndarray
@@ -37,6 +40,7 @@ class Graph:
     test_mask: np.ndarray | None = None
     name: str = "graph"
     extra: dict = field(default_factory=dict)
+    edge_weight: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -106,8 +110,41 @@ def csr_from_keys(keys: np.ndarray, width: int, dtype=None, row0: int = 0,
     return indptr, cols.astype(np.int64 if dtype is None else dtype, copy=False)
 
 
+def coalesce_weights(keys: np.ndarray, w: np.ndarray, mirrored: np.ndarray | None = None):
+    """Merge weighted entries that share a key: the one duplicate rule of every weighted path.
+
+    The rule (docs/python-api.md, "Edge weights"): entries given in the input with the same
+    ``(row, neighbour)`` are *summed* (PyG's ``coalesce``/``to_undirected`` default); a reverse entry
+    that symmetrisation added (``mirrored``) carries its edge's weight and counts only where the
+    input does not give that direction itself, so a graph listed in both directions keeps each
+    direction's own weight and is never doubled.
+
+    Args:
+        keys: int64[c] entry keys (``row * n + col``), any order.
+        w: float[c] weights.  mirrored: bool|uint8[c] or None (no entry is mirrored).
+    Returns:
+        ``(sorted unique keys int64[u], weights float32[u])``.
+    """
+    m = np.zeros(keys.size, np.int64) if mirrored is None else np.asarray(mirrored, np.int64)
+    k2 = keys.astype(np.int64) * 2 + m
+    order = np.argsort(k2, kind="stable")
+    k2 = k2[order]
+    if k2.size == 0:
+        return k2, np.empty(0, np.float32)
+    grp = k2 >> 1
+    first = np.empty(k2.size, np.bool_)
+    first[0] = True
+    np.not_equal(grp[1:], grp[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    gid = np.cumsum(first) - 1
+    mm = k2 & 1                                          # direct entries sort before mirrored ones
+    keep = mm == mm[starts][gid]
+    ws = np.where(keep, np.asarray(w, np.float64)[order], 0.0)
+    return grp[starts], np.add.reduceat(ws, starts).astype(np.float32)
+
+
 def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int | None = None,
-                   symmetrize: bool = True) -> Graph:
+                   symmetrize: bool = True, weights: np.ndarray | None = None) -> Graph:
     """Build a clean symmetric CSR from an edge list: drops self loops and duplicates.
 
     Args:
@@ -115,6 +152,8 @@ def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int | None = Non
         num_nodes: vertex count; defaults to ``max id + 1``. Ids ``>= num_nodes`` are an error.
         symmetrize: add the reverse of every edge (default); if False the input must
             already contain both directions.
+        weights: float[E] edge weights (checked: finite, ``>= 0``), kept in ``edge_weight`` by the
+            rule of :func:`coalesce_weights`; an edge ``src -> dst`` weighs the entry ``(dst, src)``.
     """
     src = np.asarray(src)
     dst = np.asarray(dst)
@@ -138,6 +177,19 @@ def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int | None = Non
         raise GraphFormatError("the graph is empty (0 nodes)")
     keep = src != dst
     src, dst = src[keep], dst[keep]
+    if weights is not None:
+        from .weights import check_weights
+        w = check_weights(weights, keep.size, "edge weights")[keep]
+        mirrored = np.zeros(src.size, np.uint8)
+        if symmetrize:
+            src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+            w, mirrored = np.concatenate([w, w]), np.concatenate([mirrored, np.ones_like(mirrored)])
+        key, ew = coalesce_weights(dst * num_nodes + src, w, mirrored)   # row = destination
+        indptr, indices = csr_from_keys(key, num_nodes, index_dtype(num_nodes))
+        g = Graph(indptr=indptr, indices=indices, edge_weight=ew)
+        if not symmetrize:
+            _check_symmetric(g)
+        return g
     if symmetrize:
         src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
     key = sorted_unique(src * num_nodes + dst)             # by (src, dst), duplicates dropped

@@ -29,18 +29,21 @@ __all__ = ["load_graph", "save_graph_npz", "save_graph_ogb"]
 
 
 def load_graph(path: str | os.PathLike, symmetrize: bool = True, num_nodes: int | None = None,
-               split: str | None = None) -> Graph:
+               split: str | None = None, edge_weights: str | os.PathLike | bool | None = None) -> Graph:
     """Load a graph file (any supported format) into a clean symmetric CSR with its node data.
 
     Edge lists are symmetrised; an asymmetric CSR is symmetrised with a warning (or rejected
     when ``symmetrize=False``).  Meant for graphs that fit in memory; the partitioner streams.
+
+    ``edge_weights``: None keeps the weights the file holds (``Graph.edge_weight``, see
+    :mod:`.weights`); a ``W.npy`` path or ``"column"`` reads them from there; False drops them.
 
     Raises:
         GraphFormatError: for any malformed input, naming the file and the problem.
     """
     path = Path(path)
     try:
-        g = _load_graph(path, symmetrize, num_nodes, split)
+        g = _load_graph(path, symmetrize, num_nodes, split, edge_weights)
     except GraphFormatError as e:
         if str(path) in str(e):
             raise
@@ -52,9 +55,28 @@ def load_graph(path: str | os.PathLike, symmetrize: bool = True, num_nodes: int 
     return g
 
 
-def _load_graph(path: Path, symmetrize: bool, num_nodes: int | None, split: str | None) -> Graph:
+def _load_graph(path: Path, symmetrize: bool, num_nodes: int | None, split: str | None,
+                edge_weights=None) -> Graph:
     src = open_graph(path, split=split)
-    if src.kind == "csr":
+    if num_nodes is not None and src.num_nodes is None:
+        src.num_nodes = num_nodes
+    if edge_weights is not False and (edge_weights is not None or src.weights is not None):
+        from .weights import iter_weighted_edges
+        side = None if edge_weights in (None, True) else edge_weights
+        us, vs, ws = [], [], []
+        for u, v, w in iter_weighted_edges(src, side):
+            us.append(u)
+            vs.append(v)
+            ws.append(w)
+        u, v = (np.concatenate(us), np.concatenate(vs)) if us else (np.empty(0, np.int64),) * 2
+        w = np.concatenate(ws) if ws else np.empty(0, np.float32)
+        n = src.num_nodes
+        if n is None:
+            n = check_num_nodes(path, max(int(u.max()), int(v.max())), u.size) if u.size else 0
+        check_ids(u, n, "column 0", 0, path)
+        check_ids(v, n, "column 1", 0, path)
+        g = csr_from_edges(u, v, num_nodes=n, symmetrize=True, weights=w)
+    elif src.kind == "csr":
         n = src.num_nodes
         if num_nodes is not None and num_nodes != n:
             raise GraphFormatError(f"{path}: num_nodes={num_nodes} but the CSR has {n} rows")
@@ -130,6 +152,8 @@ def save_graph_ogb(g: Graph, root: str | os.PathLike, split: str = "random") -> 
 def save_graph_npz(g: Graph, path: str | os.PathLike) -> None:
     """Write ``g`` in the ``.npz`` dataset format (uncompressed, so it loads fast)."""
     arrays = {"indptr": g.indptr, "indices": g.indices}
+    if g.edge_weight is not None:
+        arrays["edge_weight"] = g.edge_weight
     for name in ("features", "labels", *SPLITS):
         val = getattr(g, name)
         if val is not None:

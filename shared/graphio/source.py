@@ -18,6 +18,7 @@ from .columns import ArrayColumn, CsvColumn, NpyColumn, read_index_list
 from .formats import ALIASES, NODE_ARRAYS, ZIP_ERRORS, as_ids, graph_format, ogb_edge_file
 from .npy import NpyArray, PairArrayReader
 from .text import TextEdgeReader
+from .weights import TEXT_COLUMN, weight_member
 
 __all__ = ["GraphSource", "open_graph"]
 
@@ -42,6 +43,10 @@ class GraphSource:
     indptr: np.ndarray | None = None
     indices: NpyArray | None = None
     edges: object = None
+    weights: object = None
+    """Inline edge weights: an :class:`NpyArray` (``.npz`` member ``edge_weight``/``weight``/``data``),
+    ``"column"`` (a text edge list whose header names its third column a weight) or None
+    (see :mod:`.weights`)."""
     _column_specs: dict = field(default_factory=dict)
 
     def node_columns(self, n: int, feature_dtype: str = "float32") -> dict:
@@ -95,6 +100,9 @@ def _open_npz(p: Path) -> GraphSource:
                 raise GraphFormatError(f"{p}: both {key!r} and its alias for {canon!r} are present")
             specs[canon] = get(key)
     src = GraphSource(path=str(p), format="npz", kind="csr", name=_stem(p), _column_specs=specs)
+    wkey = weight_member(names)
+    if wkey is not None:
+        src.weights = get(wkey)
     if "indptr" in names and "indices" in names:
         ip = get("indptr")
         if ip.dtype.kind not in "iu" or get("indices").dtype.kind not in "iu":
@@ -177,5 +185,8 @@ def open_graph(path, split: str | None = None, block_bytes: int = 16 << 20) -> G
                            edges=PairArrayReader(pair=NpyArray(p)))
     if fmt == "ogb":
         return _open_ogb(p, split)
-    return GraphSource(path=str(p), format="text", kind="edges", name=_stem(p),
-                       edges=TextEdgeReader(p, block_bytes=block_bytes))
+    reader = TextEdgeReader(p, block_bytes=block_bytes)
+    head = reader.header()
+    weighted = head is not None and len(head) >= 3 and "weight" in head[2]
+    return GraphSource(path=str(p), format="text", kind="edges", name=_stem(p), edges=reader,
+                       weights=TEXT_COLUMN if weighted else None)

@@ -102,7 +102,9 @@ class TextEdgeReader:
         why = {1: "malformed line (expected two integer vertex ids)",
                2: "expected at least 2 fields (two integer vertex ids)",
                3: "negative vertex id",
-               4: "vertex id beyond int64 (ids must be 0..n-1)"}[code]
+               4: "vertex id beyond int64 (ids must be 0..n-1)",
+               5: "expected a weight in column 3 (--edge-weights column)",
+               6: "the weight in column 3 is not a number"}[code]
         raise GraphFormatError(f"{self.path}: line {line + 1}: {why}: {text!r}")
 
     @staticmethod
@@ -124,9 +126,39 @@ class TextEdgeReader:
             break
         return block
 
+    def header(self) -> list[str] | None:
+        """The header line's fields (lower case), when the file has one (see :meth:`_blank_header`)."""
+        try:
+            with self._open() as f:
+                head = f.read(1 << 16)
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError):
+            return None                  # the block reader reports the fault when the edges are read
+        for raw in head.split(b"\n")[:-1] or [head]:
+            s = raw.lstrip(b"\xef\xbb\xbf").strip(b" \t\r,")
+            if not s or s[:1] in (b"#", b"%"):
+                continue
+            if s[:1].isalpha() or s[:1] in (b'"', b"'"):
+                return [t.strip(b"\"'").decode("utf-8", "replace").lower()
+                        for t in s.replace(b",", b" ").replace(b"\t", b" ").split()]
+            return None
+        return None
+
+    def iter_weighted_blocks(self, num_nodes: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Yield ``(u, v, w)`` per block: ids as :meth:`iter_blocks`, ``w`` float32 from column 3 (checked)."""
+        from .weights import check_weights
+
+        done = 0
+        for u, v, line, w in self._blocks(num_nodes, True):
+            yield u, v, check_weights(w, u.size, f"{self.path} (column 3)", done)
+            done += u.size
+
     def iter_blocks(self, num_nodes: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Yield ``(u, v, line)`` int64 arrays per block; ids checked against ``num_nodes``."""
-        from argosy.shared.textparse import empty_out, parse_edge_block
+        for u, v, line, _ in self._blocks(num_nodes, False):
+            yield u, v, line
+
+    def _blocks(self, num_nodes, want_w: bool):
+        from argosy.shared.textparse import NO_WEIGHTS, empty_out, parse_edge_block
 
         line0, rest, first = 0, b"", True
         try:
@@ -152,7 +184,8 @@ class TextEdgeReader:
                     if block:
                         buf = np.frombuffer(block, dtype=np.uint8)
                         out = empty_out(buf.size)
-                        cnt, line1, err, err_line, err_pos = parse_edge_block(buf, out, line0)
+                        wout = np.empty(out.shape[0], np.float64) if want_w else NO_WEIGHTS
+                        cnt, line1, err, err_line, err_pos = parse_edge_block(buf, out, line0, wout, want_w)
                         if err:
                             self._raise(int(err), int(err_line), block, int(err_pos))
                         pairs = out[:cnt]
@@ -164,7 +197,7 @@ class TextEdgeReader:
                                     f"{self.path}: line {int(pairs[r, 2]) + 1}: vertex id "
                                     f"{int(pairs[r, :2].max())} is out of range: num_nodes={num_nodes}")
                         line0 = int(line1)
-                        yield pairs[:, 0], pairs[:, 1], pairs[:, 2]
+                        yield pairs[:, 0], pairs[:, 1], pairs[:, 2], wout[:cnt]
                     if eof:
                         break
         except GraphFormatError:

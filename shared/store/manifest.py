@@ -11,6 +11,8 @@ Layout of a store directory (all paths in the manifest are relative to its root)
         ├── indptr.npy         # int64[n_p + 1]  CSR over owned vertices
         ├── indices.npy        # int32|int64[e_p]  neighbours, GLOBAL ids, ascending per row
         ├── features.npy       # float32|float16[n_p, F]   (if the graph has features)
+        ├── edge_weight.npy    # float32[e_p]  weight of each entry, aligned with indices (if weighted)
+        ├── weighted_degree.npy  # float32[n_p]  sum of each row's edge weights (if weighted)
         ├── labels.npy         # int64[n_p]  -1 = unlabelled (if the graph has labels)
         └── {train,val,test}_mask.npy   # bool[n_p]
 
@@ -67,10 +69,15 @@ class Manifest:
     format_version: int = FORMAT_VERSION
     directed: bool = False
     """The CSR holds arcs as given (``--directed``), not both directions of every edge."""
+    edge_weights: bool = False
+    """Every part has ``edge_weight.npy`` and ``weighted_degree.npy`` (written only when True, so an
+    unweighted store's manifest is the same bytes as before weights existed)."""
 
     def to_json(self) -> str:
         d = asdict(self)
         d = {"format_version": d.pop("format_version"), **d}
+        if not d["edge_weights"]:
+            del d["edge_weights"]
         return json.dumps(d, indent=1)
 
     @classmethod

@@ -25,7 +25,9 @@ class PartData:
 
     Shapes:
         nodes: int64[n_p] global ids; indptr: int64[n_p + 1]; indices: int[e_p] global ids;
-        features: float[n_p, F] | None; labels: int64[n_p] | None; masks: bool[n_p] | None.
+        features: float[n_p, F] | None; labels: int64[n_p] | None; masks: bool[n_p] | None;
+        edge_weight: float32[e_p] aligned with indices | None (unweighted store);
+        weighted_degree: float32[n_p] row sums of edge_weight | None.
     """
 
     part: int
@@ -37,6 +39,8 @@ class PartData:
     train_mask: np.ndarray | None
     val_mask: np.ndarray | None
     test_mask: np.ndarray | None
+    edge_weight: np.ndarray | None = None
+    weighted_degree: np.ndarray | None = None
 
 
 def _min_max(path: Path, window: int = 1 << 22) -> tuple[int, int]:
@@ -58,6 +62,21 @@ def _min_max(path: Path, window: int = 1 << 22) -> tuple[int, int]:
             lo, hi = (wl, wh) if first else (min(lo, wl), max(hi, wh))
             first = False
     return lo, hi
+
+
+def _verify_weights(root: Path, part: int, pd: PartData) -> None:
+    """A weighted part's ``edge_weight`` (one finite value >= 0 per entry) and ``weighted_degree``."""
+    w, wd = pd.edge_weight, pd.weighted_degree
+    if w.dtype != np.float32 or w.shape != pd.indices.shape:
+        raise StoreFormatError(f"{root}: part {part}: edge_weight must be float32[{pd.indices.shape[0]}] "
+                               f"(got {w.dtype}{list(w.shape)})")
+    if wd.dtype != np.float32 or wd.shape != pd.nodes.shape:
+        raise StoreFormatError(f"{root}: part {part}: weighted_degree must be float32[{pd.nodes.shape[0]}] "
+                               f"(got {wd.dtype}{list(wd.shape)})")
+    for a in range(0, w.shape[0], 1 << 22):
+        blk = np.asarray(w[a:a + (1 << 22)])
+        if not np.isfinite(blk).all() or (blk < 0).any():
+            raise StoreFormatError(f"{root}: part {part}: edge_weight holds a value that is not finite and >= 0")
 
 
 def _will_need(m: np.ndarray) -> None:
@@ -150,7 +169,9 @@ class PartitionStore:
                 labels=self._load(f"{d}/labels.npy", required=False),
                 train_mask=self._load(f"{d}/train_mask.npy", required=False),
                 val_mask=self._load(f"{d}/val_mask.npy", required=False),
-                test_mask=self._load(f"{d}/test_mask.npy", required=False))
+                test_mask=self._load(f"{d}/test_mask.npy", required=False),
+                edge_weight=self._load(f"{d}/edge_weight.npy") if self.manifest.edge_weights else None,
+                weighted_degree=self._load(f"{d}/weighted_degree.npy") if self.manifest.edge_weights else None)
         return self._parts[p]
 
     def split_nodes(self, split: str, parts: list[int] | None = None) -> np.ndarray:
@@ -192,6 +213,8 @@ class PartitionStore:
                 arr = getattr(pd, name)
                 if arr is not None and arr.shape[0] != k:
                     raise StoreFormatError(f"{self.root}: part {entry.part}: {name} has {arr.shape[0]} rows for {k} nodes")
+            if m.edge_weights:
+                _verify_weights(self.root, entry.part, pd)
             total_nodes += k
             total_entries += pd.indices.shape[0]
             if not cached:                   # unmap what only this check opened (its pages count in RSS)
@@ -202,9 +225,12 @@ class PartitionStore:
             raise StoreFormatError(f"{self.root}: {total_entries} adjacency entries for {m.num_edges} "
                                    f"{'arcs' if m.directed else 'undirected edges'}")
 
-    def global_csr(self) -> tuple[np.ndarray, np.ndarray]:
-        """Stitch the parts into one global CSR (for small graphs, tests and full-graph baselines)."""
+    def global_csr(self, weights: bool = False):
+        """Stitch the parts into one global CSR (for small graphs, tests and full-graph baselines):
+        ``(indptr, indices)``, plus the aligned ``edge_weight`` float32 with ``weights`` (a weighted store)."""
         n = self.manifest.num_nodes
+        if weights and not self.manifest.edge_weights:
+            raise StoreFormatError(f"{self.root}: the store has no edge weights")
         deg = np.zeros(n, np.int64)
         for p in range(self.num_parts):
             pd = self.part(p)
@@ -212,10 +238,17 @@ class PartitionStore:
         indptr = np.zeros(n + 1, np.int64)
         np.cumsum(deg, out=indptr[1:])
         indices = np.empty(indptr[-1], np.dtype(self.manifest.index_dtype))
+        w = None
         for p in range(self.num_parts):
             pd = self.part(p)
             starts = indptr[pd.nodes]
             lens = np.diff(pd.indptr)
             pos = np.repeat(starts - pd.indptr[:-1], lens) + np.arange(pd.indices.shape[0])
             indices[pos] = pd.indices
+            if weights:
+                if w is None:
+                    w = np.empty(indptr[-1], np.float32)
+                w[pos] = pd.edge_weight
+        if weights:
+            return indptr, indices, (w if w is not None else np.empty(0, np.float32))
         return indptr, indices

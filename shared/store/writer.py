@@ -33,19 +33,24 @@ logger = logging.getLogger(__name__)
 
 NODE_ARRAYS = ("features", "labels", "train_mask", "val_mask", "test_mask")
 _NODE_BLOCK_ROWS = 1 << 16
+WREC = np.dtype([("w", "<f4"), ("m", "u1")])
+"""A spilled entry's weight and whether symmetrisation added it (see ``coalesce_weights``)."""
 SLAB_ENTRIES = 1 << 22
 """Directed entries a part's CSR is sorted and deduplicated in at once (~25 B each at the peak: ~100 MB; a bucket above it costs one more read and write of itself)."""
 
 
 @njit(cache=True, nogil=True)
-def _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered):
+def _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered, slots):
     """Counting-sort one chunk's entries by their source's part into ``pairs`` (local row,
     neighbour), self loops dropped; return the ``k + 1`` part offsets.
 
     Also checks, per part and across chunks (``last`` holds each part's previous entry), that
     the entries arrive strictly increasing: ``ordered[p]`` stays True only then, and part
     ``p``'s CSR needs no sort and no deduplication.  A stream grouped by source with sorted,
-    unique neighbours (the partitioner's regrouped buckets, a sorted CSR) arrives that way."""
+    unique neighbours (the partitioner's regrouped buckets, a sorted CSR) arrives that way.
+    ``slots`` (int64[c], or empty: not wanted) receives the row of ``pairs`` each entry went to
+    (-1: a self loop), so that edge weights follow their entries."""
+    want = slots.size > 0
     offs = np.zeros(k + 1, np.int64)
     for i in range(src.size):
         if src[i] != dst[i]:
@@ -63,6 +68,8 @@ def _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered):
             pairs[j, 0] = r
             pairs[j, 1] = d
             pos[p] = j + 1
+            if want:
+                slots[i] = j
             if ordered[p]:
                 if r < last[p, 0] or (r == last[p, 0] and d <= last[p, 1]):
                     ordered[p] = False
@@ -71,8 +78,9 @@ def _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered):
     return offs
 
 
-def graph_edge_chunks(g: Graph, chunk_edges: int = 1 << 22) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Yield the directed adjacency entries of a CSR graph as ``(src, dst)`` chunks."""
+def graph_edge_chunks(g: Graph, chunk_edges: int = 1 << 22) -> Iterator[tuple[np.ndarray, ...]]:
+    """Yield the directed adjacency entries of a CSR graph as ``(src, dst)`` chunks, or
+    ``(src, dst, weight, mirrored)`` ones when the graph has edge weights (none mirrored)."""
     n = g.num_nodes
     row = 0
     while row < n:
@@ -81,7 +89,11 @@ def graph_edge_chunks(g: Graph, chunk_edges: int = 1 << 22) -> Iterator[tuple[np
         end = min(end, n)
         lo, hi = int(g.indptr[row]), int(g.indptr[end])
         src = np.repeat(np.arange(row, end, dtype=np.int64), np.diff(g.indptr[row:end + 1]))
-        yield src, np.asarray(g.indices[lo:hi], dtype=np.int64)
+        if g.edge_weight is None:
+            yield src, np.asarray(g.indices[lo:hi], dtype=np.int64)
+        else:
+            yield (src, np.asarray(g.indices[lo:hi], dtype=np.int64), np.asarray(g.edge_weight[lo:hi], np.float32),
+                   np.zeros(hi - lo, np.uint8))
         row = end
 
 
@@ -118,15 +130,20 @@ def write_store(g: Graph, assignment: np.ndarray, out: str | os.PathLike, num_pa
     node_data = {k: getattr(g, k) for k in NODE_ARRAYS if getattr(g, k) is not None}
     return write_store_from_edges(graph_edge_chunks(g, chunk_edges), g.num_nodes, assignment, out,
                                   num_parts=num_parts, node_data=node_data, partition_info=partition_info,
-                                  feature_dtype=feature_dtype, overwrite=overwrite, name=g.name)
+                                  feature_dtype=feature_dtype, overwrite=overwrite, name=g.name,
+                                  weighted=g.edge_weight is not None)
 
 
 def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]], num_nodes: int,
                            assignment: np.ndarray, out: str | os.PathLike, num_parts: int | None = None,
                            node_data: dict | None = None, partition_info: dict | None = None,
                            feature_dtype: str = "float32", overwrite: bool = False,
-                           name: str = "graph", directed: bool = False) -> Manifest:
+                           name: str = "graph", directed: bool = False, weighted: bool = False) -> Manifest:
     """Stream directed adjacency entries into a store (see module docstring).
+
+    ``weighted``: the chunks are ``(src, dst, weight float32, mirrored uint8)``: each part's CSR
+    gets ``edge_weight.npy`` (aligned with ``indices``, duplicates merged by
+    :func:`~argosy.shared.graphio.coalesce_weights`) and ``weighted_degree.npy`` (row sums).
 
     ``edge_chunks`` must contain both directions of every undirected edge (as a symmetric CSR
     does) unless ``directed``, where each entry is an arc and ``num_edges`` counts arcs; self
@@ -169,7 +186,7 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
         raise
     try:
         manifest = _write(tmp, edge_chunks, num_nodes, assignment.astype(np.int32), k, columns,
-                          partition_info or {}, feature_dtype, name, directed)
+                          partition_info or {}, feature_dtype, name, directed, weighted)
         _verify(tmp, manifest)
         if out.exists():
             old = out.parent / f".{out.name}.old-{os.getpid()}"
@@ -193,7 +210,8 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
 
 
 def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns: dict,
-           partition_info: dict, feature_dtype: str, name: str, directed: bool = False) -> Manifest:
+           partition_info: dict, feature_dtype: str, name: str, directed: bool = False,
+           weighted: bool = False) -> Manifest:
     idt = index_dtype(n)
     sizes = np.bincount(assign, minlength=k)
     order = np.argsort(assign, kind="stable")            # owned ids per part, ascending
@@ -207,11 +225,16 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
     spill = root / "_spill"
     spill.mkdir()
     files = [open(spill / f"{p}.bin", "wb") for p in range(k)]
+    wfiles = [open(spill / f"{p}.w", "wb") for p in range(k)] if weighted else []
     last = np.full((k, 2), -1, np.int64)                 # per part: the last entry appended
     ordered = np.ones(k, np.bool_)                       # per part: entries strictly increasing so far
+    no_slots = np.empty(0, np.int64)
     try:
-        for src, dst in edge_chunks:
-            src, dst = np.asarray(src), np.asarray(dst)
+        for chunk in edge_chunks:
+            if len(chunk) != (4 if weighted else 2):
+                raise GraphFormatError(f"edge chunks must be {'(src, dst, weight, mirrored)' if weighted else '(src, dst)'}"
+                                       f" (got a tuple of {len(chunk)})")
+            src, dst = np.asarray(chunk[0]), np.asarray(chunk[1])
             if src.dtype.kind not in "iu" or dst.dtype.kind not in "iu":
                 src, dst = src.astype(np.int64), dst.astype(np.int64)
             if src.size == 0:
@@ -220,11 +243,19 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
             if lo < 0 or hi >= n:
                 raise GraphFormatError(f"edge id {lo if lo < 0 else hi} is out of range [0, {n})")
             pairs = np.empty((src.size, 2), idt)                  # (local row, neighbour)
-            bounds = _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered)
+            slots = np.full(src.size, -1, np.int64) if weighted else no_slots
+            bounds = _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered, slots)
+            if weighted:
+                rec = np.empty(pairs.shape[0], WREC)
+                ok = slots >= 0
+                rec["w"][slots[ok]] = np.asarray(chunk[2], np.float32)[ok]
+                rec["m"][slots[ok]] = np.asarray(chunk[3], np.uint8)[ok]
             for p in np.flatnonzero(np.diff(bounds)):
                 files[p].write(pairs[bounds[p]:bounds[p + 1]].data)
+                if weighted:
+                    wfiles[p].write(rec[bounds[p]:bounds[p + 1]].data)
     finally:
-        for f in files:
+        for f in files + wfiles:
             f.close()
 
     # pass 2: build each part's CSR from its bucket
@@ -234,7 +265,7 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
         pdir.mkdir()
         nodes = order[starts[p]:starts[p + 1]].astype(np.int64)
         counts, entries, cut = _part_csr(spill / f"{p}.bin", pdir / "indices.npy", len(nodes), n, idt, assign, p,
-                                         bool(ordered[p]))
+                                         bool(ordered[p]), pdir if weighted else None)
         indptr = np.zeros(len(nodes) + 1, np.int64)
         np.cumsum(counts, out=indptr[1:])
         np.save(pdir / "nodes.npy", nodes)
@@ -263,7 +294,7 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
         feature_dtype=str(feats.dtype) if feats is not None else "",
         num_classes=int(stats["labels"]["max"]) + 1 if "labels" in stats else 0,
         splits=splits, partition=info, parts=parts, name=name, format_version=FORMAT_VERSION,
-        directed=bool(directed))
+        directed=bool(directed), edge_weights=bool(weighted))
     (root / MANIFEST_NAME).write_text(manifest.to_json())
     return manifest
 
@@ -274,11 +305,25 @@ def _read_pairs(path: Path, idt, start: int, count: int) -> np.ndarray:
     return np.fromfile(path, dtype=idt, count=2 * count, offset=start * item).reshape(-1, 2)
 
 
-def _sorted_unique_slab(pairs: np.ndarray, n: int, idt) -> tuple[np.ndarray, np.ndarray]:
-    """Sort a slab's entries by (row, neighbour) and drop duplicates: ``(rows int64, nbrs idt)``."""
+def _read_wrec(path: Path | None, start: int, count: int) -> np.ndarray | None:
+    """Weight records ``[start, start + count)`` of a spill file (None: unweighted)."""
+    if path is None:
+        return None
+    return np.fromfile(path, dtype=WREC, count=count, offset=start * WREC.itemsize)
+
+
+def _sorted_unique_slab(pairs: np.ndarray, n: int, idt, wrec: np.ndarray | None = None):
+    """Sort a slab's entries by (row, neighbour) and drop duplicates: ``(rows int64, nbrs idt)``,
+    plus their merged weights float32 when ``wrec`` is given (``(rows, nbrs, weights)``)."""
     key = pairs[:, 0].astype(np.int64)
     key *= n
     key += pairs[:, 1]
+    if wrec is not None:
+        from argosy.shared.graphio import coalesce_weights
+        key, w = coalesce_weights(key, wrec["w"], wrec["m"])
+        rows = key // n
+        key -= rows * n
+        return rows, key.astype(idt), w
     key.sort()                                           # sort + diff: np.unique is far slower
     if key.size:
         keep = np.empty(key.size, np.bool_)
@@ -290,8 +335,13 @@ def _sorted_unique_slab(pairs: np.ndarray, n: int, idt) -> tuple[np.ndarray, np.
     return rows, key.astype(idt)
 
 
+def _npy_header(fh, dtype, n: int) -> None:
+    np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                              "fortran_order": False, "shape": (n,)})
+
+
 def _part_csr(bucket: Path, out: Path, n_p: int, n: int, idt, assign: np.ndarray, p: int,
-              ordered: bool = False) -> tuple[np.ndarray, int, int]:
+              ordered: bool = False, wdir: Path | None = None) -> tuple[np.ndarray, int, int]:
     """Build part ``p``'s CSR neighbour array from its spill bucket into ``out`` (``indices.npy``).
 
     ``ordered``: the bucket's entries are already strictly increasing (row, neighbour), so
@@ -302,75 +352,122 @@ def _part_csr(bucket: Path, out: Path, n_p: int, n: int, idt, assign: np.ndarray
     never spans two slabs), each slab sorted, deduplicated and appended, so memory stays
     O(slab) however many edges the part holds.
 
+    ``wdir``: the part's directory when the store is weighted: the bucket's weight records
+    (``<bucket>.w``) follow their entries into ``edge_weight.npy``, and each row's sum goes to
+    ``weighted_degree.npy``.
+
     Returns:
         ``(per-row neighbour counts int64[n_p], entries written, cut entries)``.
     """
     item = 2 * np.dtype(idt).itemsize
     total = bucket.stat().st_size // item
     counts = np.zeros(n_p, np.int64)
-    if ordered:
-        cut = 0
-        with open(out, "wb") as fh:
-            np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(idt)),
-                                                      "fortran_order": False, "shape": (total,)})
+    wb = bucket.with_suffix(".w") if wdir is not None else None
+    wdeg = np.zeros(n_p, np.float64) if wdir is not None else None
+    wout = open(wdir / "edge_weight.raw", "wb") if wdir is not None else None
+
+    def put_w(rows, w):
+        if wout is not None:
+            wout.write(np.ascontiguousarray(w, np.float32).tobytes())
+            wdeg[:] += np.bincount(rows, weights=w, minlength=n_p)
+
+    try:
+        if ordered:
+            cut = 0
+            with open(out, "wb") as fh:
+                _npy_header(fh, idt, total)
+                for s0 in range(0, total, SLAB_ENTRIES):
+                    pairs = _read_pairs(bucket, idt, s0, SLAB_ENTRIES)
+                    counts += np.bincount(pairs[:, 0], minlength=n_p)
+                    nbrs = np.ascontiguousarray(pairs[:, 1])
+                    cut += int(np.count_nonzero(assign[nbrs] != p))
+                    fh.write(nbrs.data)
+                    if wb is not None:
+                        put_w(pairs[:, 0], _read_wrec(wb, s0, SLAB_ENTRIES)["w"])
+            bucket.unlink()
+            return counts, total, cut
+        if total <= SLAB_ENTRIES:
+            res = _sorted_unique_slab(_read_pairs(bucket, idt, 0, total), n, idt, _read_wrec(wb, 0, total))
+            rows, nbrs = res[0], res[1]
+            bucket.unlink()
+            counts += np.bincount(rows, minlength=n_p)
+            np.save(out, nbrs)
+            if wb is not None:
+                put_w(rows, res[2])
+            return counts, int(nbrs.size), int(np.count_nonzero(assign[nbrs] != p))
+        hist = np.zeros(n_p, np.int64)                       # entries per row, duplicates included
+        for s0 in range(0, total, SLAB_ENTRIES):
+            hist += np.bincount(_read_pairs(bucket, idt, s0, SLAB_ENTRIES)[:, 0], minlength=n_p)
+        cum = np.cumsum(hist)
+        cuts = [0]                                           # slab row boundaries
+        while cum[-1] - (cum[cuts[-1] - 1] if cuts[-1] else 0) > SLAB_ENTRIES:
+            base = cum[cuts[-1] - 1] if cuts[-1] else 0
+            r = int(np.searchsorted(cum, base + SLAB_ENTRIES, side="right"))
+            cuts.append(max(r, cuts[-1] + 1))                 # a row bigger than a slab is a slab
+        cuts.append(n_p)
+        del hist, cum
+        bounds = np.asarray(cuts[1:-1], np.int64)
+        slab_files = [bucket.with_suffix(f".s{i}") for i in range(len(cuts) - 1)]
+        wslab_files = [bucket.with_suffix(f".ws{i}") for i in range(len(cuts) - 1)] if wb is not None else []
+        handles = [open(f, "wb") for f in slab_files + wslab_files]
+        ns = len(slab_files)
+        try:
             for s0 in range(0, total, SLAB_ENTRIES):
                 pairs = _read_pairs(bucket, idt, s0, SLAB_ENTRIES)
-                counts += np.bincount(pairs[:, 0], minlength=n_p)
-                nbrs = np.ascontiguousarray(pairs[:, 1])
+                sid = np.searchsorted(bounds, pairs[:, 0], side="right")
+                o = np.argsort(sid, kind="stable")
+                sb = np.searchsorted(sid[o], np.arange(ns + 1))
+                pairs = pairs[o]
+                rec = _read_wrec(wb, s0, SLAB_ENTRIES)
+                rec = rec[o] if rec is not None else None
+                for i in np.flatnonzero(np.diff(sb)):
+                    handles[i].write(pairs[sb[i]:sb[i + 1]].tobytes())
+                    if rec is not None:
+                        handles[ns + i].write(rec[sb[i]:sb[i + 1]].tobytes())
+        finally:
+            for h in handles:
+                h.close()
+        bucket.unlink()
+        if wb is not None:
+            wb.unlink()
+        raw = out.with_suffix(".raw")
+        entries, cut = 0, 0
+        with open(raw, "wb") as fh:
+            for i, f in enumerate(slab_files):
+                c = f.stat().st_size // item
+                res = _sorted_unique_slab(_read_pairs(f, idt, 0, c), n, idt,
+                                          _read_wrec(wslab_files[i], 0, c) if wslab_files else None)
+                rows, nbrs = res[0], res[1]
+                f.unlink()
+                if wslab_files:
+                    wslab_files[i].unlink()
+                    put_w(rows, res[2])
+                counts += np.bincount(rows, minlength=n_p)
                 cut += int(np.count_nonzero(assign[nbrs] != p))
-                fh.write(nbrs.data)
-        bucket.unlink()
-        return counts, total, cut
-    if total <= SLAB_ENTRIES:
-        rows, nbrs = _sorted_unique_slab(_read_pairs(bucket, idt, 0, total), n, idt)
-        bucket.unlink()
-        counts += np.bincount(rows, minlength=n_p)
-        np.save(out, nbrs)
-        return counts, int(nbrs.size), int(np.count_nonzero(assign[nbrs] != p))
-    hist = np.zeros(n_p, np.int64)                       # entries per row, duplicates included
-    for s0 in range(0, total, SLAB_ENTRIES):
-        hist += np.bincount(_read_pairs(bucket, idt, s0, SLAB_ENTRIES)[:, 0], minlength=n_p)
-    cum = np.cumsum(hist)
-    cuts = [0]                                           # slab row boundaries
-    while cum[-1] - (cum[cuts[-1] - 1] if cuts[-1] else 0) > SLAB_ENTRIES:
-        base = cum[cuts[-1] - 1] if cuts[-1] else 0
-        r = int(np.searchsorted(cum, base + SLAB_ENTRIES, side="right"))
-        cuts.append(max(r, cuts[-1] + 1))                 # a row bigger than a slab is a slab
-    cuts.append(n_p)
-    del hist, cum
-    bounds = np.asarray(cuts[1:-1], np.int64)
-    slab_files = [bucket.with_suffix(f".s{i}") for i in range(len(cuts) - 1)]
-    handles = [open(f, "wb") for f in slab_files]
-    try:
-        for s0 in range(0, total, SLAB_ENTRIES):
-            pairs = _read_pairs(bucket, idt, s0, SLAB_ENTRIES)
-            sid = np.searchsorted(bounds, pairs[:, 0], side="right")
-            o = np.argsort(sid, kind="stable")
-            sb = np.searchsorted(sid[o], np.arange(len(handles) + 1))
-            pairs = pairs[o]
-            for i in np.flatnonzero(np.diff(sb)):
-                handles[i].write(pairs[sb[i]:sb[i + 1]].tobytes())
+                entries += int(nbrs.size)
+                fh.write(nbrs.tobytes())
+                del rows, nbrs, res
+        with open(out, "wb") as fh, open(raw, "rb") as src:  # .npy header, then the slabs' bytes
+            _npy_header(fh, idt, entries)
+            shutil.copyfileobj(src, fh, 16 << 20)
+        raw.unlink()
+        return counts, entries, cut
     finally:
-        for h in handles:
-            h.close()
-    bucket.unlink()
-    raw = out.with_suffix(".raw")
-    entries, cut = 0, 0
-    with open(raw, "wb") as fh:
-        for f in slab_files:
-            rows, nbrs = _sorted_unique_slab(_read_pairs(f, idt, 0, f.stat().st_size // item), n, idt)
-            f.unlink()
-            counts += np.bincount(rows, minlength=n_p)
-            cut += int(np.count_nonzero(assign[nbrs] != p))
-            entries += int(nbrs.size)
-            fh.write(nbrs.tobytes())
-            del rows, nbrs
-    with open(out, "wb") as fh, open(raw, "rb") as src:  # .npy header, then the slabs' bytes
-        np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(idt)),
-                                                  "fortran_order": False, "shape": (entries,)})
+        if wout is not None:
+            wout.close()
+            _finish_weights(wdir, wdeg)
+            if wb is not None and wb.exists():
+                wb.unlink()
+
+
+def _finish_weights(pdir: Path, wdeg: np.ndarray) -> None:
+    """``edge_weight.raw`` -> ``edge_weight.npy`` (header first), and ``weighted_degree.npy``."""
+    raw = pdir / "edge_weight.raw"
+    with open(pdir / "edge_weight.npy", "wb") as fh, open(raw, "rb") as src:
+        _npy_header(fh, np.float32, raw.stat().st_size // 4)
         shutil.copyfileobj(src, fh, 16 << 20)
     raw.unlink()
-    return counts, entries, cut
+    np.save(pdir / "weighted_degree.npy", wdeg.astype(np.float32))
 
 
 def _scatter_column(root: Path, col: NodeColumn, assign: np.ndarray, sizes: np.ndarray, k: int) -> dict:
