@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from argosy.shared.rss import peak_rss_bytes, rss_bytes
+
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = Path(os.environ.get("ARGOSY_DATASETS", ROOT.parent / "shared" / "datasets"))
 if not DATASETS.exists():
@@ -44,14 +46,6 @@ __all__ = ["main", "run_one", "generate_dcsbm_npy"]
 # --------------------------------------------------------------------------------------------
 # worker (runs in the child process)
 # --------------------------------------------------------------------------------------------
-def _rss_kib(field: str = "VmRSS") -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
 def _parhip_path(path: str) -> str:
     return str(path) + ".parhip"
 
@@ -126,7 +120,7 @@ def _reset_peak() -> bool:
 
 
 def _worker(args) -> None:
-    base_kib = _rss_kib()
+    base_kib = rss_bytes() // 1024
     from argosy.services.partitioner.core import evaluate_partition, partition_stream
     from argosy.services.partitioner.file_streams import open_edge_stream
 
@@ -138,7 +132,7 @@ def _worker(args) -> None:
     else:
         _warm_up(args.method)
     reset = _reset_peak()
-    import_kib = _rss_kib()
+    import_kib = rss_bytes() // 1024
     rec = {"graph": args.graph_name, "method": args.method, "k": args.k, "order": args.order,
            "seed": args.seed, "eps": args.eps, "chunk_edges": args.chunk_edges}
     t0 = time.perf_counter()
@@ -169,7 +163,7 @@ def _worker(args) -> None:
     rec["rss_start_kib"] = base_kib
     rec["rss_after_import_kib"] = import_kib
     rec["loadavg_1min"] = os.getloadavg()[0]
-    rec["peak_rss_self_kib"] = _rss_kib("VmHWM")
+    rec["peak_rss_self_kib"] = peak_rss_bytes() // 1024
     rec["peak_reset"] = reset
     print("RESULT " + json.dumps(rec), flush=True)
 

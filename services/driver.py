@@ -459,7 +459,7 @@ def run_local(args) -> dict:
             print(f"argosy: job {job} failed: {result.get('error')}", file=sys.stderr)
         stack.stop()
         try:
-            from argosy.shared.halo import wire_summary
+            from argosy.shared.traffic import wire_summary
             result = {**result, **wire_summary(coord.metrics())}
             epochs = coord.epochs()
             autoscale = read_autoscale_decisions(coord)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from argosy.shared import envs
 from argosy.shared.errors import ArgosyError, ConfigError
-from argosy.shared.halo import assign_parts
+from argosy.shared.ownership import assign_parts
 from argosy.shared.redis_server import EmbeddedRedis, find_redis_server
 from argosy.shared.store.stage import stage_parts
 

@@ -1,48 +1,38 @@
-"""Part ownership and the halo exchange between samplers (adjacency) and between loaders (features).
+"""The halo exchange between samplers (adjacency) and between loaders (features): both ends.
 
 Every sampler and loader *holds* a set of parts (memory-mapped from the store, or from a host-local
 copy staged from it: the replicas of a tier on one host map the same files, so the host keeps one
-copy of its parts in the page cache whatever the number of replicas) and answers :class:`~shared.protocol.HaloRequest` s for them from a
-ROUTER socket served by a thread.  Rows of vertices held elsewhere are fetched with one request
-per owner and per hop (:class:`HaloClient`), through the one wire module, with the same limits
-and CURVE as every other socket.  Remote rows stay in a byte-budgeted cache (:mod:`shared.halo_cache`).
-
-Ownership (:func:`assign_parts`) is a pure function of the live members of a tier, so every
-process computes the same answer from the registry: parts go to *hosts* first (balanced
-rendezvous hashing: a host joining or leaving moves few parts), and every replica on a host holds
-all of its host's parts, so halo requests only cross hosts.  A process publishes what it actually holds (``held``) and its halo endpoint in its
-registry entry; requests go to a holder, so a part is served from its old holder until the new one
-has loaded it (see docs/distributed.md).
-
-Traffic accounting (:class:`WireCounter`): every process counts the bytes it sends and receives
-to other processes (``ipc_*``) and to processes on *other hosts* (``wire_*``), per epoch.
+copy of its parts in the page cache whatever the number of replicas) and answers
+:class:`~shared.protocol.HaloRequest` s for them from a ROUTER socket served by a thread
+(:class:`HaloServer`, checking each request with :func:`check_request`).  Rows of vertices held
+elsewhere are fetched with one request per owner and per hop (:class:`HaloClient`), through the one
+wire module, with the same limits and CURVE as every other socket.  Remote rows stay in a
+byte-budgeted cache (:mod:`shared.halo_cache`).  Requests go to a holder
+(:class:`~shared.ownership.Membership`), so a part is served from its old holder until the new one
+has loaded it (see docs/distributed.md).  Who holds what: :mod:`shared.ownership`; the bytes
+counted: :mod:`shared.traffic`; the process that owns both ends: :mod:`shared.holder`.
 """
 from __future__ import annotations
 
 import itertools
 import logging
-import os
-import socket
 import threading
 import time
 import zlib
-from collections import defaultdict
 from typing import Callable
 
 import numpy as np
 import zmq
 from numba import njit
 
-from argosy.shared import envs
 from argosy.shared.errors import ProtocolError, RequestFailedError
-from argosy.shared.halo_cache import AdjacencyCache, FeatureCache
+from argosy.shared.ownership import Membership, host_label
 from argosy.shared.protocol import (HALO_WHAT, AdjacencyRows, ErrorReply, FeatureRows, HaloRequest, Message)
+from argosy.shared.traffic import WireCounter, frames_bytes
 from argosy.shared.transport import Receiver, bind_random, make_socket, peer_of
 from argosy.shared.wire import Limits, decode, encode
 
-__all__ = ["check_request", "host_label", "assign_parts", "Membership", "HaloServer", "HaloClient", "WireCounter",
-           "AdjacencyCache", "FeatureCache", "gather_csr_rows", "scatter_csr", "frames_bytes",
-           "wire_summary", "MAX_REQUEST_IDS", "rss_bytes", "peak_rss_bytes", "memory_fields"]
+__all__ = ["check_request", "HaloServer", "HaloClient", "gather_csr_rows", "scatter_csr", "MAX_REQUEST_IDS"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,157 +41,6 @@ MAX_REQUEST_IDS = 1 << 22
 HALO_LIMITS = Limits(max_header_bytes=64 * 1024, max_frame_bytes=1 << 30, max_message_bytes=1 << 31, max_frames=4)
 
 
-def host_label() -> str:
-    """The host this process runs on, as ownership and accounting see it (``ARGOSY_HOST`` or the host name)."""
-    return envs.get(envs.HOST_LABEL) or socket.gethostname()
-
-
-def _score(host: str, part: int) -> int:
-    return zlib.crc32(f"{host}/{part}".encode())
-
-
-def assign_parts(num_parts: int, members: list[tuple[str, str]]) -> dict[str, list[int]]:
-    """Deal ``num_parts`` parts to the ``(host, service_id)`` members of one tier.
-
-    Parts go to hosts by balanced rendezvous hashing (each part to its highest-scoring host that
-    has fewer than ``ceil(parts / hosts)``), and every replica on a host gets all of that host's
-    parts (they share one memory map of them; work items of a part are claimed by whichever replica
-    is free).  Deterministic: every process derives the same answer from the same members.
-
-    Example:
-        >>> assign_parts(4, [("h0", "sampler-0"), ("h0", "sampler-1")])
-        {'sampler-0': [0, 1, 2, 3], 'sampler-1': [0, 1, 2, 3]}
-    """
-    out: dict[str, list[int]] = {sid: [] for _, sid in members}
-    if not members:
-        return out
-    hosts = sorted({h for h, _ in members})
-    cap = -(-num_parts // len(hosts))
-    load = dict.fromkeys(hosts, 0)
-    host_parts: dict[str, list[int]] = {h: [] for h in hosts}
-    for p in range(num_parts):
-        for h in sorted(hosts, key=lambda h: (-_score(h, p), h)):
-            if load[h] < cap:
-                load[h] += 1
-                host_parts[h].append(p)
-                break
-    for h, sid in members:
-        out[sid] = list(host_parts[h])
-    return out
-
-
-class Membership:
-    """One tier's live members, their assigned parts and the parts they publish as held."""
-
-    def __init__(self, coord, role: str, num_parts: int, self_id: str, self_host: str):
-        self.coord, self.role, self.num_parts = coord, role, num_parts
-        self.self_id, self.self_host = self_id, self_host
-        self.assigned: dict[str, list[int]] = {}
-        self.members: dict[str, dict] = {}
-
-    def refresh(self) -> None:
-        live = {s["id"]: s for s in self.coord.services(self.role)}
-        live.setdefault(self.self_id, {"id": self.self_id, "host_label": self.self_host})
-        self.members = live
-        self.assigned = assign_parts(self.num_parts, [(s.get("host_label", "?"), sid) for sid, s in live.items()])
-
-    def wait_for(self, expected: int, stop: threading.Event | None = None, settle: float = 10.0) -> None:
-        """A newcomer's first step: wait (at most ``settle`` s) until ``expected`` members are live,
-        so it loads its final share of the parts once instead of everything and then shrinking."""
-        deadline = time.monotonic() + settle
-        while True:
-            self.refresh()
-            if len(self.members) >= expected or time.monotonic() > deadline or (stop is not None and stop.is_set()):
-                return
-            time.sleep(0.2)
-
-    def mine(self) -> list[int]:
-        return self.assigned.get(self.self_id, [])
-
-    def owners_of(self, part: int) -> list[str]:
-        """The members assigned ``part`` (every replica on its host), by id."""
-        return sorted(sid for sid, parts in self.assigned.items() if part in parts)
-
-    def holders(self, part: int) -> list[str]:
-        """Live members that publish ``part`` as loaded (assigned owners first, then by id)."""
-        hs = sorted(sid for sid, s in self.members.items() if part in (s.get("held") or []))
-        own = set(self.owners_of(part))
-        return sorted(hs, key=lambda sid: sid not in own)
-
-
-# ---------------------------------------------------------------------------------------------
-def frames_bytes(frames) -> int:
-    return sum(memoryview(f).nbytes if not hasattr(f, "buffer") else f.buffer.nbytes for f in frames)
-
-
-class WireCounter:
-    """Bytes this process sent to / received from other processes, and the part crossing hosts."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._c: dict[str, float] = defaultdict(float)
-
-    def add(self, nbytes: int, *, sent: bool, cross_host: bool, epoch: int | None, halo: bool) -> None:
-        d = "sent" if sent else "received"
-        with self._lock:
-            c = self._c
-            c[f"ipc_bytes_{d}"] += nbytes
-            if halo:
-                c[f"halo_bytes_{d}"] += nbytes
-            if cross_host:
-                c[f"wire_bytes_{d}"] += nbytes
-            if sent and epoch is not None:       # per epoch, counted once: at the sender
-                c[f"ipc_bytes_e{epoch}"] += nbytes
-                if cross_host:
-                    c[f"wire_bytes_e{epoch}"] += nbytes
-                if halo:
-                    c[f"halo_bytes_e{epoch}"] += nbytes
-
-    def count(self, name: str, value: float = 1.0) -> None:
-        with self._lock:
-            self._c[name] += value
-
-    def drain(self) -> dict[str, float]:
-        with self._lock:
-            out, self._c = dict(self._c), defaultdict(float)
-        return out
-
-
-def rss_bytes() -> int:
-    """Resident set size of this process now (bytes)."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident set size of this process (bytes)."""
-    import resource
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-
-
-def memory_fields(service_id: str, baseline: int) -> dict[str, float]:
-    """What a sampler/loader reports once, at exit: its peak RSS and its RSS before it loaded any part."""
-    return {f"peak_rss_bytes:{service_id}": float(peak_rss_bytes()), f"base_rss_bytes:{service_id}": float(baseline)}
-
-
-def wire_summary(metrics: dict[str, float]) -> dict:
-    """``wire_bytes`` (cross-host), ``ipc_bytes``, ``halo_bytes``, per epoch and in total, with the
-    halo cache hit rate, from the job's Redis metrics hash."""
-    def per_epoch(prefix: str) -> list[float]:
-        eps = sorted(int(k[len(prefix):]) for k in metrics if k.startswith(prefix) and k[len(prefix):].isdigit())
-        return [metrics.get(f"{prefix}{e}", 0.0) for e in range(eps[-1] + 1)] if eps else []
-    hits = metrics.get("halo_cache_hits", 0.0)
-    misses = metrics.get("halo_cache_misses", 0.0)
-    return {"wire_bytes": metrics.get("wire_bytes_sent", 0.0), "wire_bytes_per_epoch": per_epoch("wire_bytes_e"),
-            "ipc_bytes": metrics.get("ipc_bytes_sent", 0.0), "ipc_bytes_per_epoch": per_epoch("ipc_bytes_e"),
-            "halo_bytes": metrics.get("halo_bytes_sent", 0.0), "halo_bytes_per_epoch": per_epoch("halo_bytes_e"),
-            "halo_rows": metrics.get("halo_rows", 0.0),
-            "halo_cache_hit_rate": hits / (hits + misses) if hits + misses else 0.0,
-            "peak_rss_bytes": {k.split(":", 1)[1]: v for k, v in metrics.items() if k.startswith("peak_rss_bytes:")},
-            "base_rss_bytes": {k.split(":", 1)[1]: v for k, v in metrics.items() if k.startswith("base_rss_bytes:")}}
-
-
-# ---------------------------------------------------------------------------------------------
 def check_request(req, serves: tuple[str, ...], assignment: np.ndarray, held: np.ndarray) -> np.ndarray:
     """Validate a halo request against what this process serves and holds; returns the part of each id.
 
@@ -503,54 +342,3 @@ class HaloClient:
                 labels[sel] = r.labels
         return FeatureRows(features=feats if feats is not None else np.empty((0, 0), np.float32),
                            labels=labels if labels is not None else np.empty(0, np.int64))
-
-
-class PartHolder:
-    """What a sampler and a loader share: the parts this process holds, its tier's membership, and
-    the halo client and server for the rows it does not hold.
-
-    ``make_core(store, fetch)`` builds the role's core over the (initially empty) store view;
-    :meth:`refresh_parts` re-derives the held parts from the registry (a newcomer's first call loads
-    its share) and :meth:`close` releases the sockets.
-    """
-
-    def __init__(self, ctx, role: str, make_core: Callable, timeout: float):
-        from argosy.shared.store.stage import PartSource
-        self.ctx, self.role = ctx, role
-        self.host = host_label()
-        self.base_rss = rss_bytes()              # before any part is loaded: the interpreter and libraries
-        self.source = PartSource(ctx.cfg.store, envs.get(envs.LOCAL_STORE))
-        self.store = self.source.open([])
-        self.zctx = zmq.Context()
-        self.wire = WireCounter()
-        self.members = Membership(ctx.coord, role, self.store.num_parts, ctx.service_id, self.host)
-        self.client = HaloClient(self.zctx, self.members, self.store.assignment, self.wire, timeout=timeout, stop=ctx.stop)
-        self.core = make_core(self.store, self.client.fetch)
-        self.server = HaloServer(self.zctx, self.core.serve, self.wire, coord=ctx.coord,
-                                 cut_off_after=ctx.cfg.wire.cut_off_after)
-
-    def refresh_parts(self) -> list[int]:
-        """Hold the assigned parts, keeping a lost part until its new owner publishes it as held
-        (so no part is ever without a holder while both are alive); returns the held parts."""
-        self.members.refresh()
-        mine = self.members.mine()
-        held = self.core.held_parts
-
-        def handed_over(p: int) -> bool:
-            return any(p in (self.members.members.get(new, {}).get("held") or []) for new in self.members.owners_of(p))
-
-        want = sorted(set(mine) | {p for p in held if p not in mine and not handed_over(p)})
-        if want != held:
-            t0 = time.perf_counter()
-            self.store = self.source.open(want)
-            self.core.set_held(want)
-            logger.info("holding parts %s (assigned %s; %d live %ss) after %.2f s", want, mine,
-                        len(self.members.members), self.role, time.perf_counter() - t0)
-            self.ctx.coord.update_info(self.role, self.ctx.service_id, held=want)
-        return want
-
-    def close(self) -> None:
-        """Publish this process's memory figures, then close the halo sockets."""
-        self.ctx.coord.incr(**memory_fields(self.ctx.service_id, self.base_rss))
-        self.server.close()
-        self.client.close()

@@ -1,6 +1,6 @@
 """The loader process: receive SampledBatches, gather features, push FeatureBatches to trainers.
 
-A loader holds the feature rows and labels of the parts :func:`~shared.halo.assign_parts` gives
+A loader holds the feature rows and labels of the parts :func:`~shared.ownership.assign_parts` gives
 it (by host: every loader on a host holds all of the host's parts, one memory map shared by them),
 answers other hosts' halo requests for them, and fetches the rows of other parts from their holders
 (one request per holder per batch).  Samplers send each batch to a loader holding its part.  It binds one PULL socket (samplers find it through the registry)
@@ -16,7 +16,8 @@ import zmq
 
 from argosy.shared.records import STOP_STATES
 from argosy.shared.errors import RequestFailedError
-from argosy.shared.halo import PartHolder, frames_bytes
+from argosy.shared.holder import PartHolder
+from argosy.shared.traffic import frames_bytes
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.protocol import SampledBatch
 from argosy.shared.transport import bind_random, make_socket

@@ -1,7 +1,7 @@
 """The sampler process: claim work items from Redis, sample, push SampledBatches to loaders.
 
-Ownership (see :mod:`shared.halo` and docs/distributed.md): live samplers share the parts by
-:func:`~shared.halo.assign_parts` (by host; every replica on a host holds all of its parts), recomputed every second from the
+Ownership (see :mod:`shared.ownership` and docs/distributed.md): live samplers share the parts by
+:func:`~shared.ownership.assign_parts` (by host; every replica on a host holds all of its parts), recomputed every second from the
 registry.  A sampler loads the topology of its assigned parts into memory, publishes them as
 ``held`` with its halo endpoint, and only then claims their work; it keeps a part it lost until the
 new owner publishes it as held, so no part is ever without a holder while both are alive.
@@ -17,7 +17,9 @@ import zmq
 
 from argosy.shared.records import STOP_STATES
 from argosy.shared.errors import RequestFailedError
-from argosy.shared.halo import Membership, PartHolder, frames_bytes
+from argosy.shared.holder import PartHolder
+from argosy.shared.ownership import Membership
+from argosy.shared.traffic import frames_bytes
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.plan import WorkItem
 from argosy.shared.transport import make_socket

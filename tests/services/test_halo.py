@@ -7,8 +7,10 @@ import zmq
 
 from argosy.shared.coord import Coordinator
 from argosy.shared.errors import RequestFailedError, StoreFormatError
-from argosy.shared.halo import (AdjacencyCache, FeatureCache, HaloClient, HaloServer, Membership, WireCounter,
-                                assign_parts, wire_summary)
+from argosy.shared.halo import HaloClient, HaloServer
+from argosy.shared.halo_cache import AdjacencyCache, FeatureCache
+from argosy.shared.ownership import Membership, assign_parts
+from argosy.shared.traffic import WireCounter, wire_summary
 from argosy.shared.protocol import AdjacencyRows, ErrorReply, HaloRequest
 from argosy.shared.store import PartitionStore
 from argosy.shared.store.stage import PartSource, stage_parts

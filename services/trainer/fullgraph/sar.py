@@ -37,7 +37,8 @@ from argosy.shared.models import make_optimizer
 from .graph import normalize_rows
 from .kernels import CSR, csr_from_coo, spmm, warm_up
 from .loop import fit, save_best
-from argosy.services.offload.memory import configure_malloc, current_rss_bytes, peak_rss_bytes
+from argosy.services.offload.memory import configure_malloc
+from argosy.shared.rss import peak_rss_bytes, rss_bytes
 from .model import dropout_mask, flat_grads, full_graph_model, layer_forward, masked_loss_sum, post_activation
 
 __all__ = ["SARJob", "SARContext", "SARAggregate", "SARWorker", "owned_parts", "launch_sar", "launch_sar_jobs"]
@@ -349,7 +350,7 @@ def _worker_main(rank: int, jobs: list[str], nprocs: int, port: int) -> None:
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
                         format=f"%(asctime)s sar[{rank}] %(levelname)s %(name)s: %(message)s")
     warm_up()  # fixed per-process costs belong to the baseline
-    base_rss = current_rss_bytes()
+    base_rss = rss_bytes()
     sjobs = [SARJob(**json.loads(j)) for j in jobs]
     threads = max(1, (os.cpu_count() or 1) // nprocs)
     torch.set_num_threads(threads)

@@ -31,7 +31,7 @@ from .graph import build_plan, load_store_graph
 from .inmemory import InMemoryTrainer
 from .kernels import warm_up
 from .loop import fit, save_best
-from argosy.services.offload.memory import current_rss_bytes, peak_rss_bytes
+from argosy.shared.rss import peak_rss_bytes, rss_bytes
 from argosy.services.trainer.core import pick_device
 
 from .model import full_graph_model
@@ -51,7 +51,7 @@ logger = logging.getLogger(__name__)
 def run(job: JobConfig, fg: FullGraphConfig) -> dict:
     """Train, write ``best.pt`` and the report into ``job.run_dir`` (if set); return the result."""
     warm_up()  # fixed per-process costs belong to the baseline
-    base_rss = current_rss_bytes()
+    base_rss = rss_bytes()
     t_start = time.time()
     if not job.store:
         raise ConfigError("full-graph training needs a partitioned store (--store DIR, or --data FILE to partition)")
