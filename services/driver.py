@@ -333,7 +333,9 @@ def preflight_job(args, cfg, remote: bool = False) -> None:
     side = {k: getattr(args, k, None) for k in ("features", "labels", "train_mask", "val_mask", "test_mask")}
     check_job(cfg, JobInputs(data=None if args.store else args.data, store=args.store, side=side,
                              random_features=getattr(args, "random_features", None),
-                             split=getattr(args, "split", None)), remote=remote)
+                             split=getattr(args, "split", None), task=cfg.trainer.task,
+                             edge_split=bool(getattr(args, "edge_split", None) or getattr(args, "val_edges", None)
+                                             or getattr(args, "test_edges", None))), remote=remote)
 
 
 def _clean_up(run_dir: Path, created: bool) -> str:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from argosy.shared.config import (MODEL_DEFAULTS, SAGE_AGGREGATORS, CoordConfig, FullGraphConfig, JobConfig, LoaderConfig, SamplerConfig, TrainerConfig,
-                                  parse_size)
+from argosy.shared.config import (LINK_METRICS, LINK_SCORERS, MODEL_DEFAULTS, NEG_SAMPLERS, SAGE_AGGREGATORS, TASKS,
+                                  CoordConfig, FullGraphConfig, JobConfig, LinkConfig, LoaderConfig, SamplerConfig,
+                                  TrainerConfig, parse_size)
 from argosy.shared.errors import ArgosyError, ConfigError
 
 __all__ = ["add_train_args", "add_mode_args", "job_config", "finish_args", "expand_job_file", "flag_table",
@@ -50,6 +51,9 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                    help="when --data is given: also cap each part's edges at X times the mean (e.g. 1.1; "
                         "see argosy partition --help). Off by default; the partitioner warns when one part "
                         "holds more than 2x the mean")
+    p.add_argument("--task", default=_default(T, "task"), choices=TASKS,
+                   help="node: node classification (default); link: link prediction, scoring vertex pairs "
+                        "(needs an edge split: --edge-split or --val-edges/--test-edges; docs/link-prediction.md)")
     p.add_argument("--model", default=_default(T, "model"), metavar="sage|gcn|gat|MODULE:FACTORY",
                    help=f"GNN (default {_default(T, 'model')}); MODULE:FACTORY is called as FACTORY(in_channels=, "
                         "hidden_channels=, num_layers=, out_channels=) and run as forward(x, edge_index) on each "
@@ -102,6 +106,25 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                               "directory's split/NAME")):
         node.add_argument(flag, default=None, metavar=meta, help=text)
     node.add_argument("--directed", action="store_true", help="keep the input's arcs as given (default: symmetrise)")
+    L = LinkConfig
+    link = p.add_argument_group("link prediction (--task link)")
+    link.add_argument("--edge-split", default=None, metavar="TR,VA,TE",
+                      help="with --data: hold out VA and TE fractions of the edges as validation/test edges, removed "
+                           "from the graph (e.g. 0.85,0.05,0.10; seeded by --seed, recorded in the store's manifest)")
+    link.add_argument("--val-edges", default=None, metavar="V.npy", help="with --data: validation edges, (m, 2) vertex pairs")
+    link.add_argument("--test-edges", default=None, metavar="T.npy", help="with --data: test edges, (m, 2) vertex pairs")
+    link.add_argument("--negatives", type=int, default=_default(L, "negatives"),
+                      help=f"negatives per positive training edge (default {_default(L, 'negatives')})")
+    link.add_argument("--neg-sampler", default=_default(L, "neg_sampler"), choices=NEG_SAMPLERS,
+                      help=f"how negatives are drawn (default {_default(L, 'neg_sampler')}): uniform destinations, by "
+                           "degree^0.75, or other positives' destinations in the batch")
+    link.add_argument("--scorer", default=_default(L, "scorer"), choices=LINK_SCORERS,
+                      help=f"pair scorer on the two embeddings (default {_default(L, 'scorer')}): dot product, or an MLP "
+                           "on their element-wise product")
+    link.add_argument("--link-metric", default=_default(L, "metric"), choices=LINK_METRICS,
+                      help=f"validation metric that picks the best epoch and stops training (default "
+                           f"{_default(L, 'metric')}); hits = Hits@--hits-k")
+    link.add_argument("--hits-k", type=int, default=_default(L, "hits_k"), help="K of Hits@K (OGB convention)")
     p.add_argument("--work-factor", type=int, default=_default(T, "work_factor"), help=argparse.SUPPRESS)
     p.add_argument("--simulate-gpu-step", type=_seconds, nargs="?", const=0.005, default=_default(T, "simulate_gpu_step"),
                    metavar="TIME", help="SIMULATION, never the default: trainers receive, decode and acknowledge every "
@@ -240,13 +263,17 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
                               weight_decay=args.weight_decay, epochs=args.epochs, device=args.device,
                               work_factor=args.work_factor, normalize_features=args.normalize_features,
                               patience=args.patience, heads=args.heads, aggregator=args.aggregator,
-                              simulate_gpu_step=getattr(args, "simulate_gpu_step", 0.0)),
+                              simulate_gpu_step=getattr(args, "simulate_gpu_step", 0.0),
+                              task=getattr(args, "task", "node")),
+        link=LinkConfig(negatives=getattr(args, "negatives", 1), neg_sampler=getattr(args, "neg_sampler", "uniform"),
+                        scorer=getattr(args, "scorer", "dot"), metric=getattr(args, "link_metric", "auc"),
+                        hits_k=getattr(args, "hits_k", 50)),
         coord=CoordConfig(claim_timeout=args.claim_timeout, peer_timeout=args.peer_timeout))
 
 
 def refuse_partition_flags(args: argparse.Namespace, store) -> None:
     """With an existing store nothing is partitioned: a partitioning flag would be silently ignored."""
-    for flag in ("random_features", "max_edge_balance"):
+    for flag in ("random_features", "max_edge_balance", "edge_split", "val_edges", "test_edges"):
         if getattr(args, flag, None) is not None:
             name = "--" + flag.replace("_", "-")
             raise ArgosyError(f"{name} applies when partitioning --data; the store {store} is already "
@@ -256,7 +283,8 @@ def refuse_partition_flags(args: argparse.Namespace, store) -> None:
 def node_data_flags(args: argparse.Namespace) -> list[str]:
     """The partitioner flags for ``--data``: node data, the symmetrisation choice, the edge limit."""
     out: list[str] = []
-    for name in ("features", "labels", "train_mask", "val_mask", "test_mask", "split"):
+    for name in ("features", "labels", "train_mask", "val_mask", "test_mask", "split", "edge_split", "val_edges",
+                 "test_edges"):
         if getattr(args, name, None):
             out += ["--" + name.replace("_", "-"), str(getattr(args, name))]
     if getattr(args, "directed", False):

@@ -14,7 +14,10 @@ from typing import Literal
 from argosy.shared.errors import ConfigError
 
 __all__ = ["MODEL_DEFAULTS", "SamplerConfig", "LoaderConfig", "TrainerConfig", "CoordConfig", "JobConfig", "FullGraphConfig",
-           "parse_size"]
+           "LinkConfig", "TASKS", "parse_size"]
+
+TASKS = ("node", "link")
+"""``node``: node classification (labels of seed vertices); ``link``: link prediction (scores of vertex pairs)."""
 
 
 def parse_size(text: str | int | None) -> int | None:
@@ -90,6 +93,9 @@ MODEL_DEFAULTS: dict[str, dict] = {
 class TrainerConfig:
     model: str = "sage"
     """``sage``, ``gcn``, ``gat``, or ``MODULE:FACTORY`` (a PyG-style model, see :mod:`shared.models`)."""
+    task: str = "node"
+    """``node`` (classify vertices) or ``link`` (score vertex pairs; the model's output, ``hidden``
+    wide, is each vertex's embedding, see :class:`LinkConfig`)."""
     hidden: int | None = None
     """Hidden width (per attention head for GAT); None = the model's default in :data:`MODEL_DEFAULTS`."""
     heads: int = 8
@@ -128,6 +134,8 @@ class TrainerConfig:
     Accuracies of a simulated run are meaningless.  0 = real training (the default)."""
 
     def __post_init__(self):
+        if self.task not in TASKS:
+            raise ConfigError(f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
         if self.model not in ("sage", "gcn", "gat") and ":" not in str(self.model):
             raise ConfigError(f"model must be sage, gcn, gat or MODULE:FACTORY (got {self.model!r})")
         for name, value in MODEL_DEFAULTS["custom" if ":" in self.model else self.model].items():
@@ -147,6 +155,40 @@ class TrainerConfig:
             raise ConfigError(f"hidden and heads must be >= 1 (got {self.hidden}, {self.heads})")
         if self.prefetch < 1:
             raise ConfigError(f"prefetch must be >= 1 (got {self.prefetch})")
+
+
+LINK_SCORERS = ("dot", "mlp")
+NEG_SAMPLERS = ("uniform", "degree", "in_batch")
+LINK_METRICS = ("auc", "ap", "hits", "mrr")
+
+
+@dataclass
+class LinkConfig:
+    """Link prediction (``--task link``): negatives, scorer and the metric that picks the best epoch.
+
+    A work item is a range of one part's training edges (``SamplerConfig.batch_size`` positives);
+    the sampler adds ``negatives`` negatives per positive and samples blocks around all their
+    endpoints with the batch's positives removed from them.
+    """
+
+    negatives: int = 1
+    """Negatives per positive training edge (K)."""
+    neg_sampler: str = "uniform"
+    """``uniform`` destinations, ``degree`` (by degree^0.75) or ``in_batch`` (other positives' destinations)."""
+    scorer: str = "dot"
+    """``dot``: the dot product of the two embeddings; ``mlp``: an MLP on their element-wise product."""
+    metric: str = "auc"
+    """Validation metric of early stopping and of the best epoch: ``auc``, ``ap``, ``hits`` (Hits@``hits_k``) or ``mrr``."""
+    hits_k: int = 50
+    """K of Hits@K (OGB's convention: positives above the K-th best negative)."""
+
+    def __post_init__(self):
+        for name, value, allowed in (("scorer", self.scorer, LINK_SCORERS), ("neg_sampler", self.neg_sampler, NEG_SAMPLERS),
+                                     ("metric", self.metric, LINK_METRICS)):
+            if value not in allowed:
+                raise ConfigError(f"link {name} must be one of {', '.join(allowed)} (got {value!r})")
+        if self.negatives < 1 or self.hits_k < 1:
+            raise ConfigError(f"negatives and hits_k must be >= 1 (got {self.negatives}, {self.hits_k})")
 
 
 @dataclass
@@ -228,6 +270,7 @@ class JobConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     coord: CoordConfig = field(default_factory=CoordConfig)
     wire: WireConfig = field(default_factory=WireConfig)
+    link: LinkConfig = field(default_factory=LinkConfig)
 
     def __post_init__(self):
         for name in ("num_samplers", "num_loaders", "num_trainers"):
@@ -242,7 +285,8 @@ class JobConfig:
         d = json.loads(text)
         try:
             return cls(sampler=SamplerConfig(**d.pop("sampler")), loader=LoaderConfig(**d.pop("loader")),
-                       trainer=TrainerConfig(**d.pop("trainer")), coord=CoordConfig(**d.pop("coord")), wire=WireConfig(**d.pop("wire", {})), **d)
+                       trainer=TrainerConfig(**d.pop("trainer")), coord=CoordConfig(**d.pop("coord")), wire=WireConfig(**d.pop("wire", {})),
+                       link=LinkConfig(**d.pop("link", {})), **d)
         except TypeError as e:
             raise ConfigError(f"job spec does not match this Argosy version ({e})") from None
 
@@ -266,5 +310,8 @@ class JobConfig:
         for k in ("job", "run_dir", "resume", "num_samplers", "num_loaders", "coord"):
             d.pop(k)
         d.pop("wire")
+        if self.trainer.task == "node":
+            d.pop("link")                      # unused: node jobs keep their fingerprints
+            d["trainer"].pop("task")
         d["trainer"].pop("prefetch")           # how far ingest runs ahead does not change results
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

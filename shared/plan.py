@@ -4,6 +4,11 @@ A work item never carries seed ids.  It says ``(epoch, phase, part, offset, coun
 sampler recomputes the same seeds as ``split_order(store, part, phase, seed, epoch)[offset:offset+count]``
 (a seeded permutation of the part's split vertices), so work items stay tiny whatever the graph
 size, and a re-claimed item yields exactly the same batch.
+
+Link prediction (``task="link"``) cuts the same way over rows of the part's link arrays (see
+:mod:`shared.linkpred`): ``train`` items are ranges of the part's training edges (reshuffled each
+epoch), ``val``/``test`` items ranges of its held-out pairs (a fixed order); ``split_order``
+then returns row indices into those arrays rather than vertex ids.
 """
 from __future__ import annotations
 
@@ -43,19 +48,27 @@ def mix_seed(*xs: int) -> int:
     return h
 
 
-def split_order(store: PartitionStore, part: int, phase: str, seed: int, epoch: int) -> np.ndarray:
+def split_order(store: PartitionStore, part: int, phase: str, seed: int, epoch: int, task: str = "node") -> np.ndarray:
     """Global ids of ``part``'s ``phase`` vertices in batch order (reshuffled each epoch for train;
-    a fixed order for val/test so each epoch evaluates the same subset)."""
-    pd = store.part(part)
-    mask = getattr(pd, f"{phase}_mask")
-    if mask is None:
-        return np.empty(0, np.int64)
-    ids = np.asarray(pd.nodes)[np.asarray(mask)]
+    a fixed order for val/test so each epoch evaluates the same subset).  With ``task="link"``:
+    row indices into the part's training edges (train) or held-out pairs (val/test)."""
+    if task == "link":
+        from argosy.shared.linkpred import link_counts
+        ids = np.arange(int(link_counts(store, phase)[part]), dtype=np.int64)
+    else:
+        pd = store.part(part)
+        mask = getattr(pd, f"{phase}_mask")
+        if mask is None:
+            return np.empty(0, np.int64)
+        ids = np.asarray(pd.nodes)[np.asarray(mask)]
     rng = np.random.default_rng(mix_seed(seed, PHASES.index(phase), part, epoch if phase == "train" else 0))
     return ids[rng.permutation(ids.shape[0])]
 
 
-def _counts(store: PartitionStore, phase: str) -> np.ndarray:
+def _counts(store: PartitionStore, phase: str, task: str = "node") -> np.ndarray:
+    if task == "link":
+        from argosy.shared.linkpred import link_counts
+        return link_counts(store, phase)
     out = np.zeros(store.num_parts, np.int64)
     for p in range(store.num_parts):
         mask = getattr(store.part(p), f"{phase}_mask")
@@ -64,13 +77,14 @@ def _counts(store: PartitionStore, phase: str) -> np.ndarray:
 
 
 def plan_phase(store: PartitionStore, phase: str, epoch: int, batch_size: int, num_trainers: int,
-               max_nodes: int | None = None, first_batch_id: int = 0) -> list[WorkItem]:
+               max_nodes: int | None = None, first_batch_id: int = 0, task: str = "node") -> list[WorkItem]:
     """Split a phase's seeds into batches, grouped by part, dealt round-robin to trainer ranks.
 
     For ``val``/``test`` at most ``max_nodes`` seeds are taken, spread over parts in proportion
-    to their size.  Batch ids are unique within the job (``first_batch_id`` onwards).
+    to their size.  Batch ids are unique within the job (``first_batch_id`` onwards).  With
+    ``task="link"`` the units are training edges and held-out pairs instead of seeds.
     """
-    counts = _counts(store, phase)
+    counts = _counts(store, phase, task)
     if max_nodes is not None and counts.sum() > max_nodes:
         counts = np.floor(counts * (max_nodes / counts.sum())).astype(np.int64)
     items: list[WorkItem] = []

@@ -63,7 +63,7 @@ def check_trainable(store: PartitionStore | str, cfg: JobConfig) -> Preflight:
     non-negative, as bag-of-words features are) and warns about that choice.
     """
     store = store if isinstance(store, PartitionStore) else PartitionStore(store)
-    problems = _store_problems(store, out := Preflight())
+    problems = _store_problems(store, out := Preflight(), cfg.trainer.task)
     if problems:
         raise TrainInputError(_join(problems))
     t = cfg.trainer
@@ -95,12 +95,22 @@ def _no_labels(where) -> str:
             "classification needs them")
 
 
-def _store_problems(store: PartitionStore, out: Preflight) -> list[str]:
+def _store_problems(store: PartitionStore, out: Preflight, task: str = "node") -> list[str]:
     m, root = store.manifest, store.root
     parts = [store.part(p) for p in range(store.num_parts)]
     problems = []
     if m.feature_dim == 0 or any(pd.features is None for pd in parts):
         problems.append(_no_features(root))
+    if task == "link":                   # link prediction needs the edge split, not labels or masks
+        from argosy.shared.linkpred import link_counts
+        try:
+            for split in ("train", "val", "test"):
+                setattr(out, split, int(link_counts(store, split).sum()))
+                if getattr(out, split) == 0:
+                    problems.append(f"{root}: the edge split has no {split} edges")
+        except ConfigError as e:
+            problems.append(str(e))
+        return problems
     has_labels = m.num_classes >= 1 and all(pd.labels is not None for pd in parts)
     if not has_labels:
         problems.append(_no_labels(root))
@@ -132,6 +142,9 @@ class JobInputs:
     side: dict = field(default_factory=dict)
     random_features: int | None = None
     split: str | None = None
+    task: str = "node"
+    edge_split: bool = False
+    """An edge split is asked for (``--edge-split`` or ``--val-edges``/``--test-edges``)."""
 
 
 def _data_problems(inp: JobInputs) -> tuple[list[str], int | None, int | None]:
@@ -200,8 +213,13 @@ def _data_problems(inp: JobInputs) -> tuple[list[str], int | None, int | None]:
                         problems.append(f"{lab.where}: every label is -1 (unlabelled); nothing to train on")
             except ArgosyError as e:
                 problems.append(str(e))
-    else:
+    elif inp.task == "node":
         problems.append(_no_labels(data))
+    if inp.task == "link":                     # labels and masks are not needed; the edge split is
+        if not inp.edge_split:
+            problems.append(f"{data}: --task link needs an edge split: --edge-split 0.85,0.05,0.10 (fractions of "
+                            "the edges held out for validation and test) or --val-edges V.npy --test-edges T.npy")
+        return problems, dim, classes
     missing = [s for s in SPLITS if s not in cols]
     if gen is not None and len(missing) < len(SPLITS):
         problems.append(f"--split {inp.split} makes train/val/test masks, but the graph already has "
@@ -278,7 +296,7 @@ def check_job(cfg: JobConfig, inputs: JobInputs, remote: bool = False) -> Prefli
     if inputs.store is not None:
         try:
             store = PartitionStore(inputs.store)
-            problems += _store_problems(store, out)
+            problems += _store_problems(store, out, cfg.trainer.task)
             dim, classes = store.manifest.feature_dim or None, store.manifest.num_classes or None
         except ArgosyError as e:
             problems.append(str(e))
@@ -287,6 +305,8 @@ def check_job(cfg: JobConfig, inputs: JobInputs, remote: bool = False) -> Prefli
         problems += p
     if not remote:
         problems += _device_problems(cfg)
+    if cfg.trainer.task == "link":
+        classes = cfg.trainer.hidden            # a link model outputs embeddings, hidden wide
     if dim and classes and remote and importlib.util.find_spec("torch") is None:
         # `argosy submit` from the partitioner image (no torch): the trainer checks the model when it starts
         out.warnings.append("torch is not installed here: the model is checked by the trainer when it starts")

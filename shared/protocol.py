@@ -12,6 +12,11 @@ Node-id conventions in :class:`SampledBatch` (shared by every stage):
   ``nodes[:hop_nodes[h-1]]`` and whose source vertices are ``nodes[:hop_nodes[h]]``; its edges
   are ``edge_src[e0:e1]`` -> ``edge_dst[e0:e1]`` with ``e0, e1 = hop_edges[h-1], hop_edges[h]``,
   both LOCAL indices into ``nodes``.  A model applies the outermost hop first.
+* A link-prediction batch (``--task link``) also carries ``link_pairs``: rows ``(src, dst, label)``
+  with ``src``/``dst`` LOCAL indices into the seeds (``nodes[:hop_nodes[0]]``, the pairs'
+  endpoints, each once) and ``label`` 1 for an edge, 0 for a negative.  In a training batch its
+  positives are removed from the blocks (both directions) and from ``degrees``, so a batch never
+  sees the edges it is asked to predict.
 """
 from __future__ import annotations
 
@@ -25,8 +30,8 @@ __all__ = ["PROTOCOL_VERSION", "MsgKind", "Message", "SampledBatch", "FeatureBat
            "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS",
            "HaloRequest", "AdjacencyRows", "FeatureRows", "HALO_WHAT"]
 
-PROTOCOL_VERSION = 2
-"""2: SampledBatch carries dst_ptr (the blocks' CSR offsets)."""
+PROTOCOL_VERSION = 3
+"""2: SampledBatch carries dst_ptr (the blocks' CSR offsets); 3: and link_pairs (link prediction)."""
 
 
 class MsgKind(IntEnum):
@@ -73,12 +78,14 @@ class SampledBatch(Message):
         edge_src, edge_dst: int32[E] local ids; hop_edges: int64[H + 1] edge offsets per hop;
         dst_ptr: int32[sum_h (hop_nodes[h-1] + 1)] hop by hop (innermost first), the offsets of each
         destination's edges within its hop (edges are grouped by destination): the block's CSR,
-        so the trainer aggregates without building it (empty: not sent, the trainer builds it).
+        so the trainer aggregates without building it (empty: not sent, the trainer builds it);
+        link_pairs: int32[P, 3] ``(src, dst, label)`` of a link-prediction batch, local seed
+        indices (empty ``(0, 3)`` for node classification).
     """
 
     KIND: ClassVar[MsgKind] = MsgKind.SAMPLED_BATCH
     ARRAYS: ClassVar[tuple[str, ...]] = ("nodes", "hop_nodes", "degrees", "edge_src", "edge_dst", "hop_edges",
-                                         "dst_ptr")
+                                         "dst_ptr", "link_pairs")
     job: str = ""
     epoch: int = 0
     phase: str = "train"
@@ -100,6 +107,7 @@ class SampledBatch(Message):
     edge_dst: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
     hop_edges: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     dst_ptr: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
+    link_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int32))
 
     @property
     def num_seeds(self) -> int:

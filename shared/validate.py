@@ -62,6 +62,9 @@ class BatchBounds:
     max_edges: int
     max_degree: int
     max_message_bytes: int
+    task: str = "node"
+    max_pairs: int = 0
+    """Most ``link_pairs`` rows of a batch (0: node classification, none allowed)."""
 
     @classmethod
     def from_job(cls, cfg: JobConfig, store: PartitionStore) -> "BatchBounds":
@@ -71,6 +74,10 @@ class BatchBounds:
         nnz = sum(int(e.num_edges) for e in m.parts)
         s = cfg.sampler
         max_seeds = max(int(s.batch_size), int(s.eval_batch_size))
+        link = cfg.trainer.task == "link"
+        max_pairs = max(int(s.batch_size) * (1 + int(cfg.link.negatives)), int(s.eval_batch_size)) if link else 0
+        if link:                             # seeds are the pairs' endpoints
+            max_seeds = 2 * max_pairs
         # Per hop the widest of the train and eval fanouts (-1 = all neighbours); every count is a
         # Python int, capped by the graph, so no product can overflow.
         nodes, edges = max_seeds, 0
@@ -85,7 +92,8 @@ class BatchBounds:
         return cls(num_nodes=n, num_parts=k, num_classes=max(int(m.num_classes), 1), feature_dim=int(m.feature_dim),
                    feature_dtype=str(m.feature_dtype or "float32"), hops=len(train_f), eval_hops=len(eval_f), epochs=int(cfg.trainer.epochs),
                    trainers=int(cfg.num_trainers), max_seeds=max_seeds, max_nodes=min(nodes, n),
-                   max_edges=edges, max_degree=min(nnz, 2**31 - 1), max_message_bytes=int(cfg.wire.max_message_bytes))
+                   max_edges=edges, max_degree=min(nnz, 2**31 - 1), max_message_bytes=int(cfg.wire.max_message_bytes),
+                   task=cfg.trainer.task, max_pairs=max_pairs)
 
 
 def check_work_ref(b: SampledBatch, job: str, bounds: BatchBounds) -> None:
@@ -113,7 +121,7 @@ def check_work_ref(b: SampledBatch, job: str, bounds: BatchBounds) -> None:
 
 def check_sampled_batch(b: SampledBatch, bounds: BatchBounds) -> None:
     """Shapes, dtypes, id ranges and hop structure of the blocks (see :class:`SampledBatch`)."""
-    for name in SampledBatch.ARRAYS:
+    for name in SampledBatch.ARRAYS[:-1]:        # link_pairs: check_link_pairs
         a = getattr(b, name)
         if a.ndim != 1 or a.dtype.name != _INT_DTYPES[name]:
             raise _bad(b, f"{name} must be 1-d {_INT_DTYPES[name]} (got {a.ndim}-d {a.dtype})")
@@ -158,6 +166,29 @@ def check_sampled_batch(b: SampledBatch, bounds: BatchBounds) -> None:
         raise _bad(b, "duplicate seed ids")
     if not 0 <= b.remote_neighbors <= E:
         raise _bad(b, f"remote_neighbors {b.remote_neighbors} outside [0, {E}]")
+    check_link_pairs(b, bounds)
+
+
+def check_link_pairs(b: SampledBatch, bounds: BatchBounds) -> None:
+    """``link_pairs``: int32[P, 3], none in a node batch; in a link batch 1..max_pairs rows whose
+    endpoints are seeds, labels 0/1, and every seed an endpoint of some pair."""
+    lp = b.link_pairs
+    if lp.ndim != 2 or lp.shape[1] != 3 or lp.dtype.name != "int32":
+        raise _bad(b, f"link_pairs must be int32[P, 3] (got {lp.dtype}{list(lp.shape)})")
+    P, S = lp.shape[0], b.num_seeds
+    if bounds.task != "link":
+        if P:
+            raise _bad(b, f"carries {P} link_pairs, but this job's task is {bounds.task}")
+        return
+    if not 1 <= P <= bounds.max_pairs:
+        raise _bad(b, f"{P} link_pairs, outside [1, {bounds.max_pairs}] for this job's batch size and negatives")
+    ends = lp[:, :2]
+    if int(ends.min()) < 0 or int(ends.max()) >= S:
+        raise _bad(b, f"link_pairs endpoints span [{int(ends.min())}, {int(ends.max())}], outside the {S} seeds")
+    if ((lp[:, 2] != 0) & (lp[:, 2] != 1)).any():
+        raise _bad(b, "link_pairs labels must be 0 or 1")
+    if np.count_nonzero(np.bincount(ends.reshape(-1), minlength=S)) != S:
+        raise _bad(b, "has seeds that are no pair's endpoint")
 
 
 def check_dst_ptr(b: SampledBatch) -> None:
@@ -213,7 +244,8 @@ def job_plan(cfg: JobConfig, store: PartitionStore, epoch: int, phase: str, worl
     """The plan of one epoch/phase exactly as the trainers derive it."""
     s = cfg.sampler
     return plan_phase(store, phase, epoch, s.batch_size if phase == "train" else s.eval_batch_size,
-                      world or cfg.num_trainers, None if phase == "train" else s.eval_max_nodes)
+                      world or cfg.num_trainers, None if phase == "train" else s.eval_max_nodes,
+                      task=cfg.trainer.task)
 
 
 class PlanIndex:
@@ -248,11 +280,13 @@ class PlanIndex:
             return self._plans[key].get(batch_id)
 
     def seeds(self, it: WorkItem) -> np.ndarray:
+        """The item's seeds (node task) or rows of its part's link arrays (link task)."""
         key = (it.epoch if it.phase == "train" else 0, it.phase, it.part)
         with self._lock:
             order = self._orders.get(key)
             if order is None:
-                order = self._orders[key] = split_order(self.store, it.part, it.phase, self.cfg.seed, it.epoch)
+                order = self._orders[key] = split_order(self.store, it.part, it.phase, self.cfg.seed, it.epoch,
+                                                        task=self.cfg.trainer.task)
                 while len(self._orders) > self.keep * self.store.num_parts:
                     self._orders.popitem(last=False)
         return order[it.offset:it.offset + it.count]
@@ -301,10 +335,31 @@ class MessageValidator:
         if (it.part, it.trainer_rank) != (b.part, b.trainer_rank):
             raise _bad(b, f"plan says part {it.part} rank {it.trainer_rank}, message says part {b.part} "
                           f"rank {b.trainer_rank}")
+        if self.bounds.task == "link":
+            self._check_pairs(b, it)
+            return msg
         want_seeds = self.plans.seeds(it)
         if b.num_seeds != want_seeds.shape[0] or not np.array_equal(b.nodes[:b.num_seeds], want_seeds):
             raise _bad(b, f"seeds differ from the plan's {want_seeds.shape[0]} seeds of epoch {b.epoch} {b.phase}")
         return msg
+
+
+    def _check_pairs(self, b: SampledBatch, it: WorkItem) -> None:
+        """A link batch's pairs are the plan's: the training edges (its positives, in order) or the
+        held-out pairs with their labels."""
+        from argosy.shared.linkpred import part_pairs
+        pairs, labels = part_pairs(self.plans.store, it.part, it.phase)
+        rows = self.plans.seeds(it)
+        lp = b.link_pairs
+        got = b.nodes[lp[:, :2]]
+        if it.phase == "train":
+            got, want = got[lp[:, 2] == 1], pairs[rows]
+        else:
+            want = pairs[rows]
+            if not np.array_equal(lp[:, 2], labels[rows]):
+                raise _bad(b, f"pair labels differ from the plan's {it.phase} pairs")
+        if got.shape != want.shape or not np.array_equal(got, want):
+            raise _bad(b, f"pairs differ from the plan's {want.shape[0]} {it.phase} pairs of epoch {b.epoch}")
 
 
 def job_receiver(sock, cfg: JobConfig, coord, role: str, rank: int | None = None, check_values: bool = True) -> Receiver:

@@ -63,6 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="NAME: an OGB directory's split/NAME; random:0.6,0.2,0.2: train/val/test fractions of "
                         "the labelled vertices; per-class:20,500,1000: 20 train vertices per class, 500 val, "
                         "1000 test (Planetoid). Generated splits use --seed and are recorded in the manifest")
+    p.add_argument("--edge-split", default=None, metavar="TR,VA,TE",
+                   help="link prediction: hold out VA and TE fractions of the undirected edges (e.g. "
+                        "0.85,0.05,0.10; a seeded hash split with --seed, recorded in the manifest) as "
+                        "validation/test edges, removed from the stored graph, with as many sampled "
+                        "non-edges as negatives (docs/link-prediction.md)")
+    p.add_argument("--val-edges", default=None, metavar="V.npy",
+                   help="link prediction: validation edges as an (m, 2) .npy of vertex pairs (removed from the graph)")
+    p.add_argument("--test-edges", default=None, metavar="T.npy",
+                   help="link prediction: test edges as an (m, 2) .npy of vertex pairs (removed from the graph)")
     p.add_argument("--features", default=None, metavar="F.npy", help="node features [n, F] (float; .npy or CSV)")
     p.add_argument("--labels", default=None, metavar="L.npy", help="node labels [n] (int, -1 = unlabelled)")
     for flag in ("--train-mask", "--val-mask", "--test-mask"):
@@ -283,10 +292,28 @@ def run(args) -> int:
             res.regrouped.close()
 
 
+def edge_split(args, n: int):
+    """The link-prediction split the flags ask for (:class:`~argosy.shared.linkpred.EdgeSplit`), or None."""
+    from argosy.shared.linkpred import EdgeSplit, load_pairs, parse_edge_split
+
+    fractions = parse_edge_split(getattr(args, "edge_split", None))
+    files = {k: getattr(args, f"{k}_edges", None) for k in ("val", "test")}
+    if fractions is None and not any(files.values()):
+        return None
+    if args.directed:
+        raise GraphFormatError("--edge-split/--val-edges/--test-edges need an undirected graph (drop --directed)")
+    if fractions is not None and any(files.values()):
+        raise GraphFormatError("give either --edge-split or --val-edges/--test-edges, not both")
+    pairs = {k: load_pairs(v, n, f"--{k}-edges") for k, v in files.items() if v}
+    return EdgeSplit(n, args.seed, fractions, val_edges=pairs.get("val"), test_edges=pairs.get("test"))
+
+
 def _write(args, stream, res, columns, t0) -> int:
+    from argosy.shared.linkpred import write_link_arrays
     from argosy.shared.store import write_store_from_edges
 
     n = stream.num_nodes
+    split = edge_split(args, n)
     logger.info("%s: cut %.4f balance %.3f in %.2f s", args.method, res.edge_cut_fraction, res.balance, res.seconds)
     info = {"method": res.method, "order": res.order, "seed": args.seed, "eps": args.eps,
             "seconds": res.seconds, "input": str(args.input), "input_format": stream.source.format,
@@ -305,10 +332,16 @@ def _write(args, stream, res, columns, t0) -> int:
         entries_in = res.regrouped.drain()
     else:
         entries_in = stream.iter_raw() if args.directed else _both_directions(stream)
+    finish = None
+    if split is not None:        # held-out edges never reach the stored graph
+        entries_in = split.filter(entries_in)
+        finish = lambda root, m: write_link_arrays(root, m, split)  # noqa: E731
     manifest = write_store_from_edges(entries_in, n, res.assignment, args.out, num_parts=args.parts,
                                       node_data=columns, partition_info=info, feature_dtype=args.feature_dtype,
                                       overwrite=args.overwrite, name=stream.source.name, directed=args.directed,
-                                      weighted=weighted)
+                                      weighted=weighted, finish=finish)
+    if split is not None:
+        logger.info("edge split %s: %d training edges", manifest.link["split"], sum(manifest.link["train_edges"]))
     store_seconds = time.perf_counter() - t_store
     eb = manifest.partition.get("edge_balance", 0.0)
     if args.parts > 1 and args.max_edge_balance is None and eb > SKEWED_EDGE_BALANCE:

@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 from numba import typed
 
+from argosy.shared.config import LinkConfig
 from argosy.shared.errors import RequestFailedError
 from argosy.shared.halo import check_request, gather_csr_rows
 from argosy.shared.halo_cache import AdjacencyCache
@@ -24,6 +25,7 @@ from argosy.shared.plan import WorkItem, mix_seed, split_order
 from argosy.shared.protocol import AdjacencyRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
 from argosy.services.sampler.kernels import PartTable, init_state, sample_hop, seed_nodes
+from argosy.services.sampler.link import sample_link_item
 
 __all__ = ["SamplerCore"]
 
@@ -50,12 +52,17 @@ class SamplerCore:
         fetch: ``fetch(what, ids, epoch)`` returns rows (``adjacency``) or degrees (``degree``) of
             vertices held elsewhere, in ``ids`` order.
         cache_bytes: budget of the halo row cache.
+        link: link prediction's settings: work items are then ranges of edges or pairs
+            (:mod:`services.sampler.link`); None = node classification.
     """
 
     def __init__(self, store: PartitionStore, served_parts: list[int] | None = None, seed: int = 0,
-                 held_parts: list[int] | None = None, fetch: Fetch | None = None, cache_bytes: int = 0):
+                 held_parts: list[int] | None = None, fetch: Fetch | None = None, cache_bytes: int = 0,
+                 link: LinkConfig | None = None):
         self.store = store
         self.seed = seed
+        self.link = link
+        self.task = "node" if link is None else "link"
         self.fetch = fetch
         self.cache_bytes = cache_bytes
         k = store.num_parts
@@ -139,7 +146,8 @@ class SamplerCore:
         if order is None:
             if len(self._orders) > 4 * self.store.num_parts:
                 self._orders.clear()
-            order = self._orders[key] = split_order(self.store, item.part, item.phase, self.seed, item.epoch)
+            order = self._orders[key] = split_order(self.store, item.part, item.phase, self.seed, item.epoch,
+                                                    task=self.task)
         return order[item.offset:item.offset + item.count]
 
     def _resolve(self, lo: int, hi: int, nodes, degrees, nstart, halo: np.ndarray, rows: bool, epoch: int):
@@ -250,6 +258,8 @@ class SamplerCore:
 
     def sample_item(self, item: WorkItem, fanouts) -> SampledBatch:
         """Sample the batch a work item describes, deterministically."""
+        if self.link is not None:
+            return sample_link_item(self, item, fanouts, self.link, self.seeds_for(item))
         batch = self.sample(self.seeds_for(item), fanouts, rng_seed=mix_seed(self.seed, item.epoch, item.batch_id),
                             home_part=item.part, epoch=item.epoch)
         batch.epoch, batch.phase, batch.batch_id = item.epoch, item.phase, item.batch_id

@@ -15,12 +15,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from argosy.shared.config import TrainerConfig
+from argosy.shared.config import LinkConfig, TrainerConfig
 from argosy.shared import envs
 from argosy.shared.envs import torch_threads
 from argosy.shared.errors import ConfigError
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.models import Blocks, build_model, make_optimizer
+from argosy.shared.scorers import LinkModel, make_scorer
 
 __all__ = ["TrainerCore", "DeviceBatch", "Staging", "pick_device", "set_threads", "resolved"]
 
@@ -81,7 +82,9 @@ class DeviceBatch:
     blocks: Blocks
     y: torch.Tensor
     count: int = 0
-    """Labelled seeds (labels >= 0), counted on the host."""
+    """Labelled seeds (labels >= 0), counted on the host; pairs of a link batch."""
+    pairs: torch.Tensor | None = None
+    """int32[P, 3] ``(src, dst, label)`` of a link batch (local seed indices), else None."""
     ready: "torch.cuda.Event | None" = None
     owned: list = field(default_factory=list)
     """Tensors allocated on the side stream (``record_stream`` on the compute stream before use)."""
@@ -96,7 +99,7 @@ class DeviceBatch:
             self.ready, self.owned = None, []
 
 
-_STAGED = ("features", "edge_src", "edge_dst", "degrees", "labels", "dst_ptr")
+_STAGED = ("features", "edge_src", "edge_dst", "degrees", "labels", "dst_ptr", "link_pairs")
 """The arrays of a FeatureBatch a step reads, in the order they are packed for one copy."""
 
 
@@ -168,15 +171,27 @@ class TrainerCore:
     """
 
     def __init__(self, cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int = 0,
-                 device: torch.device | None = None):
+                 device: torch.device | None = None, link: LinkConfig | None = None):
         torch.manual_seed(seed)
         set_threads(torch_threads())
         self.cfg = cfg
+        self.link = link if cfg.task == "link" else None
         self.device = device or pick_device(cfg.device)
-        self.model = build_model(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout,
-                                 heads=cfg.heads, aggregator=cfg.aggregator).to(self.device)
+        self.out_dim = cfg.hidden if self.link is not None else num_classes
+        """Output width: the classes, or a link model's embedding width (``hidden``)."""
+        self.model = build_model(cfg.model, in_dim, cfg.hidden, self.out_dim, num_layers, cfg.dropout,
+                                 heads=cfg.heads, aggregator=cfg.aggregator)
+        if self.link is not None:
+            self.model = LinkModel(self.model, make_scorer(self.link.scorer, cfg.hidden))
+        self.model = self.model.to(self.device)
         self.module: torch.nn.Module = self.model          # replaced by a DDP wrapper when distributed
-        self.opt = make_optimizer(self.model, cfg)
+        if self.link is None:
+            self.opt = make_optimizer(self.model, cfg)
+        else:
+            self.opt = make_optimizer(self.model.encoder, cfg)
+            extra = list(self.model.scorer.parameters())
+            if extra:
+                self.opt.add_param_group({"params": extra, "weight_decay": 0.0})
         self._pending = 0
         """Labelled seeds whose gradient is accumulated and not yet stepped on (see :meth:`train_step`)."""
 
@@ -189,9 +204,9 @@ class TrainerCore:
         side = staging is not None and dev.type == "cuda"
         arrays = [getattr(fb, n) for n in _STAGED]
         if side:
-            feats, src, dst, deg, y, ptr = staging.copy(arrays)
+            feats, src, dst, deg, y, ptr, pairs = staging.copy(arrays)
         else:
-            feats, src, dst, deg, y, ptr = (torch.from_numpy(np.asarray(a)).to(dev, non_blocking=True) for a in arrays)
+            feats, src, dst, deg, y, ptr, pairs = (torch.from_numpy(np.asarray(a)).to(dev, non_blocking=True) for a in arrays)
         with torch.cuda.stream(staging.stream) if side else nullcontext():
             x = feats.float()
             if side and not staging.finish(x):
@@ -203,10 +218,13 @@ class TrainerCore:
             blocks = Blocks(hop_nodes=hop_nodes, hop_edges=fb.hop_edges.tolist(),
                             edge_src=src.long(), edge_dst=dst.long(), degrees=deg.float(), dst_ptr=ptrs)
             b = DeviceBatch(x=x, blocks=blocks, y=y, count=int(np.count_nonzero(np.asarray(fb.labels) >= 0)))
+            if self.link is not None:
+                b.pairs, b.count = pairs.long(), int(fb.link_pairs.shape[0])
             if side:
                 b.ready = torch.cuda.Event()
                 b.ready.record(staging.stream)
-                b.owned = [feats, x, y, blocks.edge_src, blocks.edge_dst, blocks.degrees]
+                b.owned = [feats, x, y, blocks.edge_src, blocks.edge_dst, blocks.degrees] + \
+                    ([b.pairs] if b.pairs is not None else [])
         return b
 
     def to_device(self, fb: FeatureBatch) -> tuple[torch.Tensor, Blocks, torch.Tensor]:
@@ -246,13 +264,9 @@ class TrainerCore:
         for _ in range(max(1, self.cfg.work_factor)):
             if alone:
                 self.opt.zero_grad(set_to_none=True)
-            logits = self.module(x, blocks)
-            if count == 0:
-                loss = logits.sum() * 0.0
-            else:               # -1 = unlabelled: ignored, so no boolean mask (which would sync)
-                loss = F.cross_entropy(logits, y, ignore_index=-1, reduction="sum")
-                if alone:
-                    loss = loss / count
+            logits, loss, correct = self._forward(self.module, b)
+            if alone and count:
+                loss = loss / count
             loss.backward()
             if alone:
                 self.opt.step()
@@ -261,7 +275,6 @@ class TrainerCore:
             if step:
                 self.finish_step()
             loss = loss.detach() / max(count, 1)
-        correct = ((logits.argmax(1) == y) & (y >= 0)).sum()
         r = {"loss": loss.detach(), "correct": correct, "count": count}
         if sync:
             r = resolved(r)
@@ -279,15 +292,33 @@ class TrainerCore:
         self.opt.zero_grad(set_to_none=True)
         self._pending = 0
 
+    def _forward(self, module: torch.nn.Module, b: DeviceBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(outputs, summed loss, correct)`` of one batch: logits of the seeds and cross-entropy
+        over the labelled ones, or one logit per pair and binary cross-entropy (link; a pair counts
+        as correct when its logit's sign matches its label)."""
+        if b.pairs is not None:
+            logits = module(b.x, b.blocks, b.pairs)
+            target = b.pairs[:, 2].float()
+            loss = F.binary_cross_entropy_with_logits(logits, target, reduction="sum")
+            return logits, loss, ((logits > 0) == (target > 0.5)).sum()
+        logits = module(b.x, b.blocks)
+        if b.count == 0:
+            loss = logits.sum() * 0.0
+        else:                   # -1 = unlabelled: ignored, so no boolean mask (which would sync)
+            loss = F.cross_entropy(logits, b.y, ignore_index=-1, reduction="sum")
+        return logits, loss, ((logits.argmax(1) == b.y) & (b.y >= 0)).sum()
+
     @torch.no_grad()
     def eval_step(self, fb: FeatureBatch | DeviceBatch) -> dict:
+        """Loss and correct count; a link batch also returns its pairs' ``scores`` and ``labels`` (numpy)."""
         b = self._device_batch(fb)
-        x, blocks, y = b.x, b.blocks, b.y
         self.module.eval()
-        logits = self.model(x, blocks)
-        loss = F.cross_entropy(logits, y, ignore_index=-1, reduction="sum") if b.count else logits.new_zeros(())
-        correct = ((logits.argmax(1) == y) & (y >= 0)).sum()
-        return {"correct": int(correct), "count": b.count, "loss_sum": float(loss)}
+        logits, loss, correct = self._forward(self.model, b)
+        out = {"correct": int(correct), "count": b.count, "loss_sum": float(loss) if b.count else 0.0}
+        if b.pairs is not None:
+            out["scores"] = logits.float().cpu().numpy()
+            out["labels"] = b.pairs[:, 2].cpu().numpy().astype(np.int8)
+        return out
 
     def user_model(self) -> torch.nn.Module:
         """The model as its author wrote it (a ``MODULE:FACTORY`` model without Argosy's adapter)."""

@@ -34,7 +34,10 @@ from argosy.shared import envs, rundir
 from argosy.shared.errors import PeerDeadError
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.models import EarlyStopping
-from argosy.shared.plan import PHASES, WorkItem, plan_phase
+from argosy.shared.linkmetrics import link_metrics
+from argosy.shared.linkpred import pair_keys
+from argosy.shared.plan import PHASES, WorkItem
+from argosy.shared.validate import job_plan
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.store import PartitionStore
 from argosy.shared.transport import bind_random, make_socket, rendezvous_store, retain_large_buffers
@@ -72,6 +75,8 @@ class PhaseStats:
     compute_seconds: float = 0.0
     """Compute thread in forward/backward/step (or the simulated step)."""
     planned_seeds: int = 0
+    scores: list | None = None
+    """Link val/test: ``(scores, labels)`` per batch (gathered over ranks by :meth:`reduce`)."""
 
     FIELDS = ("batches", "seeds", "correct", "labelled", "loss_sum", "sampled_edges", "remote_neighbors",
               "feature_rows", "remote_feature_rows", "duplicate_arrivals", "duplicate_seeds", "idle_seconds",
@@ -83,8 +88,29 @@ class PhaseStats:
             return self
         t = torch.tensor([float(getattr(self, f)) for f in self.FIELDS], dtype=torch.float64)
         dist.all_reduce(t)
+        scores = None
+        if self.scores is not None:
+            every: list = [None] * world
+            dist.all_gather_object(every, self.scores)
+            scores = [x for rank in every for x in rank]
         return PhaseStats(**{f: (float(v) if f in self.SECONDS else int(v))
-                             for f, v in zip(self.FIELDS, t.tolist())})
+                             for f, v in zip(self.FIELDS, t.tolist())}, scores=scores)
+
+
+LINK_KEYS = tuple(f"{p}_{k}" for p in ("val", "test") for k in ("auc", "ap", "hits", "mrr"))
+"""A link job's figures of its best epoch, in the result."""
+
+
+def applied_units(fb: FeatureBatch, num_nodes: int) -> np.ndarray:
+    """What a batch applied, for the duplicate count: its seeds, or a link batch's pairs (as keys;
+    a training batch's positives only, as its negatives are redrawn each time)."""
+    if not fb.link_pairs.shape[0]:
+        return np.array(fb.nodes[:fb.num_seeds])
+    lp = fb.link_pairs
+    if fb.phase == "train":
+        lp = lp[lp[:, 2] == 1]
+    ends = fb.nodes[lp[:, :2]]
+    return pair_keys(ends[:, 0], ends[:, 1], num_nodes) * 2 + lp[:, 2]
 
 
 class TrainerProc:
@@ -98,7 +124,8 @@ class TrainerProc:
         self.store = PartitionStore(self.cfg.store)
         m = self.store.manifest
         self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
-                                len(self.cfg.sampler.fanouts), seed=self.cfg.seed)
+                                len(self.cfg.sampler.fanouts), seed=self.cfg.seed, link=self.cfg.link)
+        self.link = self.cfg.trainer.task == "link"
         retain_large_buffers()              # 33 MB batches reuse freed buffers instead of faulting in new pages
         # one libzmq I/O thread receives ~5 GB/s here; several loaders' connections spread over a few
         self.zctx = zmq.Context(io_threads=max(1, min(4, (os.cpu_count() or 1) // 4)))
@@ -141,7 +168,8 @@ class TrainerProc:
         coord, timeout = self.ctx.coord, self.cfg.coord.peer_timeout
         mine = {it.batch_id: it for it in plan if it.trainer_rank == self.rank}
         self.ingest.set_plan(epoch, phase, plan)
-        st = PhaseStats(planned_seeds=sum(it.count for it in mine.values()))
+        st = PhaseStats(planned_seeds=sum(it.count for it in mine.values()),
+                        scores=[] if (self.link and phase != "train") else None)
         phase_t0 = time.perf_counter()
         here = (epoch, PHASES.index(phase))
 
@@ -193,7 +221,7 @@ class TrainerProc:
             elif phase == "train":
                 # one optimizer step per ~batch_size seeds: small per-part batches are gathered
                 # (a single trainer; with several, DDP's average over ranks already gathers them)
-                gathered[0] += fb.num_seeds
+                gathered[0] += mine[fb.batch_id].count        # seeds, or a link batch's positives
                 step = self.world > 1 or gathered[0] >= self.cfg.sampler.batch_size or len(done) + 1 == len(mine)
                 r = self.core.train_step(a.staged, step=step, sync=False)
                 if step:
@@ -202,14 +230,16 @@ class TrainerProc:
             else:
                 r = self.core.eval_step(a.staged)
                 loss_sum, correct, count = r["loss_sum"], r["correct"], r["count"]
+                if st.scores is not None:
+                    st.scores.append((r["scores"], r["labels"]))
             settle()                 # the previous step's figures (read now: this step is queued already)
             unread.append((loss_sum, correct))
             st.labelled += count
             st.compute_seconds += time.perf_counter() - t1
             finish(fb)
-            applied_seeds.append(np.array(fb.nodes[:fb.num_seeds]))
+            applied_seeds.append(applied_units(fb, self.store.manifest.num_nodes))
             st.batches += 1
-            st.seeds += fb.num_seeds
+            st.seeds += mine[fb.batch_id].count
             st.sampled_edges += fb.num_sampled_edges
             st.remote_neighbors += fb.remote_neighbors
             st.feature_rows += a.feature_rows
@@ -308,9 +338,7 @@ class TrainerProc:
                         # only the best-validation weights' test accuracy is reported: skip the rest
                         rec.update(test_accuracy=None, test_loss=None, test_seconds=0.0)
                         continue
-                    plan = plan_phase(self.store, phase, epoch,
-                                      cfg.sampler.batch_size if phase == "train" else cfg.sampler.eval_batch_size,
-                                      self.world, None if phase == "train" else cfg.sampler.eval_max_nodes)
+                    plan = job_plan(cfg, self.store, epoch, phase, self.world)
                     if self.rank == 0:
                         coord.set_phase(epoch=epoch, phase=phase, planned=len(plan))
                         coord.publish_work([(it.part, it.to_fields()) for it in plan])
@@ -328,6 +356,9 @@ class TrainerProc:
                                 rec["train_loss"], rec["train_accuracy"], rec["val_accuracy"],
                                 "-" if rec["test_accuracy"] is None else f"{rec['test_accuracy']:.3f}",
                                 rec["epoch_seconds"], 100 * rec["trainer_idle_fraction"])
+                    if self.link:
+                        logger.info("epoch %d: val auc %.4f ap %.4f hits@%d %.4f mrr %.4f", epoch, rec["val_auc"],
+                                    rec["val_ap"], cfg.link.hits_k, rec["val_hits"], rec["val_mrr"])
                     if improved:
                         self._save_best(epoch, rec)
                     every = cfg.trainer.checkpoint_every
@@ -357,14 +388,21 @@ class TrainerProc:
 
         Every rank sees the same reduced figures, so all ranks stop at the same epoch.
         """
-        if not self.stopper.update(rec["val_accuracy"], rec["val_loss"]):
+        if not self.stopper.update(self._val_score(rec), rec["val_loss"]):
             return False
         self.result.update(best_epoch=epoch, val_accuracy=rec["val_accuracy"], test_accuracy=rec["test_accuracy"],
                            val_loss=rec["val_loss"], best_checkpoint=str(self._best_path()) if self.cfg.run_dir else None)
+        if self.link:
+            self.result.update({k: rec.get(k) for k in LINK_KEYS})
         return True
 
+    def _val_score(self, rec: dict) -> float:
+        """What picks the best epoch: validation accuracy, or a link job's ``--link-metric`` (AUC by default)."""
+        v = rec[f"val_{self.cfg.link.metric}"] if self.link else rec["val_accuracy"]
+        return -1.0 if v is None or v != v else float(v)
+
     def _improves(self, rec: dict) -> bool:
-        return self.stopper.improves(rec["val_accuracy"], rec["val_loss"])
+        return self.stopper.improves(self._val_score(rec), rec["val_loss"])
 
     def _patience_spent(self) -> bool:
         if self.stopper.spent:
@@ -385,6 +423,12 @@ class TrainerProc:
                        compute_seconds=st.compute_seconds, batches_per_second=st.batches / max(secs, 1e-9),
                        sampled_edges_per_second=st.sampled_edges / max(secs, 1e-9))
         else:
+            if st.scores is not None:
+                scores = np.concatenate([x for x, _ in st.scores]) if st.scores else np.empty(0)
+                labels = np.concatenate([y for _, y in st.scores]) if st.scores else np.empty(0, np.int8)
+                met = link_metrics(scores, labels, self.cfg.link.hits_k)
+                rec.update({f"{phase}_{k}": v for k, v in met.items()})
+                rec[f"{phase}_pairs"] = int(scores.shape[0])
             rec[f"{phase}_accuracy"] = st.correct / max(st.labelled, 1)
             rec[f"{phase}_loss"] = st.loss_sum / max(st.labelled, 1)
             rec[f"{phase}_seconds"] = secs
@@ -409,6 +453,7 @@ class TrainerProc:
             "seeds_dropped": tot("seeds_dropped"),
             "seeds_redelivered": int(self.ctx.coord.metrics().get("reclaimed_seeds", 0)),
             "resumed_from_epoch": self.resumed_from, "config_fingerprint": self.cfg.fingerprint(),
+            "task": self.cfg.trainer.task,
             "simulated_gpu_step_seconds": self.cfg.trainer.simulate_gpu_step or None,
             "simulation": ("SIMULATED GPU: forward/backward replaced by a fixed wait per batch; accuracies are meaningless"
                            if self.cfg.trainer.simulate_gpu_step > 0 else None),
@@ -425,7 +470,7 @@ class TrainerProc:
         m = self.store.manifest
         rundir.save_best(self.cfg.run_dir, self.core.user_model().state_dict(), epoch=epoch,
                          val_accuracy=rec["val_accuracy"], test_accuracy=rec["test_accuracy"], spec=self.cfg.to_json(),
-                         in_dim=m.feature_dim, num_classes=max(m.num_classes, 1),
+                         in_dim=m.feature_dim, num_classes=self.core.out_dim,
                          num_layers=len(self.cfg.sampler.fanouts), store=str(self.cfg.store))
 
     def _save_checkpoint(self, epoch: int) -> None:

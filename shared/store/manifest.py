@@ -72,12 +72,18 @@ class Manifest:
     edge_weights: bool = False
     """Every part has ``edge_weight.npy`` and ``weighted_degree.npy`` (written only when True, so an
     unweighted store's manifest is the same bytes as before weights existed)."""
+    link: dict = field(default_factory=dict)
+    """Link prediction's edge split, when the store has one (:mod:`shared.linkpred`): ``split``
+    (how, seed, held-out counts) and per part ``train_edges``, ``val_pairs``, ``test_pairs``
+    (written only when set)."""
 
     def to_json(self) -> str:
         d = asdict(self)
         d = {"format_version": d.pop("format_version"), **d}
         if not d["edge_weights"]:
             del d["edge_weights"]
+        if not d["link"]:                  # likewise a store without a link split
+            del d["link"]
         return json.dumps(d, indent=1)
 
     @classmethod

@@ -138,7 +138,8 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
                            assignment: np.ndarray, out: str | os.PathLike, num_parts: int | None = None,
                            node_data: dict | None = None, partition_info: dict | None = None,
                            feature_dtype: str = "float32", overwrite: bool = False,
-                           name: str = "graph", directed: bool = False, weighted: bool = False) -> Manifest:
+                           name: str = "graph", directed: bool = False, weighted: bool = False,
+                           finish=None) -> Manifest:
     """Stream directed adjacency entries into a store (see module docstring).
 
     ``weighted``: the chunks are ``(src, dst, weight float32, mirrored uint8)``: each part's CSR
@@ -148,7 +149,9 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
     ``edge_chunks`` must contain both directions of every undirected edge (as a symmetric CSR
     does) unless ``directed``, where each entry is an arc and ``num_edges`` counts arcs; self
     loops and duplicates are dropped per part.  ``node_data`` maps names to arrays or
-    :class:`~argosy.shared.graphio.NodeColumn` objects (streamed in row blocks).
+    :class:`~argosy.shared.graphio.NodeColumn` objects (streamed in row blocks).  ``finish(tmp_root,
+    manifest) -> manifest`` adds files to the store before it is verified and renamed (the link
+    prediction arrays, :func:`~argosy.shared.linkpred.write_link_arrays`).
 
     Raises:
         DiskFullError: the disk holding ``out`` filled up (nothing is left at ``out``).
@@ -187,6 +190,8 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
     try:
         manifest = _write(tmp, edge_chunks, num_nodes, assignment.astype(np.int32), k, columns,
                           partition_info or {}, feature_dtype, name, directed, weighted)
+        if finish is not None:
+            manifest = finish(tmp, manifest)
         _verify(tmp, manifest)
         if out.exists():
             old = out.parent / f".{out.name}.old-{os.getpid()}"
