@@ -46,7 +46,8 @@ def pick_device(name: str, workers: int = 1) -> torch.device:
     """
     have = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if name == "cuda" and have < workers:
-        raise ConfigError(f"--device cuda needs {workers} CUDA device(s) and {have} are available")
+        got = "no CUDA device is available" if have == 0 else f"only {have} are available"
+        raise ConfigError(f"--device cuda needs {workers} CUDA device(s); {got}")
     if name == "cuda" or (name == "auto" and have >= workers):
         return torch.device("cuda", envs.get(envs.LOCAL_RANK) % have)
     if name == "auto" and have:
