@@ -14,7 +14,6 @@ import time
 
 import zmq
 
-from argosy.shared.records import STOP_STATES
 from argosy.shared.errors import RequestFailedError
 from argosy.shared.holder import PartHolder
 from argosy.shared.traffic import frames_bytes
@@ -40,9 +39,9 @@ class LoaderProc(PartHolder):
         self.endpoint = bind_random(self.pull, ctx.port)
         self.rx = job_receiver(self.pull, self.cfg, ctx.coord, "loader")
         self.trainers: dict[int, tuple[str, zmq.Socket, str]] = {}
-        self._counters = {"loader_batches": 0.0, "feature_bytes": 0.0, "remote_feature_rows": 0.0,
-                          "feature_rows": 0.0, "load_seconds": 0.0, "bad_messages": 0.0,
-                          "loader_send_stall_seconds": 0.0, "halo_fetch_failures": 0.0}
+        self.counters = {"loader_batches": 0.0, "feature_bytes": 0.0, "remote_feature_rows": 0.0,
+                         "feature_rows": 0.0, "load_seconds": 0.0, "bad_messages": 0.0,
+                         "loader_send_stall_seconds": 0.0, "halo_fetch_failures": 0.0}
 
     def refresh(self) -> None:
         self.refresh_parts()
@@ -59,49 +58,29 @@ class LoaderProc(PartHolder):
                 self.trainers[rank] = (ep, sock, s.get("host_label", s.get("host", "")))
                 logger.info("connected to trainer rank %d at %s", rank, ep)
 
-    def flush(self) -> None:
-        c = {**self._counters, **self.wire.drain(), **self.core.stats}
-        self.core.stats = dict.fromkeys(self.core.stats, 0.0)
-        self.ctx.metrics.inc_many(c)
-        self.ctx.metrics.publish(self.ctx.coord)
-        self.ctx.coord.incr(**c)
-        self._counters = dict.fromkeys(self._counters, 0.0)
+    def registration(self) -> dict:
+        return {"endpoint": self.endpoint, "held": [], "halo": self.server.endpoint, "host_label": self.host}
 
-    def run(self) -> None:
-        ctx, coord, cfg = self.ctx, self.ctx.coord, self.cfg
-        coord.register("loader", ctx.service_id, {"endpoint": self.endpoint, "held": [], "halo": self.server.endpoint,
-                                                  "host_label": self.host},
-                       cfg.coord.heartbeat_seconds, cfg.coord.heartbeat_ttl)
+    def expected_members(self) -> int:
+        return self.cfg.num_loaders
+
+    def on_start(self) -> None:
         logger.info("listening on %s", self.endpoint)
-        self.members.wait_for(cfg.num_loaders, ctx.stop)
-        last_refresh = last_flush = 0.0
-        try:
-            while not ctx.stop.is_set():
-                now = time.monotonic()
-                if now - last_refresh > 1.0:
-                    if coord.get_state() in STOP_STATES:
-                        break
-                    self.refresh()
-                    last_refresh = now
-                if now - last_flush > 1.0:
-                    self.flush()
-                    last_flush = now
-                msg = self.rx.recv(200)         # decoded and validated; bad ones dropped and counted
-                if msg is None:
-                    continue
-                frames = self.rx.last_frames
-                self.wire.add(frames_bytes(frames), sent=False, cross_host=self._from_other_host(msg), epoch=None,
-                              halo=False)
-                self.handle(msg)
-        finally:
-            self.flush()
-            self.rx.flush(force=True)
-            self.close()
-            coord.deregister("loader", ctx.service_id)
-            self.pull.close(0)
-            for _, sock, _ in self.trainers.values():
-                sock.close(0)
-            self.zctx.term()
+
+    def sockets(self) -> list[zmq.Socket]:
+        return [self.pull] + [sock for _, sock, _ in self.trainers.values()]
+
+    def on_exit(self) -> None:
+        self.rx.flush(force=True)
+
+    def step(self, now: float) -> None:
+        """Receive one SampledBatch (waiting at most 200 ms), load its features, send them on."""
+        msg = self.rx.recv(200)         # decoded and validated; bad ones dropped and counted
+        if msg is None:
+            return
+        frames = self.rx.last_frames
+        self.wire.add(frames_bytes(frames), sent=False, cross_host=self._from_other_host(msg), epoch=None, halo=False)
+        self.handle(msg)
 
     def _from_other_host(self, batch: SampledBatch) -> bool:
         return not self.core.held[batch.part]     # samplers send a batch to the loader holding its part: same host
@@ -112,31 +91,21 @@ class LoaderProc(PartHolder):
         except RequestFailedError as e:
             logger.warning("batch %d: halo fetch failed (%s); dropped (its work item will be re-claimed)",
                            batch.batch_id, e)
-            self._counters["halo_fetch_failures"] += 1
+            self.counters["halo_fetch_failures"] += 1
             return
         fb.loader_id = self.ctx.service_id
         frames = encode(fb)
         t_send = time.perf_counter()
-        give_up = t_send + self.cfg.coord.claim_timeout
-        while True:
-            # A trainer that died and came back has a new endpoint: re-read the registry between
-            # short send attempts instead of blocking forever on the dead peer's full pipe.
-            if self.ctx.stop.is_set():
-                return
+
+        def target() -> tuple[zmq.Socket, str] | None:
+            # a trainer that died and came back has a new endpoint: send() re-reads the registry
             ent = self.trainers.get(batch.trainer_rank)
-            if ent is not None and ent[1].poll(1000, zmq.POLLOUT):
-                try:
-                    ent[1].send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
-                    break
-                except zmq.Again:
-                    pass
-            if time.perf_counter() > give_up:
-                logger.warning("trainer rank %d unreachable for %.0f s: dropping batch %d (its work item will be "
-                               "re-claimed and re-sent)", batch.trainer_rank, self.cfg.coord.claim_timeout, batch.batch_id)
-                return
-            self.refresh()
-        self.wire.add(frames_bytes(frames), sent=True, cross_host=ent[2] != self.host, epoch=batch.epoch, halo=False)
-        c = self._counters
+            return None if ent is None else (ent[1], ent[2])
+        peer_host = self.send(frames, target, f"batch {batch.batch_id} to trainer rank {batch.trainer_rank}")
+        if peer_host is None:
+            return                      # dropped: its work item will be re-claimed and re-sent
+        self.wire.add(frames_bytes(frames), sent=True, cross_host=peer_host != self.host, epoch=batch.epoch, halo=False)
+        c = self.counters
         c["loader_send_stall_seconds"] += time.perf_counter() - t_send
         c["loader_batches"] += 1
         c["feature_bytes"] += fb.features.nbytes

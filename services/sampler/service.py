@@ -15,7 +15,6 @@ import time
 
 import zmq
 
-from argosy.shared.records import STOP_STATES
 from argosy.shared.errors import RequestFailedError
 from argosy.shared.holder import PartHolder
 from argosy.shared.ownership import Membership
@@ -41,9 +40,10 @@ class SamplerProc(PartHolder):
         self.loaders = Membership(ctx.coord, "loader", self.store.num_parts, ctx.service_id, self.host)
         self.push: dict[str, tuple[str, zmq.Socket]] = {}
         self.parts: list[int] = []
-        self._counters = {"sampler_batches": 0.0, "sampled_edges": 0.0, "remote_neighbors": 0.0,
-                          "sample_seconds": 0.0, "sampled_seeds": 0.0, "sampler_send_stall_seconds": 0.0,
-                          "halo_fetch_failures": 0.0}
+        self._last_reclaim = 0.0
+        self.counters = {"sampler_batches": 0.0, "sampled_edges": 0.0, "remote_neighbors": 0.0,
+                        "sample_seconds": 0.0, "sampled_seeds": 0.0, "sampler_send_stall_seconds": 0.0,
+                        "halo_fetch_failures": 0.0}
 
     def refresh(self) -> None:
         """Re-derive assigned/held/claimed parts and loader connections from the registry."""
@@ -77,53 +77,33 @@ class SamplerProc(PartHolder):
             return hs[batch_id % len(hs)]
         return min(self.push) if self.push else None
 
-    def flush_metrics(self) -> None:
-        c = {**self._counters, **self.wire.drain(), **self.core.stats}
-        self.core.stats = dict.fromkeys(self.core.stats, 0.0)
-        self.ctx.metrics.inc_many(c)
-        self.ctx.metrics.publish(self.ctx.coord)
-        self.ctx.coord.incr(**c)
-        for k in self._counters:
-            self._counters[k] = 0.0
+    def registration(self) -> dict:
+        return {"parts": [], "held": [], "halo": self.server.endpoint, "host_label": self.host}
 
-    def run(self) -> None:
+    def expected_members(self) -> int:
+        return self.cfg.num_samplers
+
+    def on_start(self) -> None:
+        self.ctx.coord.ensure_groups(self.store.num_parts)
+
+    def sockets(self) -> list[zmq.Socket]:
+        return [sock for _, sock in self.push.values()]
+
+    def step(self, now: float) -> None:
+        """Claim one work item (or re-claim those left unacknowledged too long), sample it, send it."""
         ctx, coord, cfg = self.ctx, self.ctx.coord, self.cfg
-        coord.register("sampler", ctx.service_id, {"parts": [], "held": [], "halo": self.server.endpoint,
-                                                   "host_label": self.host}, cfg.coord.heartbeat_seconds,
-                       cfg.coord.heartbeat_ttl)
-        coord.ensure_groups(self.store.num_parts)
-        self.members.wait_for(cfg.num_samplers, ctx.stop)
-        last_refresh = last_reclaim = last_flush = 0.0
-        try:
-            while not ctx.stop.is_set():
-                now = time.monotonic()
-                if now - last_refresh > 1.0:
-                    if coord.get_state() in STOP_STATES:
-                        break
-                    self.refresh()
-                    last_refresh = now
-                items = []
-                if now - last_reclaim > cfg.coord.claim_timeout / 4:
-                    items = coord.reclaim(self.parts, ctx.service_id, int(cfg.coord.claim_timeout * 1000))
-                    if items:
-                        logger.warning("re-claimed %d work items left unacknowledged for %.0f s",
-                                       len(items), cfg.coord.claim_timeout)
-                        coord.incr(reclaimed_batches=len(items), reclaimed_seeds=sum(f["count"] for _, _, f in items))
-                    last_reclaim = now
-                if not items:
-                    items = coord.claim(self.parts, ctx.service_id, count=1, block_ms=200)
-                for stream, entry_id, fields in items:
-                    self.handle(stream, entry_id, WorkItem(**fields))
-                if now - last_flush > 1.0:
-                    self.flush_metrics()
-                    last_flush = now
-        finally:
-            self.flush_metrics()
-            self.close()
-            coord.deregister("sampler", ctx.service_id)
-            for _, sock in self.push.values():
-                sock.close(0)
-            self.zctx.term()
+        items = []
+        if now - self._last_reclaim > cfg.coord.claim_timeout / 4:
+            items = coord.reclaim(self.parts, ctx.service_id, int(cfg.coord.claim_timeout * 1000))
+            if items:
+                logger.warning("re-claimed %d work items left unacknowledged for %.0f s",
+                               len(items), cfg.coord.claim_timeout)
+                coord.incr(reclaimed_batches=len(items), reclaimed_seeds=sum(f["count"] for _, _, f in items))
+            self._last_reclaim = now
+        if not items:
+            items = coord.claim(self.parts, ctx.service_id, count=1, block_ms=200)
+        for stream, entry_id, fields in items:
+            self.handle(stream, entry_id, WorkItem(**fields))
 
     def handle(self, stream: str, entry_id: str, item: WorkItem) -> None:
         fanouts = self.cfg.fanouts_for(item.phase)
@@ -134,26 +114,20 @@ class SamplerProc(PartHolder):
         except RequestFailedError as e:
             logger.warning("batch %d: halo fetch failed (%s); the item stays pending and will be re-claimed",
                            item.batch_id, e)
-            self._counters["halo_fetch_failures"] += 1
+            self.counters["halo_fetch_failures"] += 1
             return
         batch.job, batch.work_stream, batch.work_id, batch.sampler_id = self.ctx.coord.job, stream, entry_id, self.ctx.service_id
         frames = encode(batch)
         t_send = time.perf_counter()
-        while True:
+
+        def target() -> tuple[zmq.Socket, str] | None:
             sid = self._loader_for(item.part, item.batch_id)
-            sock = self.push[sid][1] if sid is not None else None
-            if sock is not None and sock.poll(1000, zmq.POLLOUT):
-                try:
-                    sock.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
-                    break
-                except zmq.Again:
-                    pass
-            if self.ctx.stop.is_set():
-                return                  # stopping: the item stays pending and is re-claimed
-            self.refresh()              # loaders may have died or moved: reconnect, then retry
-        cross = self.loaders.members.get(sid, {}).get("host_label") != self.host
-        self.wire.add(frames_bytes(frames), sent=True, cross_host=cross, epoch=item.epoch, halo=False)
-        c = self._counters
+            return None if sid is None else (self.push[sid][1], self.loaders.members.get(sid, {}).get("host_label") or "")
+        peer_host = self.send(frames, target, f"batch {item.batch_id} to a loader")
+        if peer_host is None:
+            return                      # dropped: the item stays pending and is re-claimed
+        self.wire.add(frames_bytes(frames), sent=True, cross_host=peer_host != self.host, epoch=item.epoch, halo=False)
+        c = self.counters
         c["sampler_send_stall_seconds"] += time.perf_counter() - t_send
         self.ctx.metrics.observe_remote_fraction(batch.remote_neighbors / max(batch.num_sampled_edges, 1))
         c["sampler_batches"] += 1
