@@ -290,7 +290,7 @@ def cmd_status(args) -> int:
 
 def cmd_down(args) -> int:
     """Stop a job on this machine: its launcher drains every role, writes the report, then stops Redis."""
-    from argosy.services.stack import StackFile, find_stack, pid_alive, _terminate
+    from argosy.services.stack import StackFile, find_stack, pid_alive, terminate
     try:
         sf = find_stack(args.job)
     except ArgosyError:
@@ -311,9 +311,9 @@ def cmd_down(args) -> int:
                               f"{args.timeout:.0f} s; its log: {Path(info.run_dir) / 'logs' / 'launcher.log'}")
     if StackFile(info.job).exists():                # no launcher left to clean up: stop what the file lists
         info = sf.read()
-        _terminate(list(info.pids.values()), timeout=30.0)
+        terminate(list(info.pids.values()), timeout=30.0)
         if info.redis_pid:
-            _terminate([info.redis_pid], timeout=10.0)
+            terminate([info.redis_pid], timeout=10.0)
         sf.remove()
     print(f"stopped job {info.job}")
     return 0

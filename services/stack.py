@@ -31,7 +31,7 @@ from argosy.shared import envs
 from argosy.shared.errors import ArgosyError
 
 __all__ = ["StackInfo", "StackFile", "stack_dir", "list_stacks", "find_stack", "LocalStack", "scale_local",
-           "spawn", "alive", "pid_alive", "LOCAL_SCALABLE", "start_reaper"]
+           "spawn", "alive", "pid_alive", "terminate", "LOCAL_SCALABLE", "start_reaper"]
 
 logger = logging.getLogger(__name__)
 
@@ -314,7 +314,7 @@ class LocalStack:
         self.stopped = True
         with contextlib.suppress(ArgosyError):
             others = {sid: pid for sid, pid in self.file.read().pids.items() if sid not in self.procs}
-            _terminate(list(others.values()), timeout=0)
+            terminate(list(others.values()), timeout=0)
         for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -326,7 +326,7 @@ class LocalStack:
                 p.kill()
                 p.wait()
         with contextlib.suppress(ArgosyError):
-            _terminate(list(self.file.read().pids.values()), timeout=max(0.0, deadline - time.monotonic()))
+            terminate(list(self.file.read().pids.values()), timeout=max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         """Forget the stack: the job is over (call after :meth:`stop` and after Redis stopped)."""
@@ -337,7 +337,7 @@ class LocalStack:
                 self.reaper.wait(5)
 
 
-def _terminate(pids: list[int], timeout: float) -> None:
+def terminate(pids: list[int], timeout: float) -> None:
     """SIGTERM ``pids``; those still alive after ``timeout`` seconds get SIGKILL (none waited for if 0)."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -373,9 +373,9 @@ def _reap_main(job: str, launcher: int, directory: Path, interval: float = 0.5, 
         info = sf.read()
         if info.launcher_pid == launcher:
             print(f"launcher {launcher} of job {job} is gone; stopping {sorted(info.pids)} and Redis", flush=True)
-            _terminate(list(info.pids.values()), grace)
+            terminate(list(info.pids.values()), grace)
             if info.redis_pid:
-                _terminate([info.redis_pid], grace)
+                terminate([info.redis_pid], grace)
             sf.remove()
     return 0
 
