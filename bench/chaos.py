@@ -24,7 +24,9 @@ sys.path.insert(0, str(ROOT))
 from argosy.shared.coord import Coordinator  # noqa: E402
 from argosy.shared.redis_server import EmbeddedRedis  # noqa: E402
 
-DATA = Path(os.environ.get("ARGOSY_DATASETS", ROOT.parent / "shared" / "datasets"))
+from argosy.shared.envs import datasets_dir  # noqa: E402
+
+DATA = datasets_dir()
 EPOCHS = 8
 
 

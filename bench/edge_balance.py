@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DATASETS = Path(os.environ.get("ARGOSY_DATASETS", ROOT.parent / "shared" / "datasets"))
-if not DATASETS.exists():
-    DATASETS = Path("/work/shared/datasets")
+from argosy.shared.envs import datasets_dir  # noqa: E402
+
+DATASETS = datasets_dir()
 RESULTS = ROOT / "bench" / "results"
 RECORDS = RESULTS / "edge_balance.jsonl"
 REAL = "cora,citeseer,pubmed,ca-astroph,email-enron,soc-slashdot,road-ny"

@@ -42,7 +42,9 @@ from argosy.services.trainer.fullgraph.synthetic import with_random_features  # 
 from argosy.shared.graphio import load_graph, save_graph_npz  # noqa: E402
 
 logger = logging.getLogger("bench.fullgraph")
-DATASETS = os.environ.get("ARGOSY_DATASETS", "/work/shared/datasets")
+from argosy.shared.envs import datasets_dir  # noqa: E402
+
+DATASETS = str(datasets_dir())
 MiB = 2**20
 
 

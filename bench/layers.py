@@ -35,7 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "bench" / "results"
 WORK = Path("/tmp/argosy-bench-layers")
-DATASET = Path("/work/shared/datasets/soc-slashdot.npz")
+from argosy.shared.envs import datasets_dir  # noqa: E402
+
+DATASET = datasets_dir() / "soc-slashdot.npz"
 
 import numba  # noqa: E402
 import torch  # noqa: E402

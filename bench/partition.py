@@ -35,9 +35,9 @@ import numpy as np
 from argosy.shared.rss import peak_rss_bytes, rss_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
-DATASETS = Path(os.environ.get("ARGOSY_DATASETS", ROOT.parent / "shared" / "datasets"))
-if not DATASETS.exists():
-    DATASETS = Path("/work/shared/datasets")
+from argosy.shared.envs import datasets_dir  # noqa: E402
+
+DATASETS = datasets_dir()
 RESULTS = ROOT / "bench" / "results"
 
 __all__ = ["main", "run_one", "generate_dcsbm_npy"]

@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 OUT = ROOT / "bench" / "results"
 WORK = Path("/tmp/argosy-bench-layers")
-DATASET = Path("/work/shared/datasets/soc-slashdot.npz")
+from argosy.shared.envs import datasets_dir  # noqa: E402
+
+DATASET = datasets_dir() / "soc-slashdot.npz"
 
 from pipeline import inprocess, pipeline  # noqa: E402
 

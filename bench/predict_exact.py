@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATASETS = Path(os.environ.get("ARGOSY_DATASETS", "/work/shared/datasets"))
+from argosy.shared.envs import datasets_dir  # noqa: E402
+
+DATASETS = datasets_dir()
 OUT = ROOT / "bench" / "results"
 MODELS = ("gcn", "gat", "sage", "torch_geometric.nn.models:GCN")
 

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("ARGOSY_DATASETS", ROOT.parent / "shared" / "datasets"))
-if not DATA.exists():
-    DATA = Path("/work/shared/datasets")
+from argosy.shared.envs import datasets_dir  # noqa: E402
+
+DATA = datasets_dir()
 
 
 def wide_split(name: str, out: Path) -> Path:

@@ -33,9 +33,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results"
-DATASETS = Path(os.environ.get("ARGOSY_DATASETS", ROOT.parent / "shared" / "datasets"))
-if not DATASETS.exists():
-    DATASETS = Path("/work/shared/datasets")
+from argosy.shared.envs import datasets_dir  # noqa: E402
+
+DATASETS = datasets_dir()
 
 
 def graph_path(name: str) -> Path:

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from argosy.shared import keys  # noqa: E402
+from argosy.shared.envs import datasets_dir  # noqa: E402
 from argosy.shared.coord import Coordinator  # noqa: E402
 from argosy.shared.protocol import PROTOCOL_VERSION  # noqa: E402
 from argosy.shared.redis_server import EmbeddedRedis  # noqa: E402
@@ -178,7 +179,7 @@ def attack(coord: Coordinator, proc: subprocess.Popen, msgs, big_once, seconds: 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=str(ROOT.parent / "shared" / "datasets" / "cora.npz"))
+    p.add_argument("--data", default=str(datasets_dir() / "cora.npz"))
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--loaders", type=int, default=2)
     p.add_argument("--trainers", type=int, default=2)

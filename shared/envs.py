@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 __all__ = ["REDIS_URL", "TORCH_THREADS", "LOG_LEVEL", "ADVERTISE_HOST", "BIND_HOST", "SPEC_WAIT", "PORT", "RANK",
            "DIST_URL", "CURVE_KEYS", "JOB", "HOST_LABEL", "LOCAL_STORE", "HOME", "LAUNCHER_PID", "METRICS_PORT",
            "REDIS_RETRIES", "NAMESPACE", "ROLE", "SERVICE_ID", "RELEASE", "DATASETS", "COMPOSE_PROJECT", "LOCAL_RANK", "HOSTNAME",
-           "EnvVar", "TABLE", "get", "torch_threads", "host_cores"]
+           "EnvVar", "TABLE", "get", "torch_threads", "host_cores", "datasets_dir"]
 
 REDIS_URL = "ARGOSY_REDIS_URL"
 """Redis URL used when ``--redis`` is not given (``redis://[:password@]host:port/db``)."""
@@ -144,3 +145,14 @@ def torch_threads() -> int:
         return n
     cores = host_cores()
     return 1 if os.getloadavg()[0] >= cores else cores
+
+
+def datasets_dir() -> Path:
+    """Where the benchmark datasets (``cora.npz``, ...) are, for every bench script and the tests:
+    ``$ARGOSY_DATASETS`` when set, else ``shared/datasets`` next to the repository, else
+    ``/work/shared/datasets`` (the checkout is a worktree elsewhere)."""
+    env = get(DATASETS)
+    if env:
+        return Path(env)
+    beside = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+    return beside if beside.exists() else Path("/work/shared/datasets")

@@ -9,11 +9,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-DATASETS = ROOT.parent / "shared" / "datasets"
-if not DATASETS.exists():
-    DATASETS = Path("/work/shared/datasets")
-
+from argosy.shared.envs import datasets_dir  # noqa: E402
 from argosy.shared.redis_server import EmbeddedRedis  # noqa: E402
+
+DATASETS = datasets_dir()
 from tests.graphs import random_graph  # noqa: E402
 
 
