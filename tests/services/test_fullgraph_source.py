@@ -61,3 +61,20 @@ def test_memory_breakdown_adds_up_to_the_peak():
     assert list(b) == ["peak", *MEMORY_PARTS]
     assert sum(b[k] for k in MEMORY_PARTS) == b["peak"] == 1000 and b["compute"] == 495
     assert memory_breakdown(200, 300, held)["compute"] == 0  # never negative
+
+
+def test_store_source_reads_float16_stores_into_strided_rows_and_refuses_truncated_files(tmp_path):
+    g, owner, _ = make_store(tmp_path, parts=2)
+    write_store(g, owner, tmp_path / "half", num_parts=2, feature_dtype="float16")
+    store = PartitionStore(tmp_path / "half")
+    plan = plan_from_store(store, "gcn")
+    src = StoreSource(store)
+    n0 = len(plan.own[0])
+    wide = np.zeros((n0, src.feature_dim + 3), np.float32)          # a strided destination
+    src.features_into(0, wide[:, :src.feature_dim])
+    assert np.array_equal(wide[:, :src.feature_dim], g.features[plan.own[0]].astype(np.float16).astype(np.float32))
+    assert not wide[:, src.feature_dim:].any()
+    path = tmp_path / "half" / store.manifest.parts[1].path / "features.npy"
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(StoreFormatError, match=r"truncated: [\d,]+ of [\d,]+ feature bytes"):
+        src.features_into(1, np.empty((len(plan.own[1]), src.feature_dim), np.float32))
