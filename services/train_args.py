@@ -55,7 +55,7 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                    help="node: node classification (default); link: link prediction, scoring vertex pairs "
                         "(needs an edge split: --edge-split or --val-edges/--test-edges; docs/link-prediction.md)")
     p.add_argument("--model", default=_default(T, "model"), metavar="sage|gcn|gat|MODULE:FACTORY",
-                   help=f"GNN (default {_default(T, 'model')}); MODULE:FACTORY is called as FACTORY(in_channels=, "
+                   help="GNN (default sage; gcn with --task link); MODULE:FACTORY is called as FACTORY(in_channels=, "
                         "hidden_channels=, num_layers=, out_channels=) and run as forward(x, edge_index) on each "
                         "batch's sampled subgraph, e.g. torch_geometric.nn.models:GraphSAGE")
     p.add_argument("--epochs", type=int, default=_default(T, "epochs") if epochs is None else epochs,
@@ -74,7 +74,7 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                         "drops its input features")
     p.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default {_per_model('lr')})")
     p.add_argument("--weight-decay", type=float, default=_default(T, "weight_decay"),
-                   help=f"default {_default(T, 'weight_decay')} (first layer only for gcn, as Kipf & Welling)")
+                   help="default 5e-4, 0 with --task link (first layer only for gcn, as Kipf & Welling)")
     p.add_argument("--fanouts", default=",".join(map(str, _default(S, "fanouts"))),
                    help=f"neighbours per hop, seeds' hop first (-1 = all); one hop per layer "
                         f"(default {','.join(map(str, _default(S, 'fanouts')))})")
@@ -166,9 +166,10 @@ def add_mode_args(p: argparse.ArgumentParser) -> None:
 
 def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     """Defaults that depend on other flags (per-model ones come from :data:`MODEL_DEFAULTS`)."""
-    if getattr(args, "model", None) is not None and hasattr(args, "hidden"):
-        t = TrainerConfig(model=args.model, hidden=args.hidden, dropout=args.dropout, lr=args.lr)
-        args.hidden, args.dropout, args.lr = t.hidden, t.dropout, t.lr
+    if hasattr(args, "hidden"):
+        t = TrainerConfig(model=args.model, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
+                          weight_decay=getattr(args, "weight_decay", None), task=getattr(args, "task", "node"))
+        args.model, args.hidden, args.dropout, args.lr, args.weight_decay = t.model, t.hidden, t.dropout, t.lr, t.weight_decay
     return args
 
 

@@ -88,11 +88,17 @@ MODEL_DEFAULTS: dict[str, dict] = {
 (Kipf & Welling for GCN, Velickovic et al. for GAT with 8 heads of 8, PyG's GraphSAGE example);
 ``custom`` is a ``MODULE:FACTORY`` model."""
 
+LINK_DEFAULTS: dict = {"model": "gcn", "hidden": 32, "dropout": 0.0, "lr": 0.01, "weight_decay": 0.0}
+"""Defaults of ``task="link"`` for the fields left at None (before :data:`MODEL_DEFAULTS`): GAE's
+settings (Kipf & Welling 2016: a GCN encoder, Adam 0.01, no dropout, no weight decay), which
+reach its published AUC/AP on Cora and Citeseer (docs/link-prediction.md)."""
+
 
 @dataclass
 class TrainerConfig:
-    model: str = "sage"
-    """``sage``, ``gcn``, ``gat``, or ``MODULE:FACTORY`` (a PyG-style model, see :mod:`shared.models`)."""
+    model: str | None = None
+    """``sage``, ``gcn``, ``gat``, or ``MODULE:FACTORY`` (a PyG-style model, see :mod:`shared.models`);
+    None = ``sage`` for node classification, ``gcn`` for link prediction (:data:`LINK_DEFAULTS`)."""
     task: str = "node"
     """``node`` (classify vertices) or ``link`` (score vertex pairs; the model's output, ``hidden``
     wide, is each vertex's embedding, see :class:`LinkConfig`)."""
@@ -107,7 +113,8 @@ class TrainerConfig:
     """Dropout on every layer's input (and on GAT's attention); None = the model's default."""
     lr: float | None = None
     """Adam learning rate; None = the model's default."""
-    weight_decay: float = 5e-4
+    weight_decay: float | None = None
+    """Adam weight decay; None = 5e-4 (node classification) or 0 (link prediction)."""
     epochs: int = 200
     """Most epochs to run; training usually stops earlier, see ``patience``. Bounds large graphs."""
     patience: int = 20
@@ -136,6 +143,9 @@ class TrainerConfig:
     def __post_init__(self):
         if self.task not in TASKS:
             raise ConfigError(f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
+        for name, value in (LINK_DEFAULTS if self.task == "link" else {"model": "sage", "weight_decay": 5e-4}).items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
         if self.model not in ("sage", "gcn", "gat") and ":" not in str(self.model):
             raise ConfigError(f"model must be sage, gcn, gat or MODULE:FACTORY (got {self.model!r})")
         for name, value in MODEL_DEFAULTS["custom" if ":" in self.model else self.model].items():
