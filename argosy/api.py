@@ -143,19 +143,33 @@ def train(data=None, *, config: str | None = None, **options) -> dict:
 
 
 def predict(run_dir: str | Path, out: str | Path | None = None, *, store: str | Path | None = None,
-            embeddings: bool = False) -> dict:
+            embeddings: bool = False, edges: str | Path | np.ndarray | None = None) -> dict:
     """Predictions for every vertex from a run's best checkpoint, with full neighbourhoods.
 
     With ``out`` the arrays are written there (``.npz``) and a summary is returned; without, the
     summary also holds the arrays: ``pred`` int64[n], ``logits`` float32[n, C] and, with
     ``embeddings=True``, ``embeddings`` float32[n, hidden].
+
+    A link-prediction run (``task="link"``) scores vertex pairs instead: ``edges`` (an ``(m, 2)``
+    array or ``.npy``; default: the store's test pairs, with their AUC/AP in the summary) give
+    ``scores`` float32[m] (logits) and ``edges`` int64[m, 2] (see :mod:`argosy.linkpredict`).
     """
     from argosy.inference import predict_store
-    if out is not None:
-        return predict_store(run_dir, out, store=store, embeddings=embeddings)
+    from argosy.linkpredict import is_link_run, predict_links
     with tempfile.TemporaryDirectory(prefix="argosy-predict-") as tmp:
+        if isinstance(edges, np.ndarray):
+            np.save(Path(tmp) / "edges.npy", edges)
+            edges = Path(tmp) / "edges.npy"
+        if is_link_run(run_dir):
+            run = lambda dest: predict_links(run_dir, dest, edges=edges, store=store, embeddings=embeddings)  # noqa: E731
+        elif edges is not None:
+            raise ConfigError(f"edges=: {run_dir} is a node-classification run (train with task='link')")
+        else:
+            run = lambda dest: predict_store(run_dir, dest, store=store, embeddings=embeddings)  # noqa: E731
+        if out is not None:
+            return run(out)
         path = Path(tmp) / "pred.npz"
-        res = predict_store(run_dir, path, store=store, embeddings=embeddings)
+        res = run(path)
         with np.load(path) as z:
             res.update({k: z[k] for k in z.files})
         res.pop("out")

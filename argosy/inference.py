@@ -58,6 +58,12 @@ def load_model(run_dir: str | Path, device: str | torch.device = "cpu") -> torch
     Built-in models are :class:`~argosy.shared.models.GNN` (``forward(x, blocks)``); a
     ``MODULE:FACTORY`` model is the factory's own module (e.g. PyG's ``forward(x, edge_index)``).
     """
+    from argosy.linkpredict import is_link_run, load_link_model
+    if is_link_run(run_dir):                 # a LinkModel: .embed(x, blocks), .score(z, pairs)
+        model, ck, cfg = load_link_model(run_dir, device)
+        model.argosy_info = {"epoch": ck["epoch"], "metrics": ck.get("metrics"), "config": json.loads(ck["spec"]),
+                             "checkpoint": ck["checkpoint"], "normalize_features": bool(cfg.trainer.normalize_features)}
+        return model
     model, info = load_checkpoint(run_dir, device)
     model = getattr(model, "inner", model)
     model.argosy_info = info            # epoch, accuracies, config, normalize_features: how it was trained

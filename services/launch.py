@@ -394,7 +394,11 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     pr = sub.add_parser("predict", help="predict every vertex with the best checkpoint of a run (full neighbourhoods)")
     pr.add_argument("run_dir", help="a run's directory (holds best.pt)")
-    pr.add_argument("--out", required=True, help="FILE.npz: pred int64[n], logits float32[n, C]")
+    pr.add_argument("--out", required=True, help="FILE.npz: pred int64[n], logits float32[n, C] (a link run: scores "
+                    "float32[m] and edges int64[m, 2] of the pairs)")
+    pr.add_argument("--edges", default=None, metavar="PAIRS.npy",
+                    help="a link-prediction run: score these (m, 2) vertex pairs (default: the store's test pairs, "
+                         "whose AUC/AP are then reported)")
     pr.add_argument("--embeddings", action="store_true", help="also write the last hidden layer (a MODULE:FACTORY model: "
                     "the input of its last layer, see docs/python-api.md)")
     pr.add_argument("--store", default=None, help="the store to predict on (default: the run's own)")
@@ -405,6 +409,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_predict(args) -> int:
     from argosy.inference import predict_store
+    from argosy.linkpredict import is_link_run, predict_links
+    if is_link_run(args.run_dir):
+        res = predict_links(args.run_dir, args.out, edges=args.edges, store=args.store, embeddings=args.embeddings)
+        print(json.dumps(res) if args.json else
+              f"wrote {res['out']}: scores of {res['pairs']:,} pairs (best epoch {res['best_epoch']})"
+              + (f"; test AUC {res['test_auc']:.4f} AP {res['test_ap']:.4f} (training reported "
+                 f"{res.get('run_test_auc')} / {res.get('run_test_ap')})" if "test_auc" in res else ""))
+        return 0
+    if args.edges:
+        raise ArgosyError(f"--edges: {args.run_dir} is a node-classification run (train with --task link)")
     res = predict_store(args.run_dir, args.out, store=args.store, embeddings=args.embeddings)
     if args.json:
         print(json.dumps(res))

@@ -76,13 +76,15 @@ def _write(path: Path, obj: dict, suffix: str) -> None:
 
 
 def save_best(run_dir: str | Path, state_dict: dict, *, epoch: int, val_accuracy: float, test_accuracy: float,
-              spec: str, in_dim: int, num_classes: int, num_layers: int, store: str) -> Path:
+              spec: str, in_dim: int, num_classes: int, num_layers: int, store: str,
+              metrics: dict | None = None) -> Path:
     """Atomically write the best-validation weights with what rebuilds the model (:func:`argosy.load_model`,
-    ``argosy predict``): the job spec and the model's shape.  Every training mode writes through here."""
+    ``argosy predict``): the job spec and the model's shape.  Every training mode writes through here.
+    ``metrics``: the epoch's other figures (a link job's ``val_auc``, ``test_auc``, ...; floats or None)."""
     path = best_path(run_dir)
     _write(path, {"format": BEST_FORMAT, "model": state_dict, "epoch": epoch, "val_accuracy": val_accuracy,
                   "test_accuracy": test_accuracy, "spec": spec, "in_dim": in_dim, "num_classes": num_classes,
-                  "num_layers": num_layers, "store": store}, ".tmp-best")
+                  "num_layers": num_layers, "store": store, "metrics": dict(metrics or {})}, ".tmp-best")
     return path
 
 

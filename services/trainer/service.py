@@ -125,7 +125,6 @@ class TrainerProc:
         m = self.store.manifest
         self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
                                 len(self.cfg.sampler.fanouts), seed=self.cfg.seed, link=self.cfg.link)
-        self.link = self.cfg.trainer.task == "link"
         retain_large_buffers()              # 33 MB batches reuse freed buffers instead of faulting in new pages
         # one libzmq I/O thread receives ~5 GB/s here; several loaders' connections spread over a few
         self.zctx = zmq.Context(io_threads=max(1, min(4, (os.cpu_count() or 1) // 4)))
@@ -139,6 +138,11 @@ class TrainerProc:
         self.start_epoch = 0
         self.resumed_from: int | None = None
         self.stopper, self.result = EarlyStopping(self.cfg.trainer.patience), {}
+
+    @property
+    def link(self) -> bool:
+        """A link-prediction job (``--task link``)."""
+        return self.cfg.trainer.task == "link"
 
     # ---- setup --------------------------------------------------------------------------------
     def init_distributed(self) -> None:
@@ -471,7 +475,8 @@ class TrainerProc:
         rundir.save_best(self.cfg.run_dir, self.core.user_model().state_dict(), epoch=epoch,
                          val_accuracy=rec["val_accuracy"], test_accuracy=rec["test_accuracy"], spec=self.cfg.to_json(),
                          in_dim=m.feature_dim, num_classes=self.core.out_dim,
-                         num_layers=len(self.cfg.sampler.fanouts), store=str(self.cfg.store))
+                         num_layers=len(self.cfg.sampler.fanouts), store=str(self.cfg.store),
+                         metrics={k: rec.get(k) for k in LINK_KEYS} if self.link else None)
 
     def _save_checkpoint(self, epoch: int) -> None:
         """Atomically write model, optimizer, RNG state and progress after ``epoch`` (rank 0)."""

@@ -31,6 +31,28 @@ def test_link_job_trains_every_training_edge_once_per_epoch(cora_path, tmp_path)
     best = torch.load(tmp_path / "run" / "best.pt", weights_only=True)
     assert json.loads(best["spec"])["trainer"]["task"] == "link"
     assert any(k.startswith("encoder.") for k in best["model"])
+    assert best["metrics"]["test_auc"] == res["test_auc"]
+
+    # slice 2: predict reproduces the test AUC training reported, from best.pt alone
+    pred = last_json(argosy("predict", str(tmp_path / "run"), "--out", str(tmp_path / "s.npz"), "--json"))
+    assert pred["test_auc"] == pytest.approx(res["test_auc"], abs=1e-6)
+    assert pred["test_ap"] == pytest.approx(res["test_ap"], abs=1e-6)
+    assert pred["run_test_auc"] == res["test_auc"]
+    with np.load(tmp_path / "s.npz") as z:
+        assert z["scores"].shape == (pred["pairs"],) and z["edges"].shape == (pred["pairs"], 2)
+    pairs = np.array([[0, 633], [1, 2], [5, 6]])
+    np.save(tmp_path / "pairs.npy", pairs)
+    cli = last_json(argosy("predict", str(tmp_path / "run"), "--edges", str(tmp_path / "pairs.npy"), "--embeddings",
+                           "--out", str(tmp_path / "p.npz"), "--json"))
+    assert cli["pairs"] == 3 and "test_auc" not in cli
+    import argosy as api
+    got = api.predict(tmp_path / "run", edges=pairs, embeddings=True)
+    with np.load(tmp_path / "p.npz") as z:
+        assert np.allclose(got["scores"], z["scores"]) and z["embeddings"].shape == (store.manifest.num_nodes, 32)
+    z = got["embeddings"]
+    assert np.allclose(got["scores"], (z[pairs[:, 0]] * z[pairs[:, 1]]).sum(1), atol=1e-4)   # the dot scorer
+    model = api.load_model(tmp_path / "run")
+    assert model.argosy_info["metrics"]["test_auc"] == res["test_auc"]
 
 
 def test_link_task_needs_an_edge_split(cora_path, tmp_path):

@@ -74,3 +74,18 @@ def test_early_stopping_state_round_trips_through_a_checkpoint():
     assert b == a
     b.load({"best_val": 0.6, "best_val_loss": 0.9, "since_best": 1})   # an older checkpoint
     assert b.low_loss == 0.9 and b.since_gain == 1
+
+
+def test_link_jobs_stop_on_their_chosen_metric():
+    from argosy.shared.config import LinkConfig
+    proc = _driver(patience=2)
+    proc.cfg = JobConfig(trainer=TrainerConfig(task="link", patience=2), link=LinkConfig(metric="ap"))
+    ran = []
+    # AP picks the best epoch (1); AUC's best (2) and the accuracy column do not
+    for epoch, (auc, ap) in enumerate([(0.7, 0.7), (0.8, 0.9), (0.95, 0.85), (0.9, 0.8), (0.99, 0.99)]):
+        if proc._patience_spent():
+            break
+        rec = {"val_accuracy": 0.5, "val_loss": 1.0, "val_auc": auc, "val_ap": ap, "test_accuracy": None}
+        proc._track_best(epoch, rec)
+        ran.append(epoch)
+    assert proc.result["best_epoch"] == 1 and proc.result["val_ap"] == 0.9 and ran == [0, 1, 2, 3]

@@ -1,0 +1,104 @@
+"""Scores out of a link-prediction run: ``argosy predict RUN --edges pairs.npy`` and ``--embeddings``.
+
+The run's ``best.pt`` holds the encoder and scorer (:class:`~argosy.shared.scorers.LinkModel`)
+and the job spec.  Every vertex's embedding is computed with full neighbourhoods on the run's
+store (the training graph: held-out edges are not in it, as in training's evaluation) by the same
+code as node predictions (:mod:`argosy.inference`: layer by layer for built-in models, exact
+``L``-hop neighbourhoods for ``MODULE:FACTORY`` models); a pair's score is the scorer on its two
+embeddings (a logit: ``sigmoid`` of it is the edge probability).  Without ``--edges`` the store's
+held-out test pairs are scored, and their AUC/AP are reported next to the ones training reported.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from argosy.shared.config import JobConfig
+from argosy.shared.errors import ArgosyError
+from argosy.shared.linkmetrics import link_metrics
+from argosy.shared.linkpred import load_pairs, part_pairs
+from argosy.shared.models import GNN, build_model
+from argosy.shared.rundir import load_best
+from argosy.shared.scorers import LinkModel, make_scorer
+from argosy.shared.store import PartitionStore
+from argosy.shared.usermodel import import_path
+
+__all__ = ["is_link_run", "load_link_model", "predict_links"]
+
+_PAIR_CHUNK = 1 << 18
+
+
+def is_link_run(run_dir: str | Path) -> bool:
+    _, ck = load_best(run_dir)
+    return JobConfig.from_json(ck["spec"]).trainer.task == "link"
+
+
+def load_link_model(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[LinkModel, dict, JobConfig]:
+    """The run's best :class:`LinkModel` in eval mode, its ``best.pt`` contents and its config."""
+    path, ck = load_best(run_dir, device)
+    cfg = JobConfig.from_json(ck["spec"])
+    t = cfg.trainer
+    with import_path(path.parent):
+        enc = build_model(t.model, int(ck["in_dim"]), t.hidden, int(ck["num_classes"]), int(ck["num_layers"]),
+                          t.dropout, heads=t.heads, aggregator=t.aggregator)
+    model = LinkModel(enc, make_scorer(cfg.link.scorer, t.hidden))
+    model.load_state_dict(ck["model"])
+    return model.to(device).eval(), {**ck, "checkpoint": str(path)}, cfg
+
+
+def test_pairs(store: PartitionStore) -> tuple[np.ndarray, np.ndarray]:
+    """Every held-out test pair of a link store and its label.  -> (int64[m, 2], uint8[m])."""
+    got = [part_pairs(store, p, "test") for p in range(store.num_parts)]
+    return np.concatenate([np.asarray(a) for a, _ in got]), np.concatenate([np.asarray(b) for _, b in got])
+
+
+@torch.no_grad()
+def predict_links(run_dir: str | Path, out: str | Path, edges: str | Path | None = None,
+                  store: str | Path | None = None, embeddings: bool = False) -> dict:
+    """Write ``scores`` (float32[m] logits) and ``edges`` (int64[m, 2]) for the pairs of ``edges`` (an
+    ``(m, 2)`` ``.npy``; default: the store's test pairs, with ``labels``), and ``embeddings``
+    (float32[n, hidden]) when asked, to ``out`` (.npz).  Returns a summary; for the test pairs it
+    holds ``test_auc``/``test_ap`` and the run's own ``run_test_auc``/``run_test_ap``."""
+    from argosy.inference import _khop, _layerwise
+    model, ck, cfg = load_link_model(run_dir)
+    st = PartitionStore(store or ck["store"])
+    if st.manifest.feature_dim != int(ck["in_dim"]):
+        raise ArgosyError(f"{st.root}: features have width {st.manifest.feature_dim}, the model expects {ck['in_dim']}")
+    out = Path(out)
+    if out.suffix != ".npz":
+        raise ArgosyError(f"--out {out}: scores are written as .npz")
+    n = st.manifest.num_nodes
+    labels = None
+    if edges is None:
+        pairs, labels = test_pairs(st)
+    else:
+        pairs = load_pairs(str(edges), n, "--edges")
+    normalize = bool(cfg.trainer.normalize_features)
+    with tempfile.TemporaryDirectory(prefix="argosy-predict-", dir=out.parent if out.parent.exists() else None) as tmp:
+        if isinstance(model.encoder, GNN):
+            z, _ = _layerwise(model.encoder, st, normalize, Path(tmp), False)
+        else:
+            z, _ = _khop(model.encoder, st, normalize, int(ck["num_layers"]), False)
+        z = torch.from_numpy(np.asarray(z, np.float32))
+        scores = np.empty(pairs.shape[0], np.float32)
+        for a in range(0, pairs.shape[0], _PAIR_CHUNK):
+            p = torch.from_numpy(pairs[a:a + _PAIR_CHUNK])
+            scores[a:a + _PAIR_CHUNK] = model.score(z, p).numpy()
+        arrays = {"scores": scores, "edges": pairs}
+        if labels is not None:
+            arrays["labels"] = labels
+        if embeddings:
+            arrays["embeddings"] = z.numpy()
+        part = out.with_name(out.name + ".part.npz")
+        np.savez(part, **arrays)
+        part.replace(out)
+    summary = {"out": str(out), "task": "link", "pairs": int(pairs.shape[0]), "n": n,
+               "checkpoint": ck["checkpoint"], "best_epoch": int(ck["epoch"])}
+    if labels is not None:
+        met = link_metrics(scores, labels, cfg.link.hits_k)
+        summary.update({f"test_{k}": v for k, v in met.items()})
+        summary.update({f"run_{k}": v for k, v in (ck.get("metrics") or {}).items() if k.startswith("test_")})
+    return summary
