@@ -62,8 +62,9 @@ def _is_path(x) -> bool:
 def graph_to_npz(data, path: Path, arrays: dict | None = None) -> Path:
     """Write an in-memory graph as an ``.npz`` edge list the partitioner reads.
 
-    ``data``: a PyG ``Data`` (``edge_index``, and ``x``, ``y``, ``*_mask`` when set), a scipy
-    sparse adjacency matrix (row -> column), or an integer array of edges, ``(m, 2)`` or ``(2, m)``.
+    ``data``: a PyG ``Data`` (``edge_index``, and ``x``, ``y``, ``*_mask``, ``edge_weight`` when set), a
+    scipy sparse adjacency matrix (row -> column; its values are edge weights unless all 1), or an
+    integer array of edges, ``(m, 2)`` or ``(2, m)``.
     ``arrays``: node arrays by name (``features``, ``labels``, masks), numpy or torch.
     """
     def np_(a):
@@ -73,6 +74,8 @@ def graph_to_npz(data, path: Path, arrays: dict | None = None) -> Path:
     if hasattr(data, "edge_index") and hasattr(data, "num_nodes"):            # torch_geometric.data.Data
         ei = np_(data.edge_index)
         out.update(src=ei[0], dst=ei[1], num_nodes=np.int64(data.num_nodes))
+        if getattr(data, "edge_weight", None) is not None:                    # kept in the store (docs/python-api.md)
+            out["edge_weight"] = np_(data.edge_weight).reshape(-1)
         for name, attr in (("features", "x"), ("labels", "y"), ("train_mask", "train_mask"),
                            ("val_mask", "val_mask"), ("test_mask", "test_mask")):
             v = getattr(data, attr, None)
@@ -83,6 +86,8 @@ def graph_to_npz(data, path: Path, arrays: dict | None = None) -> Path:
             raise ConfigError(f"argosy.train(data=...): an adjacency matrix must be square (got shape {data.shape})")
         coo = data.tocoo()
         out.update(src=coo.row, dst=coo.col, num_nodes=np.int64(data.shape[0]))
+        if coo.data.size and not np.all(coo.data == 1):                        # a weighted matrix: its values
+            out["edge_weight"] = np.asarray(coo.data)
     else:
         e = np_(data)
         if e.ndim != 2 or 2 not in e.shape or e.dtype.kind not in "iu":

@@ -47,7 +47,8 @@ def load_checkpoint(run_dir: str | Path, device: str | torch.device = "cpu") -> 
     model.to(device).eval()
     info = {k: ck[k] for k in ("epoch", "val_accuracy", "test_accuracy", "in_dim", "num_classes", "num_layers",
                                "store")}
-    info.update(config=json.loads(ck["spec"]), checkpoint=str(path), normalize_features=bool(t.normalize_features))
+    info.update(config=json.loads(ck["spec"]), checkpoint=str(path), normalize_features=bool(t.normalize_features),
+                edge_weights=bool(t.edge_weights))
     return model, info
 
 
@@ -97,17 +98,19 @@ class _Rows:
         return x
 
 
-def _degrees(store: PartitionStore) -> np.ndarray:
+def _degrees(store: PartitionStore, weighted: bool = False) -> np.ndarray:
+    """float32[n]: every vertex's degree (``weighted``: its sum of edge weights, as the sampler sends)."""
     deg = np.zeros(store.manifest.num_nodes, np.float32)
     for p in range(store.num_parts):
         pd = store.part(p)
-        deg[np.asarray(pd.nodes)] = np.diff(np.asarray(pd.indptr))
+        deg[np.asarray(pd.nodes)] = pd.weighted_degree if weighted else np.diff(np.asarray(pd.indptr))
     return deg
 
 
 def _chunks(store: PartitionStore):
-    """``(dst global ids, src local ids, dst local ids, nodes)`` per chunk of destination vertices:
-    full neighbour lists, destinations first in ``nodes``."""
+    """``(dst global ids, src local ids, dst local ids, nodes, weights)`` per chunk of destination
+    vertices: full neighbour lists, destinations first in ``nodes``; ``weights`` float32 aligned
+    with the edges (a weighted store) or None."""
     for p in range(store.num_parts):
         pd = store.part(p)
         indptr, owned = np.asarray(pd.indptr), np.asarray(pd.nodes)
@@ -122,23 +125,28 @@ def _chunks(store: PartitionStore):
             nodes = np.concatenate([dst, extra])
             order = np.argsort(nodes, kind="stable")
             src_local = order[np.searchsorted(nodes[order], nbrs)]
-            yield dst, src_local, dst_local, nodes
+            w = None if pd.edge_weight is None else np.array(pd.edge_weight[indptr[a]:indptr[b]], np.float32)
+            yield dst, src_local, dst_local, nodes, w
             a = b
 
 
 @torch.no_grad()
-def _layerwise(model: GNN, store: PartitionStore, normalize: bool, tmp: Path, embeddings: bool):
+def _layerwise(model: GNN, store: PartitionStore, normalize: bool, tmp: Path, embeddings: bool,
+               weighted: bool = False):
     n = store.manifest.num_nodes
     deg = torch.from_numpy(_degrees(store))
+    wdeg = torch.from_numpy(_degrees(store, True)) if weighted else None
     rows = _Rows(store, normalize=normalize)
     L = len(model.layers)
     emb = None
     for i in range(L):
         width = None
         out = None
-        for dst, src_local, dst_local, nodes in _chunks(store):
+        for dst, src_local, dst_local, nodes, w in _chunks(store):
+            idx = torch.from_numpy(nodes)
             h = model.layer_forward(i, rows(nodes), torch.from_numpy(src_local), torch.from_numpy(dst_local),
-                                    dst.shape[0], deg[torch.from_numpy(nodes)])
+                                    dst.shape[0], deg[idx], None,
+                                    torch.from_numpy(w) if weighted else None, wdeg[idx] if weighted else None)
             if out is None:
                 width = h.shape[1]
                 out = np.lib.format.open_memmap(tmp / f"h{i + 1}.npy", "w+", np.float32, (n, width))
@@ -209,7 +217,8 @@ def predict_store(run_dir: str | Path, out: str | Path, store: str | Path | None
     emb = None
     with tempfile.TemporaryDirectory(prefix="argosy-predict-", dir=out.parent if out.parent.exists() else None) as tmp:
         if isinstance(model, GNN):
-            logits, emb = _layerwise(model, st, info["normalize_features"], Path(tmp), embeddings)
+            logits, emb = _layerwise(model, st, info["normalize_features"], Path(tmp), embeddings,
+                                     weighted=bool(info["edge_weights"] and st.manifest.edge_weights))
         else:
             logits, emb = _khop(model, st, info["normalize_features"], info["num_layers"], embeddings)
         logits = np.asarray(logits, np.float32)

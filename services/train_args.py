@@ -65,6 +65,8 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                         f"{_default(T, 'patience')}; 0 = run all --epochs)")
     p.add_argument("--hidden", type=int, default=None, help=f"hidden width, per head for gat (default {_per_model('hidden')})")
     p.add_argument("--heads", type=int, default=_default(T, "heads"), help=f"gat: attention heads (default {_default(T, 'heads')})")
+    p.add_argument("--no-edge-weights", action="store_true",
+                   help="ignore the store's edge weights (by default GCN and SAGE use them when the store has them)")
     p.add_argument("--aggregator", choices=SAGE_AGGREGATORS, default=_default(T, "aggregator"),
                    help=f"sage: neighbour aggregator (default {_default(T, 'aggregator')}): mean = GraphSAGE-mean with a self "
                         "weight (PyG's SAGEConv); gcn = mean over the neighbourhood including the vertex, one weight "
@@ -103,7 +105,9 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                              ("--split", "SPLIT", "random:TRAIN,VAL,TEST (fractions of the labelled vertices, e.g. "
                               "random:0.6,0.2,0.2) or per-class:N,VAL,TEST (Planetoid: per-class:20,500,1000), "
                               "drawn with --seed and recorded in the store's manifest; or NAME: an OGB "
-                              "directory's split/NAME")):
+                              "directory's split/NAME"),
+                             ("--edge-weights", "W.npy|column", "edge weights: one per input edge row, or 'column' for a "
+                              "text edge list's third column (weights the file holds are kept without it)")):
         node.add_argument(flag, default=None, metavar=meta, help=text)
     node.add_argument("--directed", action="store_true", help="keep the input's arcs as given (default: symmetrise)")
     L = LinkConfig
@@ -264,6 +268,7 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
                               weight_decay=args.weight_decay, epochs=args.epochs, device=args.device,
                               work_factor=args.work_factor, normalize_features=args.normalize_features,
                               patience=args.patience, heads=args.heads, aggregator=args.aggregator,
+                              edge_weights=not getattr(args, "no_edge_weights", False),
                               simulate_gpu_step=getattr(args, "simulate_gpu_step", 0.0),
                               task=getattr(args, "task", "node")),
         link=LinkConfig(negatives=getattr(args, "negatives", 1), neg_sampler=getattr(args, "neg_sampler", "uniform"),
@@ -285,7 +290,7 @@ def node_data_flags(args: argparse.Namespace) -> list[str]:
     """The partitioner flags for ``--data``: node data, the symmetrisation choice, the edge limit."""
     out: list[str] = []
     for name in ("features", "labels", "train_mask", "val_mask", "test_mask", "split", "edge_split", "val_edges",
-                 "test_edges"):
+                 "test_edges", "edge_weights"):
         if getattr(args, name, None):
             out += ["--" + name.replace("_", "-"), str(getattr(args, name))]
     if getattr(args, "directed", False):

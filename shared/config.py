@@ -130,6 +130,9 @@ class TrainerConfig:
     """Epochs between checkpoints (0 = only at the end); a restarted trainer resumes from the last one."""
     reorder_window: int = 32
     """Batches that may wait for an earlier one so updates follow the plan order (reproducible runs)."""
+    edge_weights: bool = True
+    """Use the store's edge weights when it has them (GCN: weighted normalisation, SAGE: weighted
+    mean; GAT ignores them); False (``--no-edge-weights``) trains as if the store had none."""
     normalize_features: bool | None = None
     """Row-normalise input features to sum 1 (Kipf & Welling's preprocessing for bag-of-words
     features). None = decided before training: on when every stored feature is non-negative."""
@@ -324,4 +327,6 @@ class JobConfig:
             d.pop("link")                      # unused: node jobs keep their fingerprints
             d["trainer"].pop("task")
         d["trainer"].pop("prefetch")           # how far ingest runs ahead does not change results
+        if d["trainer"]["edge_weights"]:       # the default: fingerprints of earlier jobs stay the same
+            d["trainer"].pop("edge_weights")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 MAX_REQUEST_IDS = 1 << 22
 """Vertex ids one halo request may carry (a larger request is answered with ``too_large``)."""
-HALO_LIMITS = Limits(max_header_bytes=64 * 1024, max_frame_bytes=1 << 30, max_message_bytes=1 << 31, max_frames=4)
+HALO_LIMITS = Limits(max_header_bytes=64 * 1024, max_frame_bytes=1 << 30, max_message_bytes=1 << 31, max_frames=5)
 
 
 def check_request(req, serves: tuple[str, ...], assignment: np.ndarray, held: np.ndarray) -> np.ndarray:
@@ -318,12 +318,22 @@ class HaloClient:
             indptr = np.zeros(m + 1, np.int64)
             np.cumsum(lens, out=indptr[1:])
             indices = np.empty(indptr[-1] if what == "adjacency" else 0, dtype)
+            weighted = bool(results) and all(r.weighted_degrees.shape[0] == sel.size for sel, r in results)
+            wts = np.empty(indices.shape[0] if weighted else 0, np.float32)   # edge weights, when the store has them
+            wdeg = np.empty(m if weighted else 0, np.float32)
             if what == "adjacency":
                 for sel, r in results:
                     if r.indices.shape[0] != r.indptr[-1]:
                         raise RequestFailedError("halo adjacency: reply indices do not match its indptr")
                     scatter_csr(indptr, indices, sel, r.indptr, r.indices)
-            return AdjacencyRows(indptr=indptr, indices=indices)
+                    if weighted:
+                        if r.weights.shape != r.indices.shape:
+                            raise RequestFailedError("halo adjacency: reply weights do not match its indices")
+                        scatter_csr(indptr, wts, sel, r.indptr, r.weights)
+            if weighted:
+                for sel, r in results:
+                    wdeg[sel] = r.weighted_degrees
+            return AdjacencyRows(indptr=indptr, indices=indices, weights=wts, weighted_degrees=wdeg)
         feats = labels = None
         for sel, r in results:
             if not isinstance(r, FeatureRows):

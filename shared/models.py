@@ -77,7 +77,10 @@ class Blocks:
         hop_nodes: python list[H + 1]; degrees: float[N] full-graph degrees;
         edge_src, edge_dst: int32|int64[E] local ids; hop_edges: python list[H + 1];
         dst_ptr: python list[H] of int[hop_nodes[h-1] + 1], hop ``h``'s edges of each destination
-        (offsets within the hop; edges grouped by destination), or None: the layers build it.
+        (offsets within the hop; edges grouped by destination), or None: the layers build it;
+        edge_weight: float[E] aligned with edge_src, and weighted_degrees: float[N] full-graph sums
+        of each node's edge weights -- both None for an unweighted batch (GCN and SAGE use them,
+        GAT ignores them).
     """
 
     hop_nodes: list[int]
@@ -86,6 +89,8 @@ class Blocks:
     edge_dst: Tensor
     degrees: Tensor
     dst_ptr: list[Tensor] | None = None
+    edge_weight: Tensor | None = None
+    weighted_degrees: Tensor | None = None
 
     @property
     def num_hops(self) -> int:
@@ -100,19 +105,31 @@ class Blocks:
         """Hop ``h``'s CSR offsets over destinations, when the batch carries them."""
         return None if self.dst_ptr is None else self.dst_ptr[h - 1]
 
+    def hop_weight(self, h: int) -> Tensor | None:
+        """Hop ``h``'s edge weights (aligned with :meth:`hop`'s edges), when the batch is weighted."""
+        return None if self.edge_weight is None else self.edge_weight[self.hop_edges[h - 1]:self.hop_edges[h]]
+
     @classmethod
-    def full_graph(cls, indptr, indices, num_layers: int, device: str | torch.device = "cpu") -> "Blocks":
+    def full_graph(cls, indptr, indices, num_layers: int, device: str | torch.device = "cpu",
+                   edge_weight=None) -> "Blocks":
         """Every vertex, every edge, at every hop: a block model on a whole (small) graph in one call.
 
-        Shapes: indptr int[n + 1], indices int[E] (CSR, neighbours of row v are in-edges of v).
+        Shapes: indptr int[n + 1], indices int[E] (CSR, neighbours of row v are in-edges of v);
+        edge_weight float[E] aligned with indices, or None.
         """
         indptr = torch.as_tensor(indptr, dtype=torch.int64)
         n, E = indptr.shape[0] - 1, int(indptr[-1])
         dst = torch.repeat_interleave(torch.arange(n), indptr.diff())
         src = torch.as_tensor(indices, dtype=torch.int64)
+        ew = wdeg = None
+        if edge_weight is not None:
+            w = torch.as_tensor(edge_weight, dtype=torch.float32)
+            ew = w.repeat(num_layers).to(device)
+            wdeg = torch.zeros(n, dtype=torch.float64).index_add_(0, dst, w.double()).float().to(device)
         return cls(hop_nodes=[n] * (num_layers + 1), hop_edges=[h * E for h in range(num_layers + 1)],
                    edge_src=src.repeat(num_layers).to(device), edge_dst=dst.repeat(num_layers).to(device),
-                   degrees=indptr.diff().to(device, torch.float32), dst_ptr=[indptr.to(device)] * num_layers)
+                   degrees=indptr.diff().to(device, torch.float32), dst_ptr=[indptr.to(device)] * num_layers,
+                   edge_weight=ew, weighted_degrees=wdeg)
 
     def edge_index(self) -> Tensor:
         """The sampled subgraph as one PyG ``edge_index`` (row 0 source, row 1 target, local ids).
@@ -144,6 +161,22 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x * keep
 
 
+def _block_csr(src: Tensor, dst: Tensor, num_dst: int, ptr: Tensor | None, ew: Tensor | None):
+    """``(ptr, src, ew)`` of a block: edges grouped by destination (weights follow their edges)."""
+    if ptr is not None:
+        return ptr, src, ew
+    if ew is not None and dst.numel() and not bool((dst[1:] >= dst[:-1]).all()):
+        order = torch.argsort(dst, stable=True)
+        src, dst, ew = src[order], dst[order], ew[order]
+    ptr, src, _ = csr_ptr(src, dst, num_dst)
+    return ptr, src, ew
+
+
+def _wsum(h: Tensor, ptr: Tensor, src: Tensor, num_dst: int, ew: Tensor) -> Tensor:
+    """``out[v] = sum_e ew[e] h[src[e]]`` through the weighted CSR kernel (one head)."""
+    return segment_sum(h.unsqueeze(1), ptr, src, num_dst, ew.to(h.dtype).unsqueeze(1)).squeeze(1)
+
+
 class SAGEConv(nn.Module):
     """GraphSAGE layer.
 
@@ -151,6 +184,11 @@ class SAGEConv(nn.Module):
     ``aggr="gcn"`` (GraphSAGE-GCN, DGL's example default): ``W (h_v + sum_{u in N(v)} h_u) / (|N(v)| + 1) + b``,
     the mean over the neighbourhood *with* the vertex itself and one weight matrix; on small
     citation graphs it is the stronger of the two (DGL's figures on Cora: mean ~80.4, gcn ~83.4).
+
+    With edge weights ``w`` the mean is the weighted mean ``sum_u w_uv h_u / sum_u w_uv`` over the
+    sampled neighbours (``gcn``: ``(h_v + sum_u w_uv h_u) / (1 + sum_u w_uv)``, the vertex itself
+    weighing 1); unit weights give the unweighted layer.  DGL's ``SAGEConv(edge_weight=)`` divides
+    by the neighbour count instead; PyG's ``SAGEConv`` takes no weights.
 
     Shapes: x (num_src, F_in); src, dst int[E]; ptr int[num_dst + 1] (see :class:`Blocks`) -> (num_dst, F_out).
     """
@@ -169,14 +207,23 @@ class SAGEConv(nn.Module):
             nn.init.xavier_uniform_(self.lin_neigh.weight, gain=nn.init.calculate_gain("relu"))
 
     def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor,
-                ptr: Tensor | None = None) -> Tensor:
-        if ptr is None:
-            ptr, src, dst = csr_ptr(src, dst, num_dst)
-        cnt = ptr.diff().to(x.dtype)
+                ptr: Tensor | None = None, ew: Tensor | None = None, wdeg: Tensor | None = None) -> Tensor:
+        ptr, src, ew = _block_csr(src, dst, num_dst, ptr, ew)
         # The mean is linear, so project first when that shrinks the rows read per edge
         # (F_out instead of F_in): same result, less memory traffic for wide inputs.
         project_first = self.lin_neigh.out_features < self.lin_neigh.in_features
         h = self.lin_neigh(x) if project_first else x
+        if ew is not None:                      # weighted mean: the weights' sum replaces the count
+            agg = _wsum(h, ptr, src, num_dst, ew)
+            cnt = torch.zeros(num_dst, dtype=x.dtype, device=x.device).index_add_(
+                0, torch.repeat_interleave(torch.arange(num_dst, device=x.device), ptr.diff(), output_size=src.shape[0]),
+                ew.to(x.dtype))
+            if self.aggr == "gcn":
+                agg = (agg + h[:num_dst]) / (cnt + 1)[:, None]
+                return (agg if project_first else self.lin_neigh(agg)) + self.bias
+            agg = agg / torch.where(cnt > 0, cnt, torch.ones_like(cnt))[:, None]
+            return self.lin_self(x[:num_dst]) + (agg if project_first else self.lin_neigh(agg))
+        cnt = ptr.diff().to(x.dtype)
         agg = segment_sum(h, ptr, src, num_dst)
         if self.aggr == "gcn":
             agg = (agg + h[:num_dst]) / (cnt + 1)[:, None]
@@ -195,6 +242,10 @@ class GCNConv(nn.Module):
     are full-graph degrees and ``s_v`` the number of sampled neighbours of ``v``; with every
     neighbour sampled this is exactly ``D^-1/2 (A+I) D^-1/2 H W`` on the seeds.
 
+    With edge weights (``ew``, ``wdeg``): PyG's ``gcn_norm`` with ``edge_weight`` and self loops of
+    weight 1, ``h_v' = W (h_v/dw_v + (d_v/s_v) * sum_{u sampled} w_uv h_u / sqrt(dw_u dw_v))`` with
+    ``dw = 1 + `` the full-graph sum of a vertex's edge weights.
+
     Shapes: x (num_src, F_in); src, dst int[E]; ptr int[num_dst + 1] (see :class:`Blocks`) -> (num_dst, F_out).
     """
 
@@ -207,21 +258,21 @@ class GCNConv(nn.Module):
         nn.init.xavier_uniform_(self.lin.weight)
 
     def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor,
-                ptr: Tensor | None = None) -> Tensor:
-        if ptr is None:
-            ptr, src, dst = csr_ptr(src, dst, num_dst)
+                ptr: Tensor | None = None, ew: Tensor | None = None, wdeg: Tensor | None = None) -> Tensor:
+        ptr, src, ew = _block_csr(src, dst, num_dst, ptr, ew)
         # The layer is linear before the bias: project first when that narrows the rows aggregated,
         # else aggregate first and project only the destinations (DGL's GraphConv does the same).
         project_first = self.lin.out_features < self.lin.in_features
         if project_first:
             x = self.lin(x)
         deg = degrees[:x.shape[0]].to(x.dtype)
-        d1 = deg + 1.0
+        d1 = deg + 1.0 if ew is None else wdeg[:x.shape[0]].to(x.dtype) + 1.0
         sampled = ptr.diff().to(x.dtype)
         scale = torch.where(sampled > 0, deg[:num_dst] / sampled.clamp(min=1), torch.zeros_like(sampled))
         # the edge weight scale_v / sqrt(d1_u d1_v) splits into a source and a destination factor
         c = torch.rsqrt(d1)
-        out = segment_sum(x * c[:, None], ptr, src, num_dst) * (scale * c[:num_dst])[:, None]
+        agg = segment_sum(x * c[:, None], ptr, src, num_dst) if ew is None else _wsum(x * c[:, None], ptr, src, num_dst, ew)
+        out = agg * (scale * c[:num_dst])[:, None]
         out = out + x[:num_dst] / d1[:num_dst, None]
         return (out if project_first else self.lin(out)) + self.bias
 
@@ -252,7 +303,8 @@ class GATConv(nn.Module):
         nn.init.xavier_uniform_(self.att_dst)
 
     def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor,
-                ptr: Tensor | None = None) -> Tensor:
+                ptr: Tensor | None = None, ew: Tensor | None = None, wdeg: Tensor | None = None) -> Tensor:
+        # edge weights are ignored (attention learns its own; the trainer logs this once)
         if ptr is None:
             ptr, src, dst = csr_ptr(src, dst, num_dst)
         H, C = self.heads, self.out_dim
@@ -302,15 +354,16 @@ class GNN(nn.Module):
         self.dropout = dropout
 
     def layer_forward(self, i: int, h: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor,
-                      ptr: Tensor | None = None) -> Tensor:
+                      ptr: Tensor | None = None, ew: Tensor | None = None, wdeg: Tensor | None = None) -> Tensor:
         """Layer ``i`` with its input dropout and (but for the last layer) its activation.
 
         Mini-batch training, full-graph modes and layer-wise inference (``argosy predict``) all go
         through here, so they compute the same function.  ``ptr``: the block's CSR offsets over
-        destinations, when known (see :class:`Blocks`).
+        destinations, when known (see :class:`Blocks`); ``ew``/``wdeg``: the block's edge weights
+        and the sources' weighted degrees (a weighted batch).
         """
         h = dropout(h, self.dropout, self.training)
-        h = self.layers[i](h, src, dst, num_dst, degrees, ptr)
+        h = self.layers[i](h, src, dst, num_dst, degrees, ptr, ew, wdeg)
         if i < len(self.layers) - 1:
             h = F.elu(h) if self.kind == "gat" else F.relu(h)
         return h
@@ -323,7 +376,8 @@ class GNN(nn.Module):
         h = x[:blocks.hop_nodes[H]]
         for i in range(len(self.layers)):
             src, dst, num_src, num_dst = blocks.hop(H - i)
-            h = self.layer_forward(i, h, src, dst, num_dst, blocks.degrees, blocks.hop_ptr(H - i))
+            h = self.layer_forward(i, h, src, dst, num_dst, blocks.degrees, blocks.hop_ptr(H - i),
+                                   blocks.hop_weight(H - i), blocks.weighted_degrees)
         return h
 
 

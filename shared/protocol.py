@@ -30,8 +30,9 @@ __all__ = ["PROTOCOL_VERSION", "MsgKind", "Message", "SampledBatch", "FeatureBat
            "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS",
            "HaloRequest", "AdjacencyRows", "FeatureRows", "HALO_WHAT"]
 
-PROTOCOL_VERSION = 3
-"""2: SampledBatch carries dst_ptr (the blocks' CSR offsets); 3: and link_pairs (link prediction)."""
+PROTOCOL_VERSION = 4
+"""2: SampledBatch carries dst_ptr (the blocks' CSR offsets); 3: and link_pairs (link prediction);
+4: edge weights (SampledBatch.edge_weight, weighted_degrees; AdjacencyRows.weights, weighted_degrees)."""
 
 
 class MsgKind(IntEnum):
@@ -81,11 +82,14 @@ class SampledBatch(Message):
         so the trainer aggregates without building it (empty: not sent, the trainer builds it);
         link_pairs: int32[P, 3] ``(src, dst, label)`` of a link-prediction batch, local seed
         indices (empty ``(0, 3)`` for node classification).
+        edge_weight: float32[E] the store's weight of each sampled edge (the entry of ``edge_dst``'s
+        row for ``edge_src``) and weighted_degrees: float32[N] each node's full-graph sum of edge
+        weights -- both empty for an unweighted store or a job that ignores the weights.
     """
 
     KIND: ClassVar[MsgKind] = MsgKind.SAMPLED_BATCH
     ARRAYS: ClassVar[tuple[str, ...]] = ("nodes", "hop_nodes", "degrees", "edge_src", "edge_dst", "hop_edges",
-                                         "dst_ptr", "link_pairs")
+                                         "dst_ptr", "link_pairs", "edge_weight", "weighted_degrees")
     job: str = ""
     epoch: int = 0
     phase: str = "train"
@@ -108,6 +112,12 @@ class SampledBatch(Message):
     hop_edges: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     dst_ptr: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
     link_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int32))
+    edge_weight: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
+    weighted_degrees: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
+
+    @property
+    def weighted(self) -> bool:
+        return bool(self.weighted_degrees.shape[0])
 
     @property
     def num_seeds(self) -> int:
@@ -245,14 +255,17 @@ class AdjacencyRows(Message):
 
     Shapes:
         indptr: int64[m + 1] row offsets in request order; indices: int32|int64[indptr[-1]]
-        global neighbour ids (empty for ``degree``).
+        global neighbour ids (empty for ``degree``); weights: float32[indptr[-1]] aligned with
+        ``indices`` and weighted_degrees: float32[m] -- a weighted store's, else empty.
     """
 
     KIND: ClassVar[MsgKind] = MsgKind.ADJACENCY_ROWS
-    ARRAYS: ClassVar[tuple[str, ...]] = ("indptr", "indices")
+    ARRAYS: ClassVar[tuple[str, ...]] = ("indptr", "indices", "weights", "weighted_degrees")
     request_id: int = 0
     indptr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     indices: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    weights: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
+    weighted_degrees: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
 
 
 @dataclass

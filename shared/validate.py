@@ -40,6 +40,9 @@ _INT_DTYPES = {"nodes": "int64", "hop_nodes": "int64", "hop_edges": "int64", "de
                "edge_src": "int32", "edge_dst": "int32", "dst_ptr": "int32", "labels": "int64"}
 
 
+_WEIGHT_ARRAYS = ("edge_weight", "weighted_degrees")
+
+
 def _bad(msg: Message, what: str) -> InvalidMessageError:
     return InvalidMessageError(f"{type(msg).__name__} batch {getattr(msg, 'batch_id', '?')!r}: {what}")
 
@@ -121,8 +124,10 @@ def check_work_ref(b: SampledBatch, job: str, bounds: BatchBounds) -> None:
 
 def check_sampled_batch(b: SampledBatch, bounds: BatchBounds) -> None:
     """Shapes, dtypes, id ranges and hop structure of the blocks (see :class:`SampledBatch`)."""
-    for name in SampledBatch.ARRAYS[:-1]:        # link_pairs: check_link_pairs
+    for name in SampledBatch.ARRAYS:
         a = getattr(b, name)
+        if name in _WEIGHT_ARRAYS or name == "link_pairs":   # check_weight_arrays, check_link_pairs
+            continue
         if a.ndim != 1 or a.dtype.name != _INT_DTYPES[name]:
             raise _bad(b, f"{name} must be 1-d {_INT_DTYPES[name]} (got {a.ndim}-d {a.dtype})")
     H = bounds.hops if b.phase == "train" else bounds.eval_hops
@@ -167,6 +172,7 @@ def check_sampled_batch(b: SampledBatch, bounds: BatchBounds) -> None:
     if not 0 <= b.remote_neighbors <= E:
         raise _bad(b, f"remote_neighbors {b.remote_neighbors} outside [0, {E}]")
     check_link_pairs(b, bounds)
+    check_weight_arrays(b)
 
 
 def check_link_pairs(b: SampledBatch, bounds: BatchBounds) -> None:
@@ -189,6 +195,21 @@ def check_link_pairs(b: SampledBatch, bounds: BatchBounds) -> None:
         raise _bad(b, "link_pairs labels must be 0 or 1")
     if np.count_nonzero(np.bincount(ends.reshape(-1), minlength=S)) != S:
         raise _bad(b, "has seeds that are no pair's endpoint")
+
+
+def check_weight_arrays(b: SampledBatch) -> None:
+    """Edge weights: both absent, or float32, one per edge and one weighted degree per node, finite and >= 0."""
+    w, wd = b.edge_weight, b.weighted_degrees
+    if not w.shape[0] and not wd.shape[0]:
+        return
+    N, E = b.nodes.shape[0], b.edge_src.shape[0]
+    if w.ndim != 1 or w.dtype.name != "float32" or w.shape[0] != E:
+        raise _bad(b, f"edge_weight must be float32[{E}] (one per edge; got {w.dtype}{list(w.shape)})")
+    if wd.ndim != 1 or wd.dtype.name != "float32" or wd.shape[0] != N:
+        raise _bad(b, f"weighted_degrees must be float32[{N}] (one per node; got {wd.dtype}{list(wd.shape)})")
+    for name, a in (("edge_weight", w), ("weighted_degrees", wd)):
+        if a.size and not (np.isfinite(a).all() and (a >= 0).all()):
+            raise _bad(b, f"{name} holds a value that is not finite and >= 0")
 
 
 def check_dst_ptr(b: SampledBatch) -> None:

@@ -11,6 +11,7 @@ Example:
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable
 
@@ -24,10 +25,12 @@ from argosy.shared.halo_cache import AdjacencyCache
 from argosy.shared.plan import WorkItem, mix_seed, split_order
 from argosy.shared.protocol import AdjacencyRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
-from argosy.services.sampler.kernels import PartTable, init_state, sample_hop, seed_nodes
+from argosy.services.sampler.kernels import PartTable, edge_weights, init_state, sample_hop, seed_nodes
 from argosy.services.sampler.link import sample_link_item
 
 __all__ = ["SamplerCore"]
+
+logger = logging.getLogger(__name__)
 
 Fetch = Callable[[str, np.ndarray, int], AdjacencyRows]
 
@@ -54,16 +57,23 @@ class SamplerCore:
         cache_bytes: budget of the halo row cache.
         link: link prediction's settings: work items are then ranges of edges or pairs
             (:mod:`services.sampler.link`); None = node classification.
+        edge_weights: send each sampled edge's weight and each node's weighted degree when the
+            store has weights (``SampledBatch.edge_weight``); False ignores them.  With weights the
+            halo row cache is off (it holds no weights).
     """
 
     def __init__(self, store: PartitionStore, served_parts: list[int] | None = None, seed: int = 0,
                  held_parts: list[int] | None = None, fetch: Fetch | None = None, cache_bytes: int = 0,
-                 link: LinkConfig | None = None):
+                 link: LinkConfig | None = None, edge_weights: bool = True):
         self.store = store
         self.seed = seed
         self.link = link
         self.task = "node" if link is None else "link"
         self.fetch = fetch
+        self.weighted = bool(edge_weights and store.manifest.edge_weights)
+        if self.weighted and cache_bytes:
+            logger.info("edge weights: the halo row cache is off (it does not hold weights)")
+            cache_bytes = 0
         self.cache_bytes = cache_bytes
         k = store.num_parts
         self._dtype = np.dtype(store.manifest.index_dtype)
@@ -74,12 +84,18 @@ class SamplerCore:
         self._tick = 0
         self._orders: dict[tuple, np.ndarray] = {}
         self._loaded: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._wloaded: dict[int, np.ndarray] = {}
+        self._wdeg = np.full(n, np.nan, np.float32) if self.weighted else None
+        """float32[n]: weighted degree of the vertices of held parts (NaN elsewhere)."""
         self.held = np.zeros(k, np.bool_)
         self.cache: AdjacencyCache | None = None
         self.stats = {"halo_cache_hits": 0.0, "halo_cache_misses": 0.0}
         self._scratch: tuple | None = None
         if held_parts is None:
             self.held[:] = True
+            if self.weighted:
+                for p in range(k):
+                    self._load_weights(p)
             self._set_topology([np.asarray(store.part(p).indptr).astype(np.int64, copy=False) for p in range(k)],
                                [np.asarray(store.part(p).indices) for p in range(k)])
         else:
@@ -93,7 +109,10 @@ class SamplerCore:
         k = self.store.num_parts
         parts = sorted(int(p) for p in parts)
         self._loaded = {p: v for p, v in self._loaded.items() if p in parts}
+        self._wloaded = {p: v for p, v in self._wloaded.items() if p in parts}
         for p in parts:
+            if self.weighted and p not in self._wloaded:
+                self._load_weights(p)
             if p not in self._loaded:
                 a = self.store.read_part(p, ("indptr", "indices"))     # memory-mapped: shared by the host's samplers
                 self._loaded[p] = (_read_only(a["indptr"].astype(np.int64, copy=False)),
@@ -110,6 +129,12 @@ class SamplerCore:
         self.cache = AdjacencyCache(self._assign.shape[0], self.cache_bytes, self._dtype) \
             if self.cache_bytes and not self.held.all() else None
 
+    def _load_weights(self, p: int) -> None:
+        """Part ``p``'s edge weights (memory-mapped) and its vertices' weighted degrees."""
+        a = self.store.read_part(p, ("edge_weight", "weighted_degree", "nodes"))
+        self._wloaded[p] = _read_only(np.ascontiguousarray(a["edge_weight"], np.float32))
+        self._wdeg[np.asarray(a["nodes"])] = a["weighted_degree"]
+
     def _set_topology(self, indptr: list[np.ndarray], indices: list[np.ndarray], held: np.ndarray | None = None) -> None:
         """Swap in the per-part CSR arrays (``held`` defaults to :attr:`held`): the typed lists the
         halo server reads and the address table the sampling kernels read, never edited in place."""
@@ -117,6 +142,11 @@ class SamplerCore:
         self._topo = PartTable(indptr, indices, held)
         self._dtype = self._topo.dtype
         self._indptr, self._indices = typed.List(indptr), typed.List(indices)
+        if self.weighted:                    # weights laid out like indices: same table, same addresses
+            empty = _read_only(np.empty(0, np.float32))
+            wts = [self._wloaded.get(p, empty) if held[p] else empty for p in range(len(indptr))]
+            self._wtab = PartTable(indptr, [w.view(np.int32) for w in wts], held)
+            self._weights = typed.List(wts)
 
     @property
     def held_parts(self) -> list[int]:
@@ -134,9 +164,12 @@ class SamplerCore:
         """Answer another sampler's request for rows (``adjacency``) or degrees (``degree``) held here."""
         parts = check_request(req, ("adjacency", "degree"), self._assign, self.held)
         ids = req.ids
-        indptr, indices = gather_csr_rows(self._indptr, self._indices, parts.astype(np.int64),
-                                          self._local[ids].astype(np.int64), req.what == "degree")
-        return AdjacencyRows(indptr=indptr, indices=indices)
+        parts, locs = parts.astype(np.int64), self._local[ids].astype(np.int64)
+        indptr, indices = gather_csr_rows(self._indptr, self._indices, parts, locs, req.what == "degree")
+        if not self.weighted:
+            return AdjacencyRows(indptr=indptr, indices=indices)
+        _, w = gather_csr_rows(self._indptr, self._weights, parts, locs, req.what == "degree")
+        return AdjacencyRows(indptr=indptr, indices=indices, weights=w, weighted_degrees=self._wdeg[ids])
 
     # ---- sampling ------------------------------------------------------------------------------
     def seeds_for(self, item: WorkItem) -> np.ndarray:
@@ -150,8 +183,11 @@ class SamplerCore:
                                                     task=self.task)
         return order[item.offset:item.offset + item.count]
 
-    def _resolve(self, lo: int, hi: int, nodes, degrees, nstart, halo: np.ndarray, rows: bool, epoch: int):
-        """Fill in degree (and, with ``rows``, the halo offset) of nodes[lo:hi] held elsewhere."""
+    def _resolve(self, lo: int, hi: int, nodes, degrees, nstart, halo: np.ndarray, rows: bool, epoch: int,
+                 wb: dict | None = None):
+        """Fill in degree (and, with ``rows``, the halo offset) of nodes[lo:hi] held elsewhere.
+
+        ``wb`` (weighted): ``{"w": [halo weight pieces], "wdeg": {global id: weighted degree}}``."""
         unres = lo + np.flatnonzero(degrees[lo:hi] < 0)
         if unres.size == 0:
             return halo
@@ -178,6 +214,14 @@ class SamplerCore:
             rep = self.fetch("adjacency" if rows else "degree", ids[miss], epoch)
             sel = unres[miss]
             degrees[sel] = np.diff(rep.indptr)
+            if wb is not None:
+                if rep.weighted_degrees.shape[0] != sel.shape[0] or (rows and rep.weights.shape != rep.indices.shape):
+                    raise RequestFailedError(f"a halo reply for {sel.shape[0]} vertices carries no edge weights "
+                                             "(a peer that ignores them, or an unweighted store)")
+                wb["ids"].append(ids[miss])
+                wb["wdeg"].append(rep.weighted_degrees)
+                if rows:
+                    wb["w"].append(rep.weights)
             if rows:
                 nstart[sel] = off + rep.indptr[:-1]
                 pieces.append(rep.indices.astype(self._dtype, copy=False))
@@ -221,8 +265,9 @@ class SamplerCore:
         hop_nodes[0] = count
         local = bool(self.held.all())                   # nothing to fetch
         halo = np.empty(0, topo.dtype)
+        wb = {"w": [], "wdeg": [], "ids": []} if self.weighted and not local else None
         if not local:
-            halo = self._resolve(0, count, nodes, degrees, nstart, halo, H > 0, epoch)
+            halo = self._resolve(0, count, nodes, degrees, nstart, halo, H > 0, epoch, wb)
         ecount = remote = 0
         for h in range(H):
             before = count
@@ -232,12 +277,34 @@ class SamplerCore:
             remote += r
             hop_nodes[h + 1], hop_edges[h + 1] = count, ecount
             if not local:
-                halo = self._resolve(before, count, nodes, degrees, nstart, halo, h + 1 < H, epoch)
+                halo = self._resolve(before, count, nodes, degrees, nstart, halo, h + 1 < H, epoch, wb)
         self._scratch = (nodes, degrees, npart, nstart, esrc, edst)
-        return SampledBatch(nodes=nodes[:count].copy(), hop_nodes=hop_nodes, degrees=degrees[:count].copy(),
-                            edge_src=esrc[:ecount].copy(), edge_dst=edst[:ecount].copy(), hop_edges=hop_edges,
-                            dst_ptr=dst_ptr(degrees, hop_nodes, fanouts), remote_neighbors=int(remote),
-                            sample_seconds=time.perf_counter() - t0)
+        out = SampledBatch(nodes=nodes[:count].copy(), hop_nodes=hop_nodes, degrees=degrees[:count].copy(),
+                           edge_src=esrc[:ecount].copy(), edge_dst=edst[:ecount].copy(), hop_edges=hop_edges,
+                           dst_ptr=dst_ptr(degrees, hop_nodes, fanouts), remote_neighbors=int(remote))
+        if self.weighted:
+            self._add_weights(out, npart, nstart, halo, wb)
+        out.sample_seconds = time.perf_counter() - t0
+        return out
+
+    def _add_weights(self, out: SampledBatch, npart, nstart, halo: np.ndarray, wb: dict | None) -> None:
+        """Each sampled edge's stored weight and each node's weighted degree (see :class:`SampledBatch`)."""
+        halo_w = np.concatenate(wb["w"]) if wb and wb["w"] else np.empty(0, np.float32)
+        if halo_w.shape[0] != halo.shape[0]:
+            raise RequestFailedError(f"halo rows hold {halo.shape[0]} entries but {halo_w.shape[0]} weights")
+        w = np.empty(out.edge_src.shape[0], np.float32)
+        edge_weights(out.edge_src, out.edge_dst, out.nodes, npart, nstart, out.degrees, self._topo.ind_addr,
+                     self._wtab.ind_addr, halo, halo_w, w)
+        wd = self._wdeg[out.nodes]
+        if wb and wb["ids"]:
+            ids = np.concatenate(wb["ids"])
+            vals = np.concatenate(wb["wdeg"]).astype(np.float32, copy=False)
+            o = np.argsort(ids, kind="stable")
+            pos = np.searchsorted(ids[o], out.nodes)
+            pos = np.minimum(pos, ids.shape[0] - 1)
+            hit = ids[o][pos] == out.nodes
+            wd[hit] = vals[o][pos[hit]]
+        out.edge_weight, out.weighted_degrees = w, wd
 
     def _next_tick(self) -> int:
         """A fresh stamp for the de-duplication slots (see :mod:`kernels`)."""

@@ -27,7 +27,7 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["PartTable", "seed_nodes", "sample_hop", "init_state"]
+__all__ = ["PartTable", "seed_nodes", "sample_hop", "init_state", "edge_weights"]
 
 _MASK32 = np.int64(0xFFFFFFFF)
 
@@ -195,3 +195,30 @@ def sample_hop(f, count, ecount, nodes, degrees, npart, nstart, esrc, edst, ptr_
     for e in range(e0, ecount):
         remote += not served[npart[esrc[e]]]
     return nodes, degrees, npart, nstart, esrc, edst, count, ecount, remote
+
+
+@njit(cache=True)
+def edge_weights(esrc, edst, nodes, npart, nstart, degrees, ind_addr, wt_addr, halo, halo_w, out):
+    """``out[e]``: the stored weight of sampled edge ``e`` -- the entry of its destination's row
+    for its source, found by binary search (rows are sorted), in the held part's arrays
+    (``ind_addr``/``wt_addr``) or in the fetched ``halo``/``halo_w`` rows.  Runs once per batch
+    after sampling, so the sampling loop itself is the same with and without weights."""
+    halo_addr = np.int64(halo.ctypes.data)
+    hw_addr = np.int64(halo_w.ctypes.data)
+    for e in range(esrc.shape[0]):
+        j = edst[e]
+        u = nodes[esrc[e]]
+        start = nstart[j]
+        d = np.int64(degrees[j])
+        a = ind_addr[npart[j]]
+        wa = wt_addr[npart[j]]
+        nbr = carray(_voidptr(a if a != 0 else halo_addr), start + d, halo.dtype)
+        wt = carray(_voidptr(wa if a != 0 else hw_addr), start + d, np.float32)
+        lo, hi = start, start + d
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if nbr[mid] < u:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[e] = wt[lo]

@@ -100,7 +100,8 @@ class DeviceBatch:
             self.ready, self.owned = None, []
 
 
-_STAGED = ("features", "edge_src", "edge_dst", "degrees", "labels", "dst_ptr", "link_pairs")
+_STAGED = ("features", "edge_src", "edge_dst", "degrees", "labels", "dst_ptr", "link_pairs", "edge_weight",
+           "weighted_degrees")
 """The arrays of a FeatureBatch a step reads, in the order they are packed for one copy."""
 
 
@@ -205,9 +206,10 @@ class TrainerCore:
         side = staging is not None and dev.type == "cuda"
         arrays = [getattr(fb, n) for n in _STAGED]
         if side:
-            feats, src, dst, deg, y, ptr, pairs = staging.copy(arrays)
+            feats, src, dst, deg, y, ptr, pairs, ew, wdeg = staging.copy(arrays)
         else:
-            feats, src, dst, deg, y, ptr, pairs = (torch.from_numpy(np.asarray(a)).to(dev, non_blocking=True) for a in arrays)
+            feats, src, dst, deg, y, ptr, pairs, ew, wdeg = (torch.from_numpy(np.asarray(a)).to(dev, non_blocking=True)
+                                                             for a in arrays)
         with torch.cuda.stream(staging.stream) if side else nullcontext():
             x = feats.float()
             if side and not staging.finish(x):
@@ -217,7 +219,8 @@ class TrainerCore:
             hop_nodes = fb.hop_nodes.tolist()          # the sampler's CSR offsets, one slice per hop (if sent)
             ptrs = ptr.split([n + 1 for n in hop_nodes[:-1]]) if ptr.shape[0] else None
             blocks = Blocks(hop_nodes=hop_nodes, hop_edges=fb.hop_edges.tolist(),
-                            edge_src=src.long(), edge_dst=dst.long(), degrees=deg.float(), dst_ptr=ptrs)
+                            edge_src=src.long(), edge_dst=dst.long(), degrees=deg.float(), dst_ptr=ptrs,
+                            edge_weight=ew if wdeg.shape[0] else None, weighted_degrees=wdeg if wdeg.shape[0] else None)
             b = DeviceBatch(x=x, blocks=blocks, y=y, count=int(np.count_nonzero(np.asarray(fb.labels) >= 0)))
             if self.link is not None:
                 b.pairs, b.count = pairs.long(), int(fb.link_pairs.shape[0])

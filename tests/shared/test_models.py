@@ -272,3 +272,83 @@ def test_dropout_keeps_the_expectation_and_drops_a_fraction_p():
     torch.testing.assert_close(x.grad, y.detach())                      # gradient: the same mask and scale
     assert dropout(x, 0.6, False) is x and dropout(x, 0.0, True) is x
     assert not dropout(x, 1.0, True).any()
+
+
+def _per_edge_weighted(layer, x, src, dst, num_dst, degrees, ew, wdeg):
+    """The weighted layers written edge by edge: PyG's gcn_norm with edge_weight (self loop 1) and
+    SAGE's weighted mean sum(w x) / sum(w)."""
+    src, dst = src.long(), dst.long()
+    zeros = lambda *s: torch.zeros(*s, dtype=x.dtype)
+    if isinstance(layer, SAGEConv):
+        h = layer.lin_neigh(x)
+        wsum = zeros(num_dst).index_add_(0, dst, ew)
+        agg = zeros(num_dst, h.shape[1]).index_add_(0, dst, h[src] * ew[:, None])
+        if layer.aggr == "gcn":
+            return (agg + h[:num_dst]) / (wsum + 1)[:, None] + layer.bias
+        return layer.lin_self(x[:num_dst]) + agg / torch.where(wsum > 0, wsum, torch.ones_like(wsum))[:, None]
+    x = layer.lin(x)
+    d1 = wdeg.to(x.dtype) + 1.0
+    sampled = torch.bincount(dst, minlength=num_dst).to(x.dtype)
+    scale = torch.where(sampled > 0, degrees[:num_dst].to(x.dtype) / sampled.clamp(min=1), torch.zeros_like(sampled))
+    w = scale[dst] * ew * torch.rsqrt(d1[src] * d1[dst])
+    return zeros(num_dst, x.shape[1]).index_add_(0, dst, x[src] * w[:, None]) + x[:num_dst] / d1[:num_dst, None] \
+        + layer.bias
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+@pytest.mark.parametrize("kind", ["sage-mean", "sage-gcn", "gcn", "gcn-project"])
+@pytest.mark.parametrize("shape", [(30, 12, 90, ()), (30, 12, 90, (0, 5, 11)), (9, 4, 0, ())],
+                         ids=["random", "isolated", "no-edges"])
+def test_weighted_layers_equal_the_per_edge_formula(monkeypatch, backend, kind, shape):
+    """Edge weights through the CSR kernels: output and every gradient as the per-edge formula;
+    a zero weight (an edge that carries nothing) included."""
+    monkeypatch.setattr(aggregate, "BACKEND", backend)
+    torch.manual_seed(3)
+    num_src, num_dst, num_edges, isolated = shape
+    in_dim = 24 if kind in ("sage-mean", "gcn-project") else 7
+    layer = LAYERS[kind](in_dim, 10).double()
+    src, dst, degrees = _block(num_src, num_dst, num_edges, isolated)
+    ew = torch.rand(src.shape[0], dtype=torch.float64) * 3
+    if ew.numel():
+        ew[0] = 0.0
+    wdeg = torch.rand(num_src, dtype=torch.float64) * 5 + torch.zeros(num_src, dtype=torch.float64).index_add_(0, dst, ew)
+    x = torch.randn(num_src, in_dim, dtype=torch.float64, requires_grad=True)
+    got = layer(x, src, dst, num_dst, degrees, None, ew, wdeg)
+    want = _per_edge_weighted(layer, x, src, dst, num_dst, degrees, ew, wdeg)
+    torch.testing.assert_close(got, want)
+    gout = torch.randn_like(want)
+    grads = torch.autograd.grad(got, [x] + list(layer.parameters()), gout, allow_unused=True)
+    wants = torch.autograd.grad(want, [x] + list(layer.parameters()), gout, allow_unused=True)
+    for a, b in zip(grads, wants):
+        torch.testing.assert_close(a if a is not None else torch.zeros_like(b), b if b is not None else torch.zeros_like(a))
+    perm = torch.randperm(src.shape[0])                  # weights follow their edges when the layer sorts them
+    torch.testing.assert_close(layer(x, src[perm], dst[perm], num_dst, degrees, None, ew[perm], wdeg), got)
+    if kind.startswith("sage") or not isolated:          # unit weights give the unweighted layer
+        ones = torch.ones_like(ew)
+        unit_deg = degrees.double() if kind.startswith("gcn") else wdeg
+        torch.testing.assert_close(layer(x, src, dst, num_dst, degrees, None, ones, unit_deg),
+                                   layer(x, src, dst, num_dst, degrees))
+
+
+def test_weighted_gcn_on_the_whole_graph_is_pyg_gcn_norm():
+    """Every neighbour, weighted: D_w^-1/2 (A_w + I) D_w^-1/2 X W + b with dense matrices."""
+    from argosy.shared.graphio import csr_from_edges
+    from argosy.shared.models import Blocks
+    rng = np.random.default_rng(0)
+    n = 25
+    g = csr_from_edges(rng.integers(0, n, 80), rng.integers(0, n, 80), n, weights=rng.random(80) * 2)
+    A = np.zeros((n, n))
+    A[np.repeat(np.arange(n), np.diff(g.indptr)), g.indices] = g.edge_weight   # row v: in-edges of v
+    A_hat = A + np.eye(n)
+    d = A_hat.sum(1)
+    norm = torch.from_numpy(A_hat / np.sqrt(np.outer(d, d)))
+    torch.manual_seed(0)
+    model = GNN("gcn", 6, 8, 3, 2, dropout=0.0).double().eval()
+    x = torch.randn(n, 6, dtype=torch.float64)
+    blocks = Blocks.full_graph(g.indptr, g.indices, 2, edge_weight=g.edge_weight)
+    blocks.weighted_degrees = blocks.weighted_degrees.double()
+    h = x
+    for i, layer in enumerate(model.layers):
+        h = norm @ layer.lin(h) + layer.bias
+        h = torch.relu(h) if i == 0 else h
+    torch.testing.assert_close(model(x, blocks), h)

@@ -56,6 +56,9 @@ def run(job: JobConfig, fg: FullGraphConfig) -> dict:
     if not job.store:
         raise ConfigError("full-graph training needs a partitioned store (--store DIR, or --data FILE to partition)")
     check_trainable(job.store, job)  # refuses a store without features/labels/splits; resolves normalisation
+    if job.trainer.edge_weights and PartitionStore(job.store).manifest.edge_weights:
+        raise ConfigError(f"{job.store} has edge weights, which the full-graph modes do not use yet; train in "
+                          "mini-batch mode (the default), or pass --no-edge-weights to train without them")
     out: dict = {"mode": fg.mode, "model": job.trainer.model, "store": job.store,
                  "normalize_features": job.trainer.normalize_features}
     made: list[str] = []
