@@ -205,15 +205,22 @@ def edge_weights(esrc, edst, nodes, npart, nstart, degrees, ind_addr, wt_addr, h
     after sampling, so the sampling loop itself is the same with and without weights."""
     halo_addr = np.int64(halo.ctypes.data)
     hw_addr = np.int64(halo_w.ctypes.data)
+    last = -1
+    start = np.int64(0)
+    d = np.int64(0)
+    nbr = carray(_voidptr(halo_addr), 0, halo.dtype)
+    wt = carray(_voidptr(hw_addr), 0, np.float32)
     for e in range(esrc.shape[0]):
         j = edst[e]
+        if j != last:                          # edges come grouped by destination: one row lookup each
+            last = j
+            start = nstart[j]
+            d = np.int64(degrees[j])
+            a = ind_addr[npart[j]]
+            wa = wt_addr[npart[j]]
+            nbr = carray(_voidptr(a if a != 0 else halo_addr), start + d, halo.dtype)
+            wt = carray(_voidptr(wa if a != 0 else hw_addr), start + d, np.float32)
         u = nodes[esrc[e]]
-        start = nstart[j]
-        d = np.int64(degrees[j])
-        a = ind_addr[npart[j]]
-        wa = wt_addr[npart[j]]
-        nbr = carray(_voidptr(a if a != 0 else halo_addr), start + d, halo.dtype)
-        wt = carray(_voidptr(wa if a != 0 else hw_addr), start + d, np.float32)
         lo, hi = start, start + d
         while lo < hi:
             mid = (lo + hi) >> 1
