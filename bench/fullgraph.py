@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -289,6 +290,64 @@ def section_sar(data: str, epochs: int, common: list[str], mem_ref: dict | None)
 
 
 # ---------------------------------------------------------------------------- report
+def section_cgroup(sizes: list[int], dim: int, parts: int, limit: str, cache: str, epochs: int,
+                   common: list[str]) -> dict:
+    """Each run alone in a cgroup-v1 memory cgroup of ``limit`` (page cache counted, no swap): generated
+    DC-SBM graphs of growing size, in-memory then offloaded, until offload fails too.  Generating and
+    partitioning run outside the cgroup (``bench/outofcore.py`` measures those under a limit)."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from outofcore import MemoryCgroup, parse_bytes, run_step, _json_line  # noqa: E402
+
+    tmp, spill = tempfile.gettempdir(), tempfile.mkdtemp(prefix="bench-cgroup-spill-")
+    cg = MemoryCgroup(parse_bytes(limit), name=f"argosy-fg-{os.getpid()}")
+    out = {"limit_bytes": cg.limit, "rows": []}
+    try:
+        for n in sizes:
+            npz = generated_graph(os.path.join(tmp, f"argosy-bench-dcsbm{n}-f{dim}.npz"), n, dim)
+            store = partition(npz, npz[:-4] + f"-grem{parts}", parts)
+            man = json.load(open(os.path.join(store, "manifest.json")))
+            trained = {}
+            for mode in ("memory", "fullgraph"):
+                run_dir = tempfile.mkdtemp(prefix=f"bench-cgroup-{mode}-")
+                argv = [sys.executable, "-W", "ignore", "-m", "argosy.services.launch", "train", "--store", store,
+                        "--mode", mode, "--epochs", str(epochs), "--patience", "0", *common, "--run-dir", run_dir,
+                        "--json"] + (["--cache-bytes", cache, "--spill-dir", spill] if mode == "fullgraph" else [])
+                log = Path(run_dir) / "bench.log"
+                rec = run_step(f"{mode} {n}", argv, cg, log)
+                r = _json_line(log.read_text())
+                rec.update(nodes=n, edges=int(man.get("num_edges", 0)), mode=mode, trained=rec["rc"] == 0 and bool(r),
+                           epoch_seconds=r.get("epoch_seconds"), test_accuracy=r.get("test_accuracy"),
+                           feature_bytes=n * dim * 4)
+                trained[mode] = rec["trained"]
+                out["rows"].append(rec)
+                logger.info("%s nodes, %s: %s (rc %s, cgroup peak %.0f MiB, OOM kills %s)", n, mode,
+                            "trained" if rec["trained"] else "FAILED", rec["rc"],
+                            rec.get("cgroup", {}).get("max_usage_bytes", 0) / MiB, rec.get("cgroup", {}).get("oom_kills"))
+            if not trained["fullgraph"]:
+                break
+    finally:
+        cg.close()
+    return out
+
+
+def _cgroup_md(res: dict) -> list[str]:
+    c = res["cgroup"]
+    L = [f"## Under a {c['limit_bytes'] / 2**30:.0f} GiB memory cgroup ({res.get('cgroup_workload', '')})", "",
+         "Each run alone in a cgroup-v1 memory cgroup (`memory.limit_in_bytes`; page cache counted, no swap); "
+         "generating and partitioning outside it. `cgroup peak`: `memory.max_usage_in_bytes`.", "",
+         "| vertices | edges | features GiB | mode | outcome | epoch s | test acc. | peak RSS MiB | cgroup peak MiB | OOM kills |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in c["rows"]:
+        cgr = r.get("cgroup", {})
+        outcome = "trained" if r["trained"] else f"failed (rc {r['rc']})"
+        ep = f"{r['epoch_seconds']:.1f}" if r.get("epoch_seconds") else "-"
+        acc = f"{r['test_accuracy']:.3f}" if r.get("test_accuracy") is not None else "-"
+        L.append(f"| {r['nodes']:,} | {r['edges']:,} | {r['feature_bytes'] / 2**30:.2f} | {r['mode']} | {outcome} | "
+                 f"{ep} | {acc} | {r['peak_rss_bytes'] / MiB:.0f} | {cgr.get('max_usage_bytes', 0) / MiB:.0f} | "
+                 f"{cgr.get('oom_kills', '-')} |")
+    return L + [""]
+
+
 def write_md(res: dict, path: str) -> None:
     L = ["# Full-graph training bench", "",
          f"Machine: {res['machine']}. Load average before/after: {res['load_before']:.1f} / "
@@ -345,6 +404,8 @@ def write_md(res: dict, path: str) -> None:
         L.append("")
     if "scale" in res:
         L += _scale_md(res)
+    if "cgroup" in res:
+        L += _cgroup_md(res)
     if "accuracy" in res:
         L += ["## Accuracy (GCN, `argosy train --mode fullgraph|sar --store GREM-STORE --model gcn` defaults: 2x16, "
               "dropout 0.5, lr 0.01, wd 5e-4, features row-normalised (auto), at most 200 epochs, stop after 20 epochs improving neither validation accuracy nor loss; "
@@ -405,6 +466,9 @@ def main() -> int:
     ap.add_argument("--scale-parts", type=int, default=16, help="GREM parts of the scale section's stores")
     ap.add_argument("--scale-cache", default="48M", help="offload cache of the scale section")
     ap.add_argument("--scale-graphs", default="generated,road-ny")
+    ap.add_argument("--cgroup-nodes", default="1200000,3000000,6000000",
+                    help="cgroup section: generated graph sizes, tried in order until offload fails")
+    ap.add_argument("--cgroup-limit", default="4G", help="cgroup section: memory.limit_in_bytes")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "fullgraph"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -470,6 +534,14 @@ def main() -> int:
         res["scale_workload"] = (f"GCN 2 layers x 128 hidden, dropout 0.5, {d}-d features, GREM stores of {k} parts, "
                                  f"offload cache {args.scale_cache}, {args.epochs} epochs")
         res["scale"] = section_scale(graphs, args.epochs, args.scale_cache, scale_common)
+        save()
+    if "cgroup" in secs:
+        cg_common = ["--model", "gcn", "--fanouts=-1,-1", "--hidden", "128", "--no-normalize-features",
+                     "--dropout", "0.5", "--lr", "0.01"]
+        res["cgroup_workload"] = (f"GCN 2 layers x 128 hidden, {args.scale_dim}-d features, GREM stores of "
+                                  f"{args.scale_parts} parts, offload cache {args.scale_cache}, {args.epochs} epochs")
+        res["cgroup"] = section_cgroup([int(x) for x in args.cgroup_nodes.split(",")], args.scale_dim,
+                                       args.scale_parts, args.cgroup_limit, args.scale_cache, args.epochs, cg_common)
         save()
     save()
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import numpy as np
@@ -19,13 +20,17 @@ import dgl.nn as dglnn
 
 
 def median_ms(fn, reps: int, warm: int = 2) -> float:
+    """Median of ``reps`` runs; ``ARGOSY_BENCH_CLOCK=cpu`` (``layers.py --clock cpu``) counts the
+    process's CPU time instead of wall time: with one thread, what a shared machine's load leaves
+    alone (its wall time measures the scheduler)."""
+    clock = time.process_time if os.environ.get("ARGOSY_BENCH_CLOCK") == "cpu" else time.perf_counter
     for _ in range(warm):
         fn()
     ts = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        ts.append(time.perf_counter() - t0)
+        ts.append(clock() - t0)
     return float(np.median(ts) * 1e3)
 
 
