@@ -58,3 +58,39 @@ def test_link_job_trains_every_training_edge_once_per_epoch(cora_path, tmp_path)
 def test_link_task_needs_an_edge_split(cora_path, tmp_path):
     p = argosy("train", "--data", str(cora_path), "--task", "link", "--run-dir", str(tmp_path / "r"))
     assert p.returncode != 0 and "--edge-split" in p.stderr
+
+
+def test_killed_sampler_mid_epoch_every_training_edge_once(cora_path, redis_url, tmp_path):
+    """SIGKILL a sampler of a link job mid-epoch: its claimed edge ranges are re-claimed, every training
+    edge is trained exactly once per epoch (the node pipeline's exactly-once machinery, unchanged)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from argosy.shared.coord import Coordinator
+    from tests.integration.test_local_pipeline import ROOT
+    store = tmp_path / "store"
+    last_json(argosy("partition", str(cora_path), "--parts", "2", "--method", "random", "--edge-split",
+                     "0.85,0.05,0.10", "--out", str(store), "--json"))
+    train_edges = sum(PartitionStore(store).manifest.link["train_edges"])
+    job = "kill-link-sampler"
+    proc = subprocess.Popen([sys.executable, "-m", "argosy.services.launch", "train", "--store", str(store),
+                             "--task", "link", "--epochs", "4", "--patience", "0", "--samplers", "2",
+                             "--batch-size", "64", "--redis", redis_url, "--job", job, "--run-dir", str(tmp_path / "run"),
+                             "--claim-timeout", "3", "--json"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    coord = Coordinator(redis_url, job)
+    deadline, victim = time.time() + 120, None
+    while time.time() < deadline and victim is None:
+        if len(coord.epochs()) >= 1:
+            victim = next((s["pid"] for s in coord.services("sampler")), None)
+        time.sleep(0.1)
+    assert victim, "no sampler registered"
+    os.kill(victim, signal.SIGKILL)
+    out, err = proc.communicate(timeout=400)
+    assert proc.returncode == 0, err[-3000:]
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["seeds_trained"] == res["seeds_planned"] == 4 * train_edges
+    assert res["duplicates"] == 0 and res["restarts"] >= 1
