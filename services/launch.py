@@ -173,7 +173,7 @@ def cmd_warmup(args) -> int:
     """Compile and cache the numba kernels once (``services/warmup.py``): every kernel a job uses, by
     a tiny demo end to end (after install), or one role's (``--role``: the image build)."""
     from argosy.services.warmup import warm_all, warm_role
-    secs = warm_role(args.role) if args.role else warm_all()
+    secs = warm_role(args.role) if args.role else warm_all(build_parser)
     print(f"compiled and cached Argosy's kernels{' for the ' + args.role if args.role else ''} in {secs:.1f} s",
           file=sys.stderr)
     return 0

@@ -53,10 +53,11 @@ def warm_role(role: str) -> float:
     return time.perf_counter() - t0
 
 
-def warm_all() -> float:
-    """Run a tiny demo end to end (every role, embedded Redis): compiles every kernel a job uses."""
+def warm_all(build_parser) -> float:
+    """Run a tiny demo end to end (every role, embedded Redis): compiles every kernel a job uses.
+    ``build_parser``: the CLI's (``launch.build_parser``), passed in so this module does not import
+    the CLI that imports it."""
     from argosy.services.driver import run_local
-    from argosy.services.launch import build_parser
     from argosy.services.train_args import finish_args
     from argosy.shared.graphio import save_graph_npz
     from argosy.shared.synthetic import generate_dcsbm
@@ -64,7 +65,8 @@ def warm_all() -> float:
     tmp = Path(tempfile.mkdtemp(prefix="argosy-warmup-"))
     try:
         save_graph_npz(generate_dcsbm(num_nodes=3000, avg_degree=12.0, seed=0), tmp / "graph.npz")
-        demo = build_parser().parse_args(["demo", "--epochs", "1", "--json", "--run-dir", str(tmp / "run")])
+        demo = build_parser().parse_args(["demo", "--epochs", "1", "--json", "--no-normalize-features",
+                                          "--run-dir", str(tmp / "run")])
         demo.data, demo.argv = str(tmp / "graph.npz"), ["demo"]
         res = run_local(finish_args(demo))
     finally:

@@ -15,6 +15,8 @@ import numpy as np
 
 from argosy.shared.errors import GraphFormatError
 
+from .weights import check_weights
+
 __all__ = ["GzipReader", "TextEdgeReader"]
 
 
@@ -145,8 +147,6 @@ class TextEdgeReader:
 
     def iter_weighted_blocks(self, num_nodes: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Yield ``(u, v, w)`` per block: ids as :meth:`iter_blocks`, ``w`` float32 from column 3 (checked)."""
-        from .weights import check_weights
-
         done = 0
         for u, v, line, w in self._blocks(num_nodes, True):
             yield u, v, check_weights(w, u.size, f"{self.path} (column 3)", done)

@@ -69,9 +69,8 @@ def iter_weighted_edges(source, side_file: str | Path | None = None, block: int 
         GraphFormatError: no weights, a count that does not match the edges, a bad value.
     """
     from .npy import NpyArray
-    from .text import TextEdgeReader
 
-    text = isinstance(source.edges, TextEdgeReader)
+    text = hasattr(source.edges, "iter_weighted_blocks")          # a text edge list (graphio.text)
     if side_file == TEXT_COLUMN or (side_file is None and text and source.weights == TEXT_COLUMN):
         if not text:
             raise GraphFormatError(f"{source.path}: --edge-weights {TEXT_COLUMN} reads a text edge list's third "

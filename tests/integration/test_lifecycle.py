@@ -208,3 +208,12 @@ def test_role_that_cannot_start_exits_as_cannot_start(redis_url, tmp_path):
     coord.delete_job()
     assert p.returncode == EXIT_CANNOT_START, p.stderr[-2000:]
     assert "no CUDA device is available" in p.stderr and "Traceback" in p.stderr
+
+
+def test_warmup_compiles_every_role_without_warnings(tmp_path):
+    """``argosy warmup`` (after install) runs a tiny demo through every role; a user sees one line."""
+    env = {**os.environ, "ARGOSY_HOME": str(tmp_path / "home")}
+    out = _argosy(env, "warmup", timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "compiled and cached" in out.stdout + out.stderr
+    assert "WARNING" not in out.stderr, out.stderr[-2000:]
