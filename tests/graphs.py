@@ -12,9 +12,11 @@ def path_graph(n: int) -> Graph:
     return csr_from_edges(src, src + 1, num_nodes=n)
 
 
-def random_graph(n: int, m: int, seed: int = 0, features: int = 0, classes: int = 0) -> Graph:
+def random_graph(n: int, m: int, seed: int = 0, features: int = 0, classes: int = 0, weighted: bool = False) -> Graph:
+    """``weighted``: edge weights uniform in [0, 3) (the unweighted graph of a seed is unchanged)."""
     rng = np.random.default_rng(seed)
-    g = csr_from_edges(rng.integers(0, n, m), rng.integers(0, n, m), num_nodes=n)
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    g = csr_from_edges(src, dst, num_nodes=n, weights=rng.random(m) * 3 if weighted else None)
     if features:
         g.features = rng.standard_normal((n, features)).astype(np.float32)
     if classes:

@@ -25,7 +25,7 @@ from argosy.shared.halo_cache import AdjacencyCache
 from argosy.shared.plan import WorkItem, mix_seed, split_order
 from argosy.shared.protocol import AdjacencyRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
-from argosy.services.sampler.kernels import PartTable, edge_weights, init_state, sample_hop, seed_nodes
+from argosy.services.sampler.kernels import PartTable, gather_weights, init_state, sample_hop, seed_nodes
 from argosy.services.sampler.link import sample_link_item
 
 __all__ = ["SamplerCore"]
@@ -183,19 +183,20 @@ class SamplerCore:
                                                     task=self.task)
         return order[item.offset:item.offset + item.count]
 
-    def _resolve(self, lo: int, hi: int, nodes, degrees, nstart, halo: np.ndarray, rows: bool, epoch: int,
-                 wb: dict | None = None):
+    def _resolve(self, lo: int, hi: int, nodes, degrees, nstart, halo: np.ndarray, halo_w: np.ndarray,
+                 rows: bool, epoch: int):
         """Fill in degree (and, with ``rows``, the halo offset) of nodes[lo:hi] held elsewhere.
 
-        ``wb`` (weighted): ``{"w": [halo weight pieces], "wdeg": {global id: weighted degree}}``."""
+        Returns the grown ``halo`` rows and, weighted, their weights ``halo_w`` (float32, aligned
+        with ``halo``; empty otherwise); a fetched vertex's weighted degree goes to ``_wdeg``."""
         unres = lo + np.flatnonzero(degrees[lo:hi] < 0)
         if unres.size == 0:
-            return halo
+            return halo, halo_w
         ids = nodes[unres]
         if self.fetch is None:
             raise RequestFailedError(f"vertex {int(ids[0])} belongs to part {int(self._assign[ids[0]])}, which this "
                                      f"sampler does not hold (held: {self.held_parts}) and no halo client is set")
-        pieces = [halo]
+        pieces, wpieces = [halo], [halo_w]
         off = halo.shape[0]
         hit = np.zeros(ids.shape[0], np.bool_)
         if self.cache is not None:
@@ -214,20 +215,21 @@ class SamplerCore:
             rep = self.fetch("adjacency" if rows else "degree", ids[miss], epoch)
             sel = unres[miss]
             degrees[sel] = np.diff(rep.indptr)
-            if wb is not None:
+            if self.weighted:
                 if rep.weighted_degrees.shape[0] != sel.shape[0] or (rows and rep.weights.shape != rep.indices.shape):
                     raise RequestFailedError(f"a halo reply for {sel.shape[0]} vertices carries no edge weights "
                                              "(a peer that ignores them, or an unweighted store)")
-                wb["ids"].append(ids[miss])
-                wb["wdeg"].append(rep.weighted_degrees)
+                self._wdeg[ids[miss]] = rep.weighted_degrees    # a store's constant: kept for later batches
                 if rows:
-                    wb["w"].append(rep.weights)
+                    wpieces.append(rep.weights.astype(np.float32, copy=False))
             if rows:
                 nstart[sel] = off + rep.indptr[:-1]
                 pieces.append(rep.indices.astype(self._dtype, copy=False))
                 if self.cache is not None:
                     self.cache.put(ids[miss], rep.indptr, rep.indices)
-        return np.concatenate(pieces) if len(pieces) > 1 else halo
+        if len(pieces) == 1:
+            return halo, halo_w
+        return np.concatenate(pieces), (np.concatenate(wpieces) if self.weighted else halo_w)
 
     def sample(self, seeds: np.ndarray, fanouts, rng_seed: int = 0, home_part: int | None = None,
                epoch: int = 0) -> SampledBatch:
@@ -252,59 +254,50 @@ class SamplerCore:
         topo = self._topo                               # one consistent table for the whole batch
         fanouts = [int(f) for f in fanouts]
         H = len(fanouts)
-        nodes, degrees, npart, nstart, esrc, edst = self._buffers(seeds.shape[0])
+        nodes, degrees, npart, nstart, esrc, edst, epos = self._buffers(seeds.shape[0])
         hop_nodes, hop_edges = np.zeros(H + 1, np.int64), np.zeros(H + 1, np.int64)
         state = init_state(rng_seed)
         count = seed_nodes(seeds, topo.ptr_addr, self._assign, self._local, self._slot, self._next_tick(),
                            nodes, degrees, npart, nstart)
         if count < 0:                                   # repeated seeds: sample each once, sorted
             seeds = np.unique(seeds)
-            nodes, degrees, npart, nstart, esrc, edst = self._buffers(seeds.shape[0])
+            nodes, degrees, npart, nstart, esrc, edst, epos = self._buffers(seeds.shape[0])
             count = seed_nodes(seeds, topo.ptr_addr, self._assign, self._local, self._slot, self._next_tick(),
                                nodes, degrees, npart, nstart)
         hop_nodes[0] = count
         local = bool(self.held.all())                   # nothing to fetch
-        halo = np.empty(0, topo.dtype)
-        wb = {"w": [], "wdeg": [], "ids": []} if self.weighted and not local else None
+        halo, halo_w = np.empty(0, topo.dtype), np.empty(0, np.float32)
+        wtab = self._wtab if self.weighted else None    # the weights of the same parts as ``topo``
         if not local:
-            halo = self._resolve(0, count, nodes, degrees, nstart, halo, H > 0, epoch, wb)
+            halo, halo_w = self._resolve(0, count, nodes, degrees, nstart, halo, halo_w, H > 0, epoch)
         ecount = remote = 0
         for h in range(H):
             before = count
-            nodes, degrees, npart, nstart, esrc, edst, count, ecount, r = sample_hop(
+            nodes, degrees, npart, nstart, esrc, edst, count, ecount, r, epos = sample_hop(
                 fanouts[h], count, ecount, nodes, degrees, npart, nstart, esrc, edst, topo.ptr_addr,
-                topo.ind_addr, halo, self._assign, self._local, served, self._slot, self._tick, state)
+                topo.ind_addr, halo, self._assign, self._local, served, self._slot, self._tick, state,
+                epos, self.weighted)
             remote += r
             hop_nodes[h + 1], hop_edges[h + 1] = count, ecount
             if not local:
-                halo = self._resolve(before, count, nodes, degrees, nstart, halo, h + 1 < H, epoch, wb)
-        self._scratch = (nodes, degrees, npart, nstart, esrc, edst)
+                halo, halo_w = self._resolve(before, count, nodes, degrees, nstart, halo, halo_w, h + 1 < H, epoch)
+        self._scratch = (nodes, degrees, npart, nstart, esrc, edst, epos)
         out = SampledBatch(nodes=nodes[:count].copy(), hop_nodes=hop_nodes, degrees=degrees[:count].copy(),
                            edge_src=esrc[:ecount].copy(), edge_dst=edst[:ecount].copy(), hop_edges=hop_edges,
                            dst_ptr=dst_ptr(degrees, hop_nodes, fanouts), remote_neighbors=int(remote))
         if self.weighted:
-            self._add_weights(out, npart, nstart, halo, wb)
+            if halo_w.shape[0] != halo.shape[0]:
+                raise RequestFailedError(f"halo rows hold {halo.shape[0]} entries but {halo_w.shape[0]} weights")
+            w = np.empty(ecount, np.float32)
+            gather_weights(epos, out.edge_dst, npart, nstart, degrees, count, topo.ind_addr, wtab.ind_addr, halo_w, w)
+            wd = self._wdeg[out.nodes]
+            if np.isnan(wd).any():
+                v = int(out.nodes[np.flatnonzero(np.isnan(wd))[0]])
+                raise RequestFailedError(f"vertex {v} (part {int(self._assign[v])}) has no weighted degree: "
+                                         "neither held here nor fetched")
+            out.edge_weight, out.weighted_degrees = w, wd
         out.sample_seconds = time.perf_counter() - t0
         return out
-
-    def _add_weights(self, out: SampledBatch, npart, nstart, halo: np.ndarray, wb: dict | None) -> None:
-        """Each sampled edge's stored weight and each node's weighted degree (see :class:`SampledBatch`)."""
-        halo_w = np.concatenate(wb["w"]) if wb and wb["w"] else np.empty(0, np.float32)
-        if halo_w.shape[0] != halo.shape[0]:
-            raise RequestFailedError(f"halo rows hold {halo.shape[0]} entries but {halo_w.shape[0]} weights")
-        w = np.empty(out.edge_src.shape[0], np.float32)
-        edge_weights(out.edge_src, out.edge_dst, out.nodes, npart, nstart, out.degrees, self._topo.ind_addr,
-                     self._wtab.ind_addr, halo, halo_w, w)
-        wd = self._wdeg[out.nodes]
-        if wb and wb["ids"]:
-            ids = np.concatenate(wb["ids"])
-            vals = np.concatenate(wb["wdeg"]).astype(np.float32, copy=False)
-            o = np.argsort(ids, kind="stable")
-            pos = np.searchsorted(ids[o], out.nodes)
-            pos = np.minimum(pos, ids.shape[0] - 1)
-            hit = ids[o][pos] == out.nodes
-            wd[hit] = vals[o][pos[hit]]
-        out.edge_weight, out.weighted_degrees = w, wd
 
     def _next_tick(self) -> int:
         """A fresh stamp for the de-duplication slots (see :mod:`kernels`)."""
@@ -318,9 +311,10 @@ class SamplerCore:
         """Scratch arrays reused from batch to batch (the kernels grow them; results are copied out)."""
         if self._scratch is None or self._scratch[0].shape[0] < num_seeds:
             cap = max(num_seeds * 4, 16)
+            ecap = max(num_seeds * 8, 16)
             self._scratch = (np.empty(cap, np.int64), np.empty(cap, np.int32), np.empty(cap, np.int32),
-                             np.empty(cap, np.int64), np.empty(max(num_seeds * 8, 16), np.int32),
-                             np.empty(max(num_seeds * 8, 16), np.int32))
+                             np.empty(cap, np.int64), np.empty(ecap, np.int32), np.empty(ecap, np.int32),
+                             np.empty(ecap if self.weighted else 0, np.int64))
         return self._scratch
 
     def sample_item(self, item: WorkItem, fanouts) -> SampledBatch:

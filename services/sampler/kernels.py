@@ -27,7 +27,7 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["PartTable", "seed_nodes", "sample_hop", "init_state", "edge_weights"]
+__all__ = ["PartTable", "seed_nodes", "sample_hop", "init_state", "gather_weights"]
 
 _MASK32 = np.int64(0xFFFFFFFF)
 
@@ -75,6 +75,24 @@ def _voidptr(typingctx, addr):
     def codegen(context, builder, signature, args):
         return builder.inttoptr(args[0], cgutils.voidptr_t)
     return types.voidptr(types.int64), codegen
+
+
+@intrinsic
+def _prefetch(typingctx, addr):
+    """Hint the CPU to load the cache line at an int64 address (``llvm.prefetch``, read, keep)."""
+    def codegen(context, builder, signature, args):
+        from llvmlite import ir
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch.p0")
+        builder.call(fn, [builder.inttoptr(args[0], i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+    return types.void(types.int64), codegen
+
+
+_AHEAD = 8
+"""Destinations :func:`gather_weights` prefetches ahead (a row's weights are one or two cache
+misses and a destination's few edges leave the out-of-order window too short to overlap them)."""
 
 
 @njit(cache=True, inline="always")
@@ -137,12 +155,15 @@ def seed_nodes(seeds, ptr_addr, assignment, local_index, slot, tick, nodes, degr
 
 @njit(cache=True)
 def sample_hop(f, count, ecount, nodes, degrees, npart, nstart, esrc, edst, ptr_addr, ind_addr,
-               halo, assignment, local_index, served, slot, tick, state):
+               halo, assignment, local_index, served, slot, tick, state, epos, record):
     """Sample up to ``f`` neighbours (``-1``: all) of every node so far, appending new nodes.
 
     Rows of nodes of held parts are read at ``ind_addr[part]`` + ``nstart``, the others from
-    ``halo`` at ``nstart``.  Returns the (possibly grown) arrays, the new counts and the number of
-    sampled neighbours of parts not ``served``.
+    ``halo`` at ``nstart``.  With ``record``, ``epos[e]`` is where sampled edge ``e``'s entry lies:
+    its offset in its destination's part's ``indices`` (held part) or in ``halo`` (a fetched row),
+    so per-edge data laid out like them (edge weights) is a plain gather (:func:`gather_weights`).
+    Returns the (possibly grown) arrays, the new counts and the number of sampled neighbours of
+    parts not ``served``.
     """
     tag = np.int64(tick) << 32
     ndst, e0 = count, ecount
@@ -153,6 +174,8 @@ def sample_hop(f, count, ecount, nodes, degrees, npart, nstart, esrc, edst, ptr_
     if ecount + need > esrc.shape[0]:
         esrc = _grow(esrc, ecount + need)
         edst = _grow(edst, ecount + need)
+    if record and ecount + need > epos.shape[0]:
+        epos = _grow(epos, ecount + need)
     if count + need > nodes.shape[0]:
         nodes = _grow(nodes, count + need)
         degrees = _grow(degrees, count + need)
@@ -179,7 +202,10 @@ def sample_hop(f, count, ecount, nodes, degrees, npart, nstart, esrc, edst, ptr_
                     dup |= chosen[q] == cand
                 chosen[t] = (m - 1) if dup else cand
         for t in range(k):
-            u = nbr[start + (t if take_all else chosen[t])]
+            i = start + (t if take_all else chosen[t])
+            u = nbr[i]
+            if record:                         # one branch, the same for the whole batch
+                epos[ecount] = i
             s = slot[u]
             new = (s >> 32) != tick
             lu = count if new else s & _MASK32
@@ -194,38 +220,26 @@ def sample_hop(f, count, ecount, nodes, degrees, npart, nstart, esrc, edst, ptr_
     remote = 0
     for e in range(e0, ecount):
         remote += not served[npart[esrc[e]]]
-    return nodes, degrees, npart, nstart, esrc, edst, count, ecount, remote
+    return nodes, degrees, npart, nstart, esrc, edst, count, ecount, remote, epos
 
 
 @njit(cache=True)
-def edge_weights(esrc, edst, nodes, npart, nstart, degrees, ind_addr, wt_addr, halo, halo_w, out):
-    """``out[e]``: the stored weight of sampled edge ``e`` -- the entry of its destination's row
-    for its source, found by binary search (rows are sorted), in the held part's arrays
-    (``ind_addr``/``wt_addr``) or in the fetched ``halo``/``halo_w`` rows.  Runs once per batch
-    after sampling, so the sampling loop itself is the same with and without weights."""
-    halo_addr = np.int64(halo.ctypes.data)
-    hw_addr = np.int64(halo_w.ctypes.data)
+def gather_weights(epos, edst, npart, nstart, degrees, count, ind_addr, wt_addr, halo_w, out):
+    """``out[e]``: the stored weight of sampled edge ``e``, read at the position :func:`sample_hop`
+    recorded (``epos[e]``) in its destination's part's weights (``wt_addr``, laid out like that
+    part's indices at ``ind_addr``) or, for a fetched row, in ``halo_w`` (aligned with ``halo``).
+    ``count``: the batch's node count (destinations lie below it)."""
     last = -1
-    start = np.int64(0)
-    d = np.int64(0)
-    nbr = carray(_voidptr(halo_addr), 0, halo.dtype)
-    wt = carray(_voidptr(hw_addr), 0, np.float32)
-    for e in range(esrc.shape[0]):
+    w = halo_w
+    hw_addr = np.int64(halo_w.ctypes.data)
+    for e in range(out.shape[0]):
         j = edst[e]
-        if j != last:                          # edges come grouped by destination: one row lookup each
+        if j != last:                          # edges come grouped by destination: one lookup each
             last = j
-            start = nstart[j]
-            d = np.int64(degrees[j])
-            a = ind_addr[npart[j]]
-            wa = wt_addr[npart[j]]
-            nbr = carray(_voidptr(a if a != 0 else halo_addr), start + d, halo.dtype)
-            wt = carray(_voidptr(wa if a != 0 else hw_addr), start + d, np.float32)
-        u = nodes[esrc[e]]
-        lo, hi = start, start + d
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if nbr[mid] < u:
-                lo = mid + 1
-            else:
-                hi = mid
-        out[e] = wt[lo]
+            p = npart[j]
+            w = halo_w if ind_addr[p] == 0 else carray(_voidptr(wt_addr[p]), nstart[j] + degrees[j], np.float32)
+            k = j + _AHEAD
+            if k < count and degrees[k] > 0:
+                q = npart[k]
+                _prefetch((wt_addr[q] if ind_addr[q] != 0 else hw_addr) + 4 * nstart[k])
+        out[e] = w[epos[e]]

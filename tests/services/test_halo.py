@@ -18,7 +18,7 @@ from argosy.shared.wire import decode, encode
 from argosy.services.loader.core import LoaderCore
 from argosy.services.sampler.core import SamplerCore
 
-FIELDS = ("nodes", "degrees", "edge_src", "edge_dst", "hop_nodes", "hop_edges")
+FIELDS = ("nodes", "degrees", "edge_src", "edge_dst", "hop_nodes", "hop_edges", "edge_weight", "weighted_degrees")
 
 
 def test_assign_parts_by_host_every_replica_holds_its_hosts_parts():
@@ -88,9 +88,21 @@ def _local_fetch(owners):
     return fetch
 
 
+@pytest.fixture
+def weighted_store(tmp_path):
+    """The ``small_store`` graph with edge weights."""
+    from argosy.shared.store import write_store
+    from tests.graphs import random_graph
+    g = random_graph(500, 3000, seed=1, features=16, classes=4, weighted=True)
+    write_store(g, np.random.default_rng(0).integers(0, 4, g.num_nodes), tmp_path / "wstore")
+    return g, tmp_path / "wstore"
+
+
+@pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("cache_bytes", [0, 1 << 20])
-def test_batches_identical_on_one_or_four_holders(small_store, cache_bytes):
-    _, path = small_store
+def test_batches_identical_on_one_or_four_holders(small_store, weighted_store, cache_bytes, weighted):
+    """The same batches (weights included) whether rows are held, fetched or served from the cache."""
+    _, path = weighted_store if weighted else small_store
     whole = SamplerCore(PartitionStore(path), seed=3)
     owners = []
     fetch = _local_fetch(owners)
@@ -104,8 +116,9 @@ def test_batches_identical_on_one_or_four_holders(small_store, cache_bytes):
         for f in FIELDS:
             np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
         assert a.remote_neighbors == b.remote_neighbors
+        assert a.weighted == weighted and a.edge_weight.shape[0] == (a.edge_src.shape[0] if weighted else 0)
     stats = sum(o.stats["halo_cache_hits"] for o in owners)
-    assert (stats > 0) == bool(cache_bytes)
+    assert (stats > 0) == (bool(cache_bytes) and not weighted)      # the cache is off with weights
 
 
 def test_loader_rows_identical_with_halo(small_store):

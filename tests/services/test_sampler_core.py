@@ -6,6 +6,7 @@ from argosy.shared.plan import plan_phase
 from argosy.shared.store import PartitionStore
 from argosy.services.sampler.core import SamplerCore
 from argosy.services.sampler.kernels import PartTable, init_state
+from tests.graphs import random_graph
 
 
 def _edge_set(g):
@@ -86,7 +87,8 @@ def test_rejects_out_of_range_seeds(core):
 def _reference_sample(g, assign, served, seeds, fanouts, rng_seed):
     """The sampler's contract in plain Python: seeds first; each hop draws min(degree, f) distinct
     neighbours of every node so far (Floyd's algorithm over an xorshift64* stream seeded by
-    ``init_state``), appending unseen neighbours in draw order."""
+    ``init_state``), appending unseen neighbours in draw order; a sampled edge's weight is the
+    stored weight of the entry drawn (None for an unweighted graph)."""
     m64 = (1 << 64) - 1
     x = int(init_state(rng_seed)[0])
 
@@ -99,7 +101,7 @@ def _reference_sample(g, assign, served, seeds, fanouts, rng_seed):
 
     nodes = [int(v) for v in seeds]
     pos = {v: i for i, v in enumerate(nodes)}
-    src, dst, hop_nodes, hop_edges, remote = [], [], [len(nodes)], [0], 0
+    src, dst, hop_nodes, hop_edges, remote, wts = [], [], [len(nodes)], [0], 0, []
     for f in fanouts:
         for j in range(len(nodes)):
             row = g.indices[g.indptr[nodes[j]]:g.indptr[nodes[j] + 1]]
@@ -120,28 +122,52 @@ def _reference_sample(g, assign, served, seeds, fanouts, rng_seed):
                 remote += not served[assign[u]]
                 src.append(pos[u])
                 dst.append(j)
+                if g.edge_weight is not None:
+                    wts.append(g.edge_weight[g.indptr[nodes[j]] + o])
         hop_nodes.append(len(nodes))
         hop_edges.append(len(src))
-    return nodes, src, dst, hop_nodes, hop_edges, remote
+    return nodes, src, dst, hop_nodes, hop_edges, remote, (wts if g.edge_weight is not None else None)
 
 
+@pytest.fixture
+def weighted_core(tmp_path):
+    """The ``small_store`` graph with edge weights, four parts."""
+    from argosy.shared.store import write_store
+    g = random_graph(500, 3000, seed=1, features=16, classes=4, weighted=True)
+    write_store(g, np.random.default_rng(0).integers(0, 4, g.num_nodes), tmp_path / "wstore")
+    return g, SamplerCore(PartitionStore(tmp_path / "wstore"), seed=0)
+
+
+@pytest.mark.parametrize("weights", ["none", "stored", "ignored"])
 @pytest.mark.parametrize("home_part", [None, 2])
-def test_matches_reference(core, home_part):
+def test_matches_reference(core, weighted_core, home_part, weights):
     """Exactly the plain-Python sampler's batch, over four parts read through the address table,
-    with the scratch buffers reused from batch to batch (a small batch after a large one)."""
-    g, c = core
+    with the scratch buffers reused from batch to batch (a small batch after a large one); with a
+    weighted store, exactly the stored weight of each entry drawn, and each node's row sum; a
+    weighted store with the weights ignored gives the unweighted store's batch, byte for byte."""
+    g, c = core if weights == "none" else weighted_core
+    if weights == "ignored":
+        c = SamplerCore(c.store, seed=0, edge_weights=False)
     assign = np.asarray(c.store.assignment)
     served = np.ones(4, bool) if home_part is None else np.arange(4) == home_part
     for t, (size, fanouts) in enumerate([(200, (6, 3, 2)), (7, (-1, 4)), (60, (2, 2, 2, 2))]):
         seeds = np.random.default_rng(t).choice(g.num_nodes, size, replace=False)
         b = c.sample(seeds, fanouts, rng_seed=11 + t, home_part=home_part)
-        nodes, src, dst, hop_nodes, hop_edges, remote = _reference_sample(g, assign, served, seeds, fanouts, 11 + t)
+        nodes, src, dst, hop_nodes, hop_edges, remote, wts = _reference_sample(g, assign, served, seeds, fanouts,
+                                                                               11 + t)
         np.testing.assert_array_equal(b.nodes, nodes)
         np.testing.assert_array_equal(b.edge_src, src)
         np.testing.assert_array_equal(b.edge_dst, dst)
         np.testing.assert_array_equal(b.hop_nodes, hop_nodes)
         np.testing.assert_array_equal(b.hop_edges, hop_edges)
         assert b.remote_neighbors == remote
+        if weights == "stored":
+            assert b.edge_weight.dtype == np.float32 and len(set(wts)) > len(wts) // 2    # distinct values
+            np.testing.assert_array_equal(b.edge_weight, np.asarray(wts, np.float32))
+            wdeg = np.add.reduceat(g.edge_weight, g.indptr[:-1]) * (np.diff(g.indptr) > 0)
+            np.testing.assert_allclose(b.weighted_degrees, wdeg[b.nodes], rtol=1e-5)
+        else:
+            assert b.edge_weight.shape == (0,) and b.weighted_degrees.shape == (0,)
 
 
 def test_repeated_seeds_sampled_once_sorted(core):
