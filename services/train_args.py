@@ -141,6 +141,10 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
     p.add_argument("--link-rate", default="1gbit", help="--hosts: rate of each host's link (tc tbf; default 1gbit; none = unshaped)")
     p.add_argument("--link-delay", default=None, help="--hosts: one-way delay added to each host link, e.g. 0.2ms (needs netem)")
     p.add_argument("--trainer-link-rate", default=None, help="--hosts: rate of the trainers' link (default unshaped)")
+    p.add_argument("--gpu-cache", default="auto", metavar="BYTES",
+                   help="feature rows each trainer keeps on its device, highest degree first (e.g. 2G, 0 = off); "
+                        "loaders leave them out of its batches. auto (default): on CUDA the whole feature matrix if "
+                        "it fits in half the free device memory, else that half; off on the CPU")
     p.add_argument("--halo-cache", default="64M", help="bytes of hot remote rows each sampler and loader caches (default 64M)")
     p.add_argument("--seed", type=int, default=_default(JobConfig, "seed"))
     p.add_argument("--redis", default=None, help="Redis URL (default $ARGOSY_REDIS_URL, else an embedded server)")
@@ -175,6 +179,13 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
                           weight_decay=getattr(args, "weight_decay", None), task=getattr(args, "task", "node"))
         args.model, args.hidden, args.dropout, args.lr, args.weight_decay = t.model, t.hidden, t.dropout, t.lr, t.weight_decay
     return args
+
+
+def _gpu_cache(text) -> int:
+    """``--gpu-cache``: ``auto`` (-1) or a size (:func:`parse_size`)."""
+    if text is None or str(text).strip().lower() == "auto":
+        return -1
+    return parse_size(text)
 
 
 def flag_table() -> dict[str, argparse.Action]:
@@ -270,6 +281,7 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
                               patience=args.patience, heads=args.heads, aggregator=args.aggregator,
                               edge_weights=not getattr(args, "no_edge_weights", False),
                               simulate_gpu_step=getattr(args, "simulate_gpu_step", 0.0),
+                              gpu_cache=_gpu_cache(getattr(args, "gpu_cache", "auto")),
                               task=getattr(args, "task", "node")),
         link=LinkConfig(negatives=getattr(args, "negatives", 1), neg_sampler=getattr(args, "neg_sampler", "uniform"),
                         scorer=getattr(args, "scorer", "dot"), metric=getattr(args, "link_metric", "auc"),

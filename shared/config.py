@@ -126,6 +126,11 @@ class TrainerConfig:
     prefetch: int = 2
     """Batches the ingest thread receives, validates and copies to the device ahead of the step
     (the bound of its queue; on CUDA each holds one batch in device memory)."""
+    gpu_cache: int = -1
+    """Bytes of feature rows the trainer keeps on its device, hottest (highest degree) first; loaders
+    leave those rows out of its batches (``--gpu-cache``).  -1 = auto: on CUDA the whole feature
+    matrix if it fits in half the device memory free beside the model, else that half; on the CPU
+    off.  0 = off.  Does not change results (the rows are the store's either way)."""
     checkpoint_every: int = 1
     """Epochs between checkpoints (0 = only at the end); a restarted trainer resumes from the last one."""
     reorder_window: int = 32
@@ -168,6 +173,8 @@ class TrainerConfig:
             raise ConfigError(f"hidden and heads must be >= 1 (got {self.hidden}, {self.heads})")
         if self.prefetch < 1:
             raise ConfigError(f"prefetch must be >= 1 (got {self.prefetch})")
+        if self.gpu_cache < -1:
+            raise ConfigError(f"gpu_cache must be bytes >= 0, or -1 for auto (got {self.gpu_cache})")
 
 
 LINK_SCORERS = ("dot", "mlp")
@@ -327,6 +334,7 @@ class JobConfig:
             d.pop("link")                      # unused: node jobs keep their fingerprints
             d["trainer"].pop("task")
         d["trainer"].pop("prefetch")           # how far ingest runs ahead does not change results
+        d["trainer"].pop("gpu_cache")          # nor where the feature rows come from
         if d["trainer"]["edge_weights"]:       # the default: fingerprints of earlier jobs stay the same
             d["trainer"].pop("edge_weights")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

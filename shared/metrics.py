@@ -107,6 +107,12 @@ COUNTERS: dict[str, MetricSpec] = {s.field: s for s in (
        "Seconds trainers' ingest threads spent staging batches on the device (pinned copy, host-to-device, device check)."),
     _C("trainer_compute_seconds", "argosy_trainer_compute_seconds_total", "trainer",
        "Seconds trainers' compute threads spent in forward/backward/step."),
+    _C("trainer_received_bytes", "argosy_trainer_received_bytes_total", "trainer",
+       "Bytes of the batches trainers applied during train phases, as received (bytes per batch = this / batches)."),
+    _C("trainer_feature_rows", "argosy_trainer_feature_rows_total", "trainer",
+       "Feature rows the batches trainers applied during train phases needed (one per node)."),
+    _C("trainer_cached_rows", "argosy_trainer_cached_rows_total", "trainer",
+       "Of those, rows served from the trainers' feature caches (hit rate = this / trainer_feature_rows)."),
     _C("trainer_train_seconds", "argosy_trainer_train_phase_seconds_total", "trainer",
        "Wall seconds trainers spent in train phases (idle fraction = idle seconds / this, as in epoch records)."),
     # full-graph offload store ---------------------------------------------------------------------

@@ -30,9 +30,10 @@ __all__ = ["PROTOCOL_VERSION", "MsgKind", "Message", "SampledBatch", "FeatureBat
            "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS",
            "HaloRequest", "AdjacencyRows", "FeatureRows", "HALO_WHAT"]
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 """2: SampledBatch carries dst_ptr (the blocks' CSR offsets); 3: and link_pairs (link prediction);
-4: edge weights (SampledBatch.edge_weight, weighted_degrees; AdjacencyRows.weights, weighted_degrees)."""
+4: edge weights (SampledBatch.edge_weight, weighted_degrees; AdjacencyRows.weights, weighted_degrees);
+5: FeatureBatch.feature_cache (rows the trainer caches are left out of ``features``)."""
 
 
 class MsgKind(IntEnum):
@@ -133,7 +134,10 @@ class FeatureBatch(SampledBatch):
     """Loader -> trainer: a :class:`SampledBatch` plus input features and seed labels.
 
     Shapes:
-        features: float32|float16[N, F] rows aligned with ``nodes``; labels: int64[B] for the seeds.
+        features: float32|float16[N, F] rows aligned with ``nodes``, or, when ``feature_cache`` is
+        set, float32|float16[M, F]: the rows of the M nodes the trainer's cache lacks, in node order
+        (:meth:`shared.hot_rows.HotRows.lookup`: the receiver derives which, nothing on the wire
+        says so); labels: int64[B] for the seeds.
     """
 
     KIND: ClassVar[MsgKind] = MsgKind.FEATURE_BATCH
@@ -142,6 +146,9 @@ class FeatureBatch(SampledBatch):
     load_seconds: float = 0.0
     remote_feature_rows: int = 0
     """Feature rows read from a part other than the seeds' part (the halo)."""
+    feature_cache: str = ""
+    """Digest of the trainer's feature cache (:class:`shared.hot_rows.HotRows`) whose rows were left
+    out of ``features``; "" = every row is sent."""
     features: np.ndarray = field(default_factory=lambda: np.empty((0, 0), np.float32))
     labels: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 

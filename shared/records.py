@@ -83,6 +83,10 @@ class EpochRecord:
     """Train phase: ingest threads staging batches on the device (pinned + host-to-device copy, device check)."""
     compute_seconds: float = 0.0
     """Train phase: compute threads in forward/backward/step."""
+    cache_hit_rate: float = 0.0
+    """Train phase: feature rows served from the trainers' feature caches / rows the batches needed."""
+    bytes_per_batch: float = 0.0
+    """Train phase: bytes received by the trainers per applied batch (every frame of the message)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

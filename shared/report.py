@@ -129,14 +129,16 @@ def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline
     if epochs:
         lines += ["", "## Epochs", "", "Trainer seconds per train phase: *wait* (compute thread waiting for input), "
                   "*compute* (forward/backward/step), *ingest* (receive, decode, validate) and *copy* (to the "
-                  "device), the last two on the ingest thread, alongside.", "",
-                  "| epoch | loss | train | val | test | s | batches/s | idle | wait s | compute s | ingest s | copy s | remote |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "device), the last two on the ingest thread, alongside; *cache hit* (feature rows served from the trainers' "
+                  "feature caches) and *MB/batch* (received by the trainers).", "",
+                  "| epoch | loss | train | val | test | s | batches/s | idle | wait s | compute s | ingest s | copy s | cache hit | MB/batch | remote |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for e in epochs:
             lines.append(f"| {e['epoch']} | {e['train_loss']:.4f} | {e['train_accuracy']:.3f} | {e['val_accuracy']:.3f} | "
                          f"{'-' if e.get('test_accuracy') is None else format(e['test_accuracy'], '.3f')} | {e['epoch_seconds']:.2f} | {e['batches_per_second']:.1f} | "
                          f"{e['trainer_idle_fraction']:.2f} | "
                          + " | ".join(f"{float(e.get(k) or 0.0):.2f}" for k, _ in TIME_PARTS)
+                         + f" | {float(e.get('cache_hit_rate') or 0.0):.3f} | {float(e.get('bytes_per_batch') or 0.0) / 1e6:.2f}"
                          + f" | {e['remote_fraction']:.3f} |")
     path = run_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")

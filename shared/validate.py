@@ -26,6 +26,7 @@ import numpy as np
 from argosy.shared import keys
 from argosy.shared.config import JobConfig
 from argosy.shared.errors import InvalidMessageError
+from argosy.shared.hot_rows import HotRows
 from argosy.shared.plan import PHASES, WorkItem, plan_phase, split_order
 from argosy.shared.protocol import FeatureBatch, Message, SampledBatch
 from argosy.shared.store import PartitionStore
@@ -227,18 +228,31 @@ def check_dst_ptr(b: SampledBatch) -> None:
         raise _bad(b, "dst_ptr offsets fall within a hop")
 
 
-def check_feature_batch(fb: FeatureBatch, bounds: BatchBounds, values: bool = True) -> None:
+def check_feature_batch(fb: FeatureBatch, bounds: BatchBounds, values: bool = True, hot: HotRows | None = None) -> None:
     """Feature rows aligned with the nodes in the store's width and dtype, finite; labels of the seeds in range.
 
+    A batch built for a feature cache (``feature_cache`` set) must name ``hot``, the receiver's
+    cache, and carry exactly the rows of the nodes that cache lacks (counted here from the nodes,
+    which :func:`check_sampled_batch` has checked are inside the store).
+
     Args:
+        hot: the receiving trainer's feature cache (None: it has none).
         values: also check every feature value (:func:`check_feature_values`, the one per-byte
             check).  A caller that passes False must run that check, or its device twin
             (``torch.isfinite`` after the copy), before the batch is used.
     """
     N, S = fb.nodes.shape[0], fb.num_seeds
     x, y = fb.features, fb.labels
-    if x.ndim != 2 or x.shape != (N, bounds.feature_dim) or x.dtype.name != bounds.feature_dtype:
-        raise _bad(fb, f"features {x.dtype}{list(x.shape)} must be {bounds.feature_dtype}[{N}, {bounds.feature_dim}]")
+    M = N
+    if fb.feature_cache:
+        if not isinstance(fb.feature_cache, str) or hot is None or fb.feature_cache != hot.digest:
+            mine = "no rows" if hot is None else f"{hot.rows} rows as {hot.digest!r}"
+            raise _bad(fb, f"was built for feature cache {str(fb.feature_cache)[:32]!r}, this trainer caches {mine} "
+                           "(a loader with a stale view of the trainer's cache)")
+        M = int(np.count_nonzero(hot.slot[fb.nodes] < 0))
+    if x.ndim != 2 or x.shape != (M, bounds.feature_dim) or x.dtype.name != bounds.feature_dtype:
+        what = f" (the {M} rows its feature cache lacks)" if fb.feature_cache else ""
+        raise _bad(fb, f"features {x.dtype}{list(x.shape)} must be {bounds.feature_dtype}[{M}, {bounds.feature_dim}]{what}")
     if y.ndim != 1 or y.dtype.name != "int64" or y.shape[0] != S:
         raise _bad(fb, f"labels {y.dtype}{list(y.shape)} must be int64[{S}] (one per seed)")
     if S and (int(y.min()) < -1 or int(y.max()) >= bounds.num_classes):
@@ -322,14 +336,15 @@ class MessageValidator:
         job: the job id the coordinator uses (work streams are named after it).
         check_values: run the per-byte feature check here (False: the caller runs it, see
             :func:`check_feature_batch`).
+        hot: the trainer's feature cache (batches built for another one are refused).
     """
 
     def __init__(self, cfg: JobConfig, role: str, rank: int | None = None, job: str | None = None,
-                 store: PartitionStore | None = None, check_values: bool = True):
+                 store: PartitionStore | None = None, check_values: bool = True, hot: HotRows | None = None):
         if role not in ("loader", "trainer"):
             raise ValueError(f"role must be 'loader' or 'trainer' (got {role!r})")
         self.role, self.rank, self.job = role, rank, job or cfg.job
-        self.check_values = check_values
+        self.check_values, self.hot = check_values, hot
         # Its own view of the whole store (read lazily, memory-mapped): the plan needs every
         # part's split sizes even in a process that holds only some parts.
         store = store if store is not None and getattr(store, "allowed", None) is None else PartitionStore(cfg.store)
@@ -349,7 +364,7 @@ class MessageValidator:
             raise _bad(b, f"addressed to trainer rank {b.trainer_rank}, this is rank {self.rank}")
         check_sampled_batch(b, self.bounds)
         if isinstance(b, FeatureBatch):
-            check_feature_batch(b, self.bounds, values=self.check_values)
+            check_feature_batch(b, self.bounds, values=self.check_values, hot=self.hot)
         it = self.plans.item(b.epoch, b.phase, b.batch_id)
         if it is None:
             raise _bad(b, f"is not in the plan of epoch {b.epoch} {b.phase}")
@@ -383,7 +398,8 @@ class MessageValidator:
             raise _bad(b, f"pairs differ from the plan's {want.shape[0]} {it.phase} pairs of epoch {b.epoch}")
 
 
-def job_receiver(sock, cfg: JobConfig, coord, role: str, rank: int | None = None, check_values: bool = True) -> Receiver:
+def job_receiver(sock, cfg: JobConfig, coord, role: str, rank: int | None = None, check_values: bool = True,
+                 hot: HotRows | None = None) -> Receiver:
     """The receive path of a loader or trainer: size limits from ``cfg.wire``, then :class:`MessageValidator`.
 
     libzmq's ``MAXMSGSIZE`` makes a peer that sends a larger frame lose its connection before
@@ -392,6 +408,6 @@ def job_receiver(sock, cfg: JobConfig, coord, role: str, rank: int | None = None
     import zmq
     limit = int(cfg.wire.max_message_bytes)
     sock.setsockopt(zmq.MAXMSGSIZE, limit)
-    check = MessageValidator(cfg, role, rank=rank, job=coord.job if coord is not None else None, check_values=check_values)
+    check = MessageValidator(cfg, role, rank=rank, job=coord.job if coord is not None else None, check_values=check_values, hot=hot)
     return Receiver(sock, check, limits=Limits(max_frame_bytes=limit, max_message_bytes=limit), coord=coord,
                     cut_off_after=cfg.wire.cut_off_after, name=role if rank is None else f"{role} {rank}")

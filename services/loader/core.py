@@ -20,6 +20,7 @@ from numba import njit
 from argosy.shared.errors import RequestFailedError
 from argosy.shared.halo import check_request
 from argosy.shared.halo_cache import FeatureCache
+from argosy.shared.hot_rows import HotRows
 from argosy.shared.protocol import FeatureBatch, FeatureRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
 
@@ -192,12 +193,20 @@ class LoaderCore:
         self._local_rows(ids, out, np.arange(ids.shape[0]))
         return FeatureRows(features=out, labels=np.empty(0, np.int64))
 
-    def load(self, batch: SampledBatch) -> FeatureBatch:
-        """Attach features for every node of ``batch`` and labels for its seeds."""
+    def load(self, batch: SampledBatch, hot: HotRows | None = None) -> FeatureBatch:
+        """Attach features for every node of ``batch`` and labels for its seeds.
+
+        With ``hot`` (the receiving trainer's feature cache) only the rows of nodes it lacks are
+        gathered and sent, in node order, and the batch names the cache (``feature_cache``).
+        """
         t0 = time.perf_counter()
-        feats = self.gather_rows(batch.nodes, batch.epoch)
+        nodes = batch.nodes
+        if hot is not None:
+            nodes = nodes[hot.lookup(nodes)[1]]
+        feats = self.gather_rows(nodes, batch.epoch)
         labels = self.labels_of(batch.nodes[:batch.num_seeds], batch.epoch)
-        remote = int(np.count_nonzero(self._assign[batch.nodes] != batch.part))
+        remote = int(np.count_nonzero(self._assign[nodes] != batch.part))
         fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
         return FeatureBatch(**fields, features=feats, labels=labels, remote_feature_rows=remote,
+                            feature_cache=hot.digest if hot is not None else "",
                             load_seconds=time.perf_counter() - t0)

@@ -14,7 +14,9 @@ import time
 
 import zmq
 
-from argosy.shared.errors import RequestFailedError
+from argosy.shared.errors import ConfigError, RequestFailedError
+from argosy.shared.hot_rows import HotRows
+from argosy.shared.store import PartitionStore
 from argosy.shared.holder import PartHolder
 from argosy.shared.traffic import frames_bytes
 from argosy.shared.lifecycle import ServiceContext
@@ -29,6 +31,10 @@ __all__ = ["LoaderProc"]
 logger = logging.getLogger(__name__)
 
 
+class _CacheChanged(Exception):
+    """The trainer a batch was gathered for now caches other rows (it restarted)."""
+
+
 class LoaderProc(PartHolder):
     def __init__(self, ctx: ServiceContext):
         self.cfg = ctx.cfg
@@ -39,6 +45,10 @@ class LoaderProc(PartHolder):
         self.endpoint = bind_random(self.pull, ctx.port)
         self.rx = job_receiver(self.pull, self.cfg, ctx.coord, "loader")
         self.trainers: dict[int, tuple[str, zmq.Socket, str]] = {}
+        self.hot: dict[int, HotRows | None] = {}
+        """Each trainer rank's feature cache (rows to leave out of its batches), None = send every row."""
+        self._known_caches: dict[int, HotRows] = {}
+        self.whole_store = PartitionStore(self.cfg.store)   # every part's degrees (read once per cache size)
         self.counters = {"loader_batches": 0.0, "feature_bytes": 0.0, "remote_feature_rows": 0.0,
                          "feature_rows": 0.0, "load_seconds": 0.0, "bad_messages": 0.0,
                          "loader_send_stall_seconds": 0.0, "halo_fetch_failures": 0.0}
@@ -56,7 +66,20 @@ class LoaderProc(PartHolder):
                 sock = make_socket(self.zctx, zmq.PUSH, sndhwm=self.cfg.loader.send_hwm, curve="client")
                 sock.connect(ep)
                 self.trainers[rank] = (ep, sock, s.get("host_label", s.get("host", "")))
+                self.hot[rank] = self._trainer_cache(rank, s.get("feature_cache"))
                 logger.info("connected to trainer rank %d at %s", rank, ep)
+
+    def _trainer_cache(self, rank: int, published: dict | None) -> HotRows | None:
+        """The feature cache trainer ``rank`` published, if this loader derives the same set
+        (else None: every row is sent, so a trainer never gets a batch built for another cache)."""
+        try:
+            hot = HotRows.matching(self.whole_store, published, self._known_caches, who=f"trainer rank {rank}")
+        except ConfigError as e:
+            logger.error("%s", e)
+            return None
+        if hot is not None:
+            logger.info("trainer rank %d caches %d feature rows (%s): sending only the others", rank, hot.rows, hot.digest)
+        return hot
 
     def registration(self) -> dict:
         return {"endpoint": self.endpoint, "held": [], "halo": self.server.endpoint, "host_label": self.host}
@@ -86,8 +109,12 @@ class LoaderProc(PartHolder):
         return not self.core.held[batch.part]     # samplers send a batch to the loader holding its part: same host
 
     def handle(self, batch: SampledBatch) -> None:
+        rank = batch.trainer_rank
+        if rank not in self.trainers:
+            self.refresh()              # learn the trainer (and its feature cache) before gathering rows
+        hot = self.hot.get(rank)
         try:
-            fb = self.core.load(batch)
+            fb = self.core.load(batch, hot)
         except RequestFailedError as e:
             logger.warning("batch %d: halo fetch failed (%s); dropped (its work item will be re-claimed)",
                            batch.batch_id, e)
@@ -99,9 +126,15 @@ class LoaderProc(PartHolder):
 
         def target() -> tuple[zmq.Socket, str] | None:
             # a trainer that died and came back has a new endpoint: send() re-reads the registry
-            ent = self.trainers.get(batch.trainer_rank)
+            ent = self.trainers.get(rank)
+            if ent is not None and hot is not None and self.hot.get(rank) is not hot:
+                raise _CacheChanged           # a batch built for the trainer's previous cache would be refused
             return None if ent is None else (ent[1], ent[2])
-        peer_host = self.send(frames, target, f"batch {batch.batch_id} to trainer rank {batch.trainer_rank}")
+        try:
+            peer_host = self.send(frames, target, f"batch {batch.batch_id} to trainer rank {rank}")
+        except _CacheChanged:
+            logger.info("trainer rank %d changed its feature cache: batch %d gathered again", rank, batch.batch_id)
+            return self.handle(batch)
         if peer_host is None:
             return                      # dropped: its work item will be re-claimed and re-sent
         self.wire.add(frames_bytes(frames), sent=True, cross_host=peer_host != self.host, epoch=batch.epoch, halo=False)

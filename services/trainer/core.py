@@ -19,11 +19,12 @@ from argosy.shared.config import LinkConfig, TrainerConfig
 from argosy.shared import envs
 from argosy.shared.envs import torch_threads
 from argosy.shared.errors import ConfigError
+from argosy.shared.hot_rows import AUTO_FRACTION, HotRows, cache_rows
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.models import Blocks, build_model, make_optimizer
 from argosy.shared.scorers import LinkModel, make_scorer
 
-__all__ = ["TrainerCore", "DeviceBatch", "Staging", "pick_device", "set_threads", "resolved"]
+__all__ = ["TrainerCore", "DeviceBatch", "Staging", "pick_device", "set_threads", "resolved", "cache_budget"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,20 @@ def resolved(r: dict) -> dict:
     if isinstance(out.get("correct"), torch.Tensor):
         out["correct"] = int(out["correct"])
     return out
+
+
+def cache_budget(setting: int, device: torch.device, feature_bytes: int) -> int:
+    """Bytes of the feature cache for ``trainer.gpu_cache`` (-1 = auto) on ``device``.
+
+    Auto: on CUDA the whole feature matrix when it fits in :data:`AUTO_FRACTION` of the device
+    memory free after the model was built, else that fraction; on the CPU off (docs/gpu-pipeline.md).
+    """
+    if setting >= 0:
+        return setting
+    if device.type != "cuda":
+        return 0
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(min(feature_bytes, AUTO_FRACTION * free))
 
 
 @dataclass
@@ -196,6 +211,24 @@ class TrainerCore:
                 self.opt.add_param_group({"params": extra, "weight_decay": 0.0})
         self._pending = 0
         """Labelled seeds whose gradient is accumulated and not yet stepped on (see :meth:`train_step`)."""
+        self.hot: HotRows | None = None
+        """The feature cache's rows (which vertices), None = no cache; ``cache`` holds their features."""
+        self.cache: torch.Tensor | None = None
+        """float[C, F] in the store's dtype on the device: the cached rows in slot order."""
+
+    def fill_cache(self, store, budget: int) -> HotRows | None:
+        """Keep the ``budget`` bytes' worth of hottest feature rows of ``store`` on the device
+        (:class:`~shared.hot_rows.HotRows`); 0 rows = no cache.  Returns the cached set."""
+        rows = cache_rows(store, budget)
+        if rows == 0:
+            self.hot, self.cache = None, None
+            return None
+        hot = HotRows.build(store, rows)
+        self.cache = torch.from_numpy(hot.gather(store)).to(self.device)
+        self.hot = hot
+        logger.info("feature cache: %d rows (%.1f MB, digest %s) on %s", rows, rows * hot.row_bytes / 1e6,
+                    hot.digest, self.device)
+        return hot
 
     def stage(self, fb: FeatureBatch, staging: Staging | None = None) -> DeviceBatch | None:
         """Put a batch's tensors on the device (views on the CPU; see :class:`Staging` on CUDA).
@@ -205,15 +238,24 @@ class TrainerCore:
         dev = self.device
         side = staging is not None and dev.type == "cuda"
         arrays = [getattr(fb, n) for n in _STAGED]
+        cached = bool(fb.feature_cache)            # validated: names this core's cache (check_feature_batch)
+        if cached:
+            arrays += list(self.hot.lookup(fb.nodes))  # slots int32[N], positions of the sent rows int64[M]
         if side:
-            feats, src, dst, deg, y, ptr, pairs, ew, wdeg = staging.copy(arrays)
+            moved = staging.copy(arrays)
         else:
-            feats, src, dst, deg, y, ptr, pairs, ew, wdeg = (torch.from_numpy(np.asarray(a)).to(dev, non_blocking=True)
-                                                             for a in arrays)
+            moved = [torch.from_numpy(np.asarray(a)).to(dev, non_blocking=True) for a in arrays]
+        feats, src, dst, deg, y, ptr, pairs, ew, wdeg = moved[:9]
         with torch.cuda.stream(staging.stream) if side else nullcontext():
-            x = feats.float()
-            if side and not staging.finish(x):
+            if side and not staging.finish(feats):     # the received rows (the cache's were checked at fill)
                 return None
+            if cached:                                 # cached rows from the device, the received ones scattered in
+                slots, miss = moved[9:]
+                xs = self.cache.index_select(0, slots.clamp(min=0))
+                if miss.shape[0]:
+                    xs.index_copy_(0, miss, feats)
+                feats = xs
+            x = feats.float()
             if self.cfg.normalize_features:
                 x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
             hop_nodes = fb.hop_nodes.tolist()          # the sampler's CSR offsets, one slice per hop (if sent)

@@ -34,6 +34,7 @@ import zmq
 
 from argosy.shared.errors import ProtocolError
 from argosy.shared.protocol import FeatureBatch
+from argosy.shared.traffic import frames_bytes
 from argosy.shared.transport import Receiver
 from argosy.shared.validate import job_receiver, nonfinite_features
 from argosy.services.trainer.core import DeviceBatch, Staging, TrainerCore
@@ -53,6 +54,11 @@ class Arrival:
     fresh: bool
     """First arrival of this batch id in its epoch/phase (Redis ``mark_applied``); False = re-delivery."""
     feature_rows: int
+    """Feature rows the batch needs (one per node)."""
+    cached_rows: int
+    """Of those, rows served from the trainer's feature cache (not on the wire)."""
+    wire_bytes: int
+    """Bytes of the received message (every frame)."""
     ingest_seconds: float
     copy_seconds: float
 
@@ -71,7 +77,8 @@ class Ingest:
         self.core, self.coord = core, coord
         self.on_cuda = core.device.type == "cuda"
         # on CUDA the finiteness check runs on the GPU after the copy (Staging.finish)
-        self.rx: Receiver = job_receiver(sock, cfg, coord, "trainer", rank=rank, check_values=not self.on_cuda)
+        self.rx: Receiver = job_receiver(sock, cfg, coord, "trainer", rank=rank, check_values=not self.on_cuda,
+                                    hot=core.hot)
         self.staging = Staging(core.device) if self.on_cuda else None
         self.q: queue.Queue = queue.Queue(maxsize=max(1, depth))
         self._acks: list[tuple[str, str]] = []
@@ -172,6 +179,7 @@ class Ingest:
         if fb is None:
             self._carry[0] += time.perf_counter() - t0
             return None
+        wire_bytes = frames_bytes(self.rx.last_frames)
         t1 = time.perf_counter()
         staged = self.core.stage(fb, self.staging)
         t2 = time.perf_counter()
@@ -182,9 +190,10 @@ class Ingest:
             return None
         fresh = self.coord.mark_applied(fb.epoch, fb.phase, fb.batch_id)   # only for batches that will be used
         t3 = time.perf_counter()
-        rows = int(fb.features.shape[0])
+        rows, sent = int(fb.nodes.shape[0]), int(fb.features.shape[0])
         if self.on_cuda:                           # the frames can go back to the allocator now
             fb.features = np.empty((0,) + fb.features.shape[1:], fb.features.dtype)
         ingest, copy = (t1 - t0) + (t3 - t2) + self._carry[0], (t2 - t1) + self._carry[1]
         self._carry = [0.0, 0.0]
-        return Arrival(fb=fb, staged=staged, fresh=fresh, feature_rows=rows, ingest_seconds=ingest, copy_seconds=copy)
+        return Arrival(fb=fb, staged=staged, fresh=fresh, feature_rows=rows, cached_rows=rows - sent,
+                       wire_bytes=wire_bytes, ingest_seconds=ingest, copy_seconds=copy)

@@ -41,7 +41,7 @@ from argosy.shared.validate import job_plan
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.store import PartitionStore
 from argosy.shared.transport import bind_random, make_socket, rendezvous_store, retain_large_buffers
-from argosy.services.trainer.core import TrainerCore, resolved
+from argosy.services.trainer.core import TrainerCore, cache_budget, resolved
 from argosy.services.trainer.ingest import Arrival, Ingest
 
 __all__ = ["TrainerProc", "PhaseStats"]
@@ -72,6 +72,10 @@ class PhaseStats:
     """Ingest thread receiving, decoding, validating and claiming (Redis) the batches (not polling)."""
     copy_seconds: float = 0.0
     """Ingest thread staging batches on the device (pinned copy, host-to-device, device check)."""
+    cached_rows: int = 0
+    """Feature rows served from the trainer's feature cache (of ``feature_rows``, the rows needed)."""
+    wire_bytes: int = 0
+    """Bytes of the applied batches' messages, as received."""
     compute_seconds: float = 0.0
     """Compute thread in forward/backward/step (or the simulated step)."""
     planned_seeds: int = 0
@@ -80,7 +84,7 @@ class PhaseStats:
 
     FIELDS = ("batches", "seeds", "correct", "labelled", "loss_sum", "sampled_edges", "remote_neighbors",
               "feature_rows", "remote_feature_rows", "duplicate_arrivals", "duplicate_seeds", "idle_seconds",
-              "ingest_seconds", "copy_seconds", "compute_seconds", "planned_seeds")
+              "ingest_seconds", "copy_seconds", "compute_seconds", "planned_seeds", "cached_rows", "wire_bytes")
     SECONDS = ("loss_sum", "idle_seconds", "ingest_seconds", "copy_seconds", "compute_seconds")
 
     def reduce(self, world: int) -> "PhaseStats":
@@ -125,6 +129,12 @@ class TrainerProc:
         m = self.store.manifest
         self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
                                 len(self.cfg.sampler.fanouts), seed=self.cfg.seed, link=self.cfg.link)
+        tc = self.cfg.trainer
+        budget = cache_budget(tc.gpu_cache, self.core.device, m.num_nodes * m.feature_dim *
+                              np.dtype(m.feature_dtype or "float32").itemsize)
+        hot = self.core.fill_cache(self.store, budget)   # before the ingest thread: its validator knows the cache
+        self.feature_cache = hot.published(budget) if hot is not None else {"rows": 0, "budget": budget}
+        """What this rank registers: loaders leave these rows out of its batches (:mod:`shared.hot_rows`)."""
         retain_large_buffers()              # 33 MB batches reuse freed buffers instead of faulting in new pages
         # one libzmq I/O thread receives ~5 GB/s here; several loaders' connections spread over a few
         self.zctx = zmq.Context(io_threads=max(1, min(4, (os.cpu_count() or 1) // 4)))
@@ -181,6 +191,8 @@ class TrainerProc:
             self.ctx.metrics.push_totals(coord, (epoch, phase), force=force, trainer_idle_seconds=st.idle_seconds,
                                          trainer_ingest_seconds=st.ingest_seconds, trainer_copy_seconds=st.copy_seconds,
                                          trainer_compute_seconds=st.compute_seconds, trainer_batches=st.batches,
+                                         trainer_received_bytes=st.wire_bytes, trainer_feature_rows=st.feature_rows,
+                                         trainer_cached_rows=st.cached_rows,
                                          trainer_train_seconds=time.perf_counter() - phase_t0)
 
         done: set[int] = set()
@@ -247,6 +259,8 @@ class TrainerProc:
             st.sampled_edges += fb.num_sampled_edges
             st.remote_neighbors += fb.remote_neighbors
             st.feature_rows += a.feature_rows
+            st.cached_rows += a.cached_rows
+            st.wire_bytes += a.wire_bytes
             st.remote_feature_rows += fb.remote_feature_rows
 
         def arrive(a: Arrival) -> None:
@@ -318,7 +332,8 @@ class TrainerProc:
     def run(self) -> None:
         ctx, coord, cfg = self.ctx, self.ctx.coord, self.cfg
         coord.register("trainer", ctx.service_id, {"rank": self.rank, "endpoint": self.endpoint,
-                                                   "host_label": envs.get(envs.HOST_LABEL) or socket.gethostname()},
+                                                   "host_label": envs.get(envs.HOST_LABEL) or socket.gethostname(),
+                                                   "feature_cache": self.feature_cache},
                        cfg.coord.heartbeat_seconds, cfg.coord.heartbeat_ttl)
         try:
             self._maybe_resume()
@@ -424,7 +439,8 @@ class TrainerProc:
                        halo_fraction=st.remote_feature_rows / max(st.feature_rows, 1),
                        trainer_idle_fraction=st.idle_seconds / max(secs * self.world, 1e-9),
                        idle_seconds=st.idle_seconds, ingest_seconds=st.ingest_seconds, copy_seconds=st.copy_seconds,
-                       compute_seconds=st.compute_seconds, batches_per_second=st.batches / max(secs, 1e-9),
+                       compute_seconds=st.compute_seconds, cache_hit_rate=st.cached_rows / max(st.feature_rows, 1),
+                       bytes_per_batch=st.wire_bytes / max(st.batches, 1), batches_per_second=st.batches / max(secs, 1e-9),
                        sampled_edges_per_second=st.sampled_edges / max(secs, 1e-9))
         else:
             if st.scores is not None:
@@ -451,6 +467,10 @@ class TrainerProc:
             "trainer_idle_fraction": sum(e["trainer_idle_fraction"] * e["epoch_seconds"] for e in ep) / max(secs, 1e-9),
             # train phases, all epochs and trainers: compute thread (wait, compute), ingest thread (ingest, copy)
             **{k: sum(e.get(k, 0.0) for e in ep) for k in ("idle_seconds", "compute_seconds", "ingest_seconds", "copy_seconds")},
+            # the feature cache (train phases): rows served from it / rows needed, bytes received per batch
+            "feature_cache_rows": int(self.feature_cache["rows"]),
+            "cache_hit_rate": sum(e.get("cache_hit_rate", 0.0) * e["batches"] for e in ep) / max(tot("batches"), 1),
+            "bytes_per_batch": sum(e.get("bytes_per_batch", 0.0) * e["batches"] for e in ep) / max(tot("batches"), 1),
             "remote_fraction": sum(e["remote_fraction"] * e["sampled_edges"] for e in ep) / max(tot("sampled_edges"), 1),
             "seeds_planned": tot("seeds_planned"), "seeds_trained": tot("seeds_trained"),
             "duplicates": tot("duplicates"), "duplicate_arrivals": tot("duplicate_arrivals"),

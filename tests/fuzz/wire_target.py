@@ -30,12 +30,15 @@ EXPECTED = (ProtocolError,)
 JOB = "fuzzjob"
 N = 300
 DIR = CORPUS / "wire"
+HOT_ROWS = 100
+"""Rows the fuzz trainers keep in their feature cache (a third of the graph)."""
 
 
 @lru_cache(maxsize=1)
 def _env():
     """A small real store, job config, validators and consumers (built once per process)."""
     from argosy.shared.config import JobConfig, SamplerConfig, TrainerConfig
+    from argosy.shared.hot_rows import HotRows
     from argosy.shared.store import PartitionStore, write_store
     from argosy.shared.validate import MessageValidator
     from argosy.services.loader.core import LoaderCore
@@ -48,9 +51,11 @@ def _env():
                     sampler=SamplerConfig(fanouts=(3, 3), eval_fanouts=(-1, -1), batch_size=8, eval_batch_size=16),
                     trainer=TrainerConfig(epochs=2, hidden=8, device="cpu"))
     store = PartitionStore(cfg.store)
-    return {"cfg": cfg, "store": store, "loader": MessageValidator(cfg, "loader", job=JOB),
-            "trainer": [MessageValidator(cfg, "trainer", rank=r, job=JOB) for r in range(2)],
-            "load": LoaderCore(store), "train": TrainerCore(cfg.trainer, 8, 3, 2, seed=0, device=None)}
+    train = TrainerCore(cfg.trainer, 8, 3, 2, seed=0, device=None)
+    hot = train.fill_cache(store, HOT_ROWS * 8 * 4)     # the trainers cache the hottest rows: both batch forms arrive
+    return {"cfg": cfg, "store": store, "loader": MessageValidator(cfg, "loader", job=JOB), "hot": hot,
+            "trainer": [MessageValidator(cfg, "trainer", rank=r, job=JOB, hot=hot) for r in range(2)],
+            "load": LoaderCore(store), "train": train}
 
 
 def pack(frames) -> bytes:
@@ -82,6 +87,12 @@ def valid_batches() -> list:
     return out
 
 
+def cached_batches() -> list:
+    """The FeatureBatches of :func:`valid_batches` as loaders send them to a trainer with a feature cache."""
+    env = _env()
+    return [env["load"].load(sb, env["hot"]) for sb in valid_batches()[0::2]]
+
+
 def hostile_messages() -> dict[str, list[bytes]]:
     """One message per hostile class the services must drop (the corpus's named files)."""
     from argosy.shared.wire import encode
@@ -109,6 +120,9 @@ def hostile_messages() -> dict[str, list[bytes]]:
     h = msgpack.unpackb(fr(fb)[0], raw=False)
     h[0] = PROTOCOL_VERSION + 1
     out["wrong_version"] = [msgpack.packb(h), *fr(fb)[1:]]
+    cb = cached_batches()[0]
+    out["cached_rows_short"] = fr(FeatureBatch(**{**cb.__dict__, "features": cb.features[:-1]}))
+    out["foreign_cache"] = fr(FeatureBatch(**{**cb.__dict__, "feature_cache": "0123456789abcdef"}))
     return out
 
 
@@ -118,6 +132,8 @@ def write_corpus() -> None:
     DIR.mkdir(parents=True, exist_ok=True)
     for i, b in enumerate(valid_batches()[:6]):
         (DIR / f"valid_{i}_{type(b).__name__}.bin").write_bytes(pack(encode(b)))
+    for i, b in enumerate(cached_batches()[:2]):
+        (DIR / f"valid_cached_{i}_{type(b).__name__}.bin").write_bytes(pack(encode(b)))
     for name, frames in hostile_messages().items():
         (DIR / f"hostile_{name}.bin").write_bytes(pack(frames))
 
