@@ -11,7 +11,8 @@ process actually requests, never on how the graph is partitioned:
   pattern keeps hitting on the rows already cached.
 * **Frequency.** A saturating per-vertex counter of requests (hits and misses), halved after every
   ``AGING x capacity`` requests so that the hot set can move (parts moving, a new phase).
-* **Budget.** Only row bytes count: ``nbytes <= budget`` at all times (tested).  The per-vertex
+* **Budget.** Only row bytes count (ids, and a weighted adjacency cache's float32 edge weights):
+  ``nbytes <= budget`` at all times (tested).  The per-vertex
   maps (int32 slot + uint8 count) are allocated zeroed and touched only at requested vertices.
 
 With a budget at least the working set, every row is fetched once and then always hits: with full
@@ -32,12 +33,12 @@ AGING = 8
 """Counters halve after ``AGING x capacity`` requests (at least 4096)."""
 
 
-def _take_rows(indices: np.ndarray, starts: np.ndarray, lens: np.ndarray):
-    """Rows given by (start, length) of a flat buffer, as a new CSR (indptr int64[m+1], values)."""
+def _row_index(starts: np.ndarray, lens: np.ndarray):
+    """Rows given by (start, length) of a flat buffer: their new CSR offsets (int64[m+1]) and the
+    buffer positions of their entries (int64[sum(lens)]), to take values and weights alike."""
     out_ptr = np.zeros(lens.shape[0] + 1, np.int64)
     np.cumsum(lens, out=out_ptr[1:])
-    idx = np.repeat(starts - out_ptr[:-1], lens) + np.arange(out_ptr[-1])
-    return out_ptr, indices[idx]
+    return out_ptr, np.repeat(starts - out_ptr[:-1], lens) + np.arange(out_ptr[-1])
 
 
 class _Policy:
@@ -159,16 +160,22 @@ class FeatureCache:
 
 
 class AdjacencyCache:
-    """Adjacency rows of remote vertices, at most ``budget`` bytes of neighbour ids.
+    """Adjacency rows of remote vertices, at most ``budget`` bytes of neighbour ids (and, with
+    ``weighted``, of their float32 edge weights: an entry then costs its id's bytes + 4).
 
-    Rows are packed in one buffer; space freed by evictions is reclaimed by compacting when the
-    buffer's tail is full.  Shapes: get(ids int64[m]) -> (hit bool[m], CSR of the hit rows in
-    ``ids[hit]`` order); put(ids int64[k], indptr int64[k+1], indices).
+    Rows are packed in one buffer (weights in a parallel one, same positions); space freed by
+    evictions is reclaimed by compacting when the buffer's tail is full.  Shapes: get(ids
+    int64[m]) -> (hit bool[m], indptr int64[h+1], indices, weights float32[indptr[-1]] (empty
+    unweighted)) of the hit rows in ``ids[hit]`` order; put(ids int64[k], indptr int64[k+1],
+    indices, weights float32[indptr[-1]] | None).
     """
 
-    def __init__(self, num_nodes: int, budget: int, dtype):
+    def __init__(self, num_nodes: int, budget: int, dtype, weighted: bool = False):
         self.budget = int(budget)
-        self.buf = np.empty(max(self.budget, 0) // np.dtype(dtype).itemsize, dtype)   # pages touched only as filled
+        self.weighted = bool(weighted)
+        self.entry_bytes = np.dtype(dtype).itemsize + (4 if self.weighted else 0)
+        self.buf = np.empty(max(self.budget, 0) // self.entry_bytes, dtype)   # pages touched only as filled
+        self.wbuf = np.empty(self.buf.shape[0] if self.weighted else 0, np.float32)
         # an entry holds at least one id, except degree-0 rows (rare): the buffer bounds the entry
         # table, which grows as rows arrive
         self.policy = _Policy(num_nodes, self.buf.shape[0], initial=1024)
@@ -183,27 +190,33 @@ class AdjacencyCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of rows held now (never above ``budget``)."""
-        return self.used * self.buf.itemsize
+        """Bytes of rows held now, weights included (never above ``budget``)."""
+        return self.used * self.entry_bytes
 
     def get(self, ids: np.ndarray):
-        """(hit mask, CSR of the hit rows in ``ids[hit]`` order)."""
+        """(hit mask, CSR of the hit rows in ``ids[hit]`` order, their weights)."""
         s = self.policy.record(ids)
         hit = s >= 0
         sh = s[hit]
-        ptr, ind = _take_rows(self.buf, self.start[sh], self.length[sh])
-        return hit, ptr, ind
+        ptr, idx = _row_index(self.start[sh], self.length[sh])
+        return hit, ptr, self.buf[idx], self.wbuf[idx] if self.weighted else self.wbuf
 
     def _compact(self) -> None:
         live = np.flatnonzero(self.policy.keys >= 0)
         live = live[np.argsort(self.start[live], kind="stable")]
-        ptr, rows = _take_rows(self.buf, self.start[live], self.length[live])
-        self.buf[:rows.shape[0]] = rows
+        ptr, idx = _row_index(self.start[live], self.length[live])
+        self.buf[:idx.shape[0]] = self.buf[idx]
+        if self.weighted:
+            self.wbuf[:idx.shape[0]] = self.wbuf[idx]
         self.start[live] = ptr[:-1]
-        self.tail = int(rows.shape[0])
+        self.tail = int(idx.shape[0])
 
-    def put(self, ids: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> None:
-        """Offer fetched rows (``ids`` not cached, rows ``indptr``/``indices`` in ``ids`` order)."""
+    def put(self, ids: np.ndarray, indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray | None = None) -> None:
+        """Offer fetched rows (``ids`` not cached, rows ``indptr``/``indices`` in ``ids`` order, and
+        a weighted cache's ``weights`` aligned with ``indices``)."""
+        if self.weighted and (weights is None or weights.shape != indices.shape):
+            raise ValueError(f"a weighted adjacency cache needs one weight per entry, float32[{indices.shape[0]}] "
+                             f"(got {None if weights is None else f'{weights.dtype}{list(weights.shape)}'})")
         pol = self.policy
         if pol.capacity == 0 or ids.shape[0] == 0:
             return
@@ -247,8 +260,10 @@ class AdjacencyCache:
         if self.tail + total > self.buf.shape[0]:
             self._compact()
         ent = np.flatnonzero(pol.keys < 0)[:k]
-        ptr, rows = _take_rows(indices, indptr[cand], lens)
-        self.buf[self.tail:self.tail + total] = rows
+        ptr, idx = _row_index(indptr[cand], lens)
+        self.buf[self.tail:self.tail + total] = indices[idx]
+        if self.weighted:
+            self.wbuf[self.tail:self.tail + total] = weights[idx]
         self.start[ent] = self.tail + ptr[:-1]
         self.length[ent] = lens
         self.tail += total

@@ -59,7 +59,7 @@ class SamplerCore:
             (:mod:`services.sampler.link`); None = node classification.
         edge_weights: send each sampled edge's weight and each node's weighted degree when the
             store has weights (``SampledBatch.edge_weight``); False ignores them.  With weights the
-            halo row cache is off (it holds no weights).
+            halo row cache holds each row's weights too (an entry costs its id + 4 bytes).
     """
 
     def __init__(self, store: PartitionStore, served_parts: list[int] | None = None, seed: int = 0,
@@ -71,9 +71,6 @@ class SamplerCore:
         self.task = "node" if link is None else "link"
         self.fetch = fetch
         self.weighted = bool(edge_weights and store.manifest.edge_weights)
-        if self.weighted and cache_bytes:
-            logger.info("edge weights: the halo row cache is off (it does not hold weights)")
-            cache_bytes = 0
         self.cache_bytes = cache_bytes
         k = store.num_parts
         self._dtype = np.dtype(store.manifest.index_dtype)
@@ -126,7 +123,7 @@ class SamplerCore:
                            [self._loaded[p][1] if p in self._loaded else empty_ind for p in range(k)], held)
         self.held = held
         self._orders.clear()
-        self.cache = AdjacencyCache(self._assign.shape[0], self.cache_bytes, self._dtype) \
+        self.cache = AdjacencyCache(self._assign.shape[0], self.cache_bytes, self._dtype, weighted=self.weighted) \
             if self.cache_bytes and not self.held.all() else None
 
     def _load_weights(self, p: int) -> None:
@@ -200,13 +197,14 @@ class SamplerCore:
         off = halo.shape[0]
         hit = np.zeros(ids.shape[0], np.bool_)
         if self.cache is not None:
-            hit, ptr, ind = self.cache.get(ids)
+            hit, ptr, ind, w = self.cache.get(ids)
             if hit.any():
                 sel = unres[hit]
                 degrees[sel] = np.diff(ptr)
                 if rows:
                     nstart[sel] = off + ptr[:-1]
                     pieces.append(ind)
+                    wpieces.append(w)
                     off += ind.shape[0]
             self.stats["halo_cache_hits"] += int(np.count_nonzero(hit))
             self.stats["halo_cache_misses"] += int(ids.shape[0] - np.count_nonzero(hit))
@@ -226,7 +224,7 @@ class SamplerCore:
                 nstart[sel] = off + rep.indptr[:-1]
                 pieces.append(rep.indices.astype(self._dtype, copy=False))
                 if self.cache is not None:
-                    self.cache.put(ids[miss], rep.indptr, rep.indices)
+                    self.cache.put(ids[miss], rep.indptr, rep.indices, rep.weights if self.weighted else None)
         if len(pieces) == 1:
             return halo, halo_w
         return np.concatenate(pieces), (np.concatenate(wpieces) if self.weighted else halo_w)

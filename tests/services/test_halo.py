@@ -118,7 +118,7 @@ def test_batches_identical_on_one_or_four_holders(small_store, weighted_store, c
         assert a.remote_neighbors == b.remote_neighbors
         assert a.weighted == weighted and a.edge_weight.shape[0] == (a.edge_src.shape[0] if weighted else 0)
     stats = sum(o.stats["halo_cache_hits"] for o in owners)
-    assert (stats > 0) == (bool(cache_bytes) and not weighted)      # the cache is off with weights
+    assert (stats > 0) == bool(cache_bytes)                           # rows (and weights) from the cache
 
 
 def test_loader_rows_identical_with_halo(small_store):
@@ -217,30 +217,40 @@ def test_sampler_without_halo_client_names_the_part(small_store):
         c.sample(seeds, (2,))
 
 
-def test_caches_never_exceed_their_budget():
+@pytest.mark.parametrize("weighted", [False, True])
+def test_caches_never_exceed_their_budget(weighted):
+    """Budgets hold (a weighted entry costs its id + 4 bytes) through evictions and compactions,
+    and a hit returns the row, and the weights, put for that vertex."""
     rng = np.random.default_rng(0)
-    ac = AdjacencyCache(1000, budget=40 * 8, dtype=np.int64)
+    ac = AdjacencyCache(1000, budget=40 * 8, dtype=np.int64, weighted=weighted)
     fc = FeatureCache(1000, dim=3, dtype=np.float32, budget=10 * 12 + 11)         # room for 10 rows
     for _ in range(200):
         ids = rng.choice(1000, 30, replace=False) if rng.random() < 0.5 else rng.choice(60, 30, replace=False)
-        hit, ptr, ind = ac.get(ids)
+        hit, ptr, ind, w = ac.get(ids)
         lens = rng.integers(0, 9, ids.shape[0])
-        indptr = np.concatenate([[0], np.cumsum(lens)])
         rows = [np.arange(ptr_lo, ptr_lo + ln) + 1000 * i for i, (ptr_lo, ln) in enumerate(zip(ids, lens))]
-        ac.put(ids[~hit], *_csr_of([rows[i] for i in np.flatnonzero(~hit)]))
+        indptr, indices = _csr_of([rows[i] for i in np.flatnonzero(~hit)])
+        ac.put(ids[~hit], indptr, indices, (indices % 1000 * 0.5).astype(np.float32) if weighted else None)
         assert ac.nbytes <= ac.budget and ac.used <= ac.buf.shape[0]
+        assert ac.used * (12 if weighted else 8) == ac.nbytes
         h, r = fc.get(ids)
         np.testing.assert_array_equal(r[:, 0], ids[h])               # a hit returns that vertex's row
         fc.put(ids[~h], np.repeat(ids[~h, None], 3, axis=1).astype(np.float32))
         assert fc.nbytes <= fc.budget and fc.buf.nbytes <= fc.budget
     # every cached adjacency row is the row put for that vertex
     vs = np.flatnonzero(ac.policy.slot1)
-    hit, ptr, ind = ac.get(vs)
+    hit, ptr, ind, w = ac.get(vs)
     assert hit.all() and ac.nbytes > 0
     for i, v in enumerate(vs):
         seg = ind[ptr[i]:ptr[i + 1]]
         assert seg.size == 0 or (seg[0] % 1000 == v and np.all(np.diff(seg) == 1))
+    if weighted:
+        np.testing.assert_array_equal(w, (ind % 1000 * 0.5).astype(np.float32))
+    else:
+        assert w.shape == (0,)
     assert AdjacencyCache(10, 0, np.int64).put(np.array([1]), np.array([0, 2]), np.array([3, 4])) is None
+    with pytest.raises(ValueError, match=r"needs one weight per entry, float32\[2\] \(got None\)"):
+        AdjacencyCache(10, 64, np.int64, weighted=True).put(np.array([1]), np.array([0, 2]), np.array([3, 4]))
 
 
 def _csr_of(rows):
@@ -261,7 +271,7 @@ def test_cache_admits_any_fetched_row_and_second_epoch_hits_all():
         for ids in batches:
             h, _ = fc.get(ids)
             fc.put(ids[~h], np.ones((int((~h).sum()), 4), np.float32))
-            a, _, _ = ac.get(ids)
+            a, _, _, _ = ac.get(ids)
             ac.put(ids[~a], *_csr_of([np.full(3, v) for v in ids[~a]]))
             fh, ah = fh + h.sum(), ah + a.sum()
         assert (fh, ah) == ((0, 0) if epoch == 0 else (700, 700))
