@@ -487,13 +487,23 @@ def run_local(args) -> dict:
         result["hosts"] = {"count": netsim.hosts, "link_rate_bits": netsim.rate, "link_delay": netsim.delay,
                            "trainer_link_rate_bits": netsim.trainer_rate}
     result = {**result, "wall_seconds": time.time() - t_start, "restarts": driver.restarts,
-              "trainer_restarts": driver.trainer_restarts}
+              "trainer_restarts": driver.trainer_restarts,
+              "edge_weights": cfg.trainer.edge_weights_used(_store_weighted(store))}
     extra = {"job": job, "store": str(store), "config": json.loads(cfg.to_json()), "partition": part_res,
              "autoscale": autoscale, "services_started": services_started,
              "phases": [{"t": t, "phase": p, "reason": r} for t, p, r in driver.transitions]}
     report = write_report(run_dir, result, epochs, driver.timeline, extra)
     result["report"] = str(report)
     return result
+
+
+def _store_weighted(store) -> bool | None:
+    """Whether the store holds edge weights (None: its manifest cannot be read from here)."""
+    from argosy.shared.store.manifest import Manifest
+    try:
+        return Manifest.load(store).edge_weights
+    except (ArgosyError, OSError, ValueError):
+        return None
 
 
 def run_submitted(coord, cfg, run_dir: Path, store: str) -> dict:
@@ -504,7 +514,8 @@ def run_submitted(coord, cfg, run_dir: Path, store: str) -> dict:
     driver = JobDriver(coord, cfg.num_trainers, stack=None, quiet=True, poll=1.0)
     result = driver.run()
     epochs = coord.epochs()
-    result = {**_keep_best(result, epochs, run_dir), "wall_seconds": time.time() - t0}
+    result = {**_keep_best(result, epochs, run_dir), "wall_seconds": time.time() - t0,
+              "edge_weights": cfg.trainer.edge_weights_used(_store_weighted(store))}
     report = write_report(run_dir, result, epochs, driver.timeline,
                           {"job": cfg.job, "store": store, "config": json.loads(cfg.to_json()),
                            "autoscale": read_autoscale_decisions(coord),

@@ -142,13 +142,15 @@ def _print_result(res: dict, as_json: bool) -> None:
     keys = ("task", "test_auc", "test_ap", "val_auc", "test_accuracy", "val_accuracy", "best_epoch", "epochs", "epoch_seconds", "batches_per_second",
             "sampled_edges_per_second", "trainer_idle_fraction", "remote_fraction", "seeds_planned", "seeds_trained",
             "duplicates", "wall_seconds", "seeds_redelivered", "seeds_dropped", "restarts", "trainer_restarts",
-            "wire_bytes", "ipc_bytes", "halo_bytes", "halo_cache_hit_rate", "simulation", "error")
+            "wire_bytes", "ipc_bytes", "halo_bytes", "halo_cache_hit_rate", "edge_weights", "simulation", "error")
     for k in keys:
         v = res.get(k)
         if v is None:
             continue
         if k.endswith("_bytes"):
             v = f"{v / 2**20:,.1f} MiB"
+        if isinstance(v, bool):
+            v = json.dumps(v)
         print(f"  {k:26s} {v:.4f}" if isinstance(v, float) else f"  {k:26s} {v}")
     print(f"report: {res.get('report')}")
 
@@ -282,9 +284,10 @@ def cmd_status(args) -> int:
             age = s.heartbeat_age(now)
             services.append({**s.extra, "role": s.role, "id": s.id, "alive": s.alive, "host": s.host, "pid": s.pid,
                              "heartbeat_age": None if age is None else round(age, 2)})
+    from argosy.shared.status_view import edge_weights_of
     print(json.dumps({"job": info["job"], "state": coord.get_state(), "phase": coord.get_phase(),
                       "epochs_done": len(coord.epochs()), "metrics": coord.metrics(), "services": services,
-                      "missing": [s["id"] for s in services if not s["alive"]]}))
+                      "missing": [s["id"] for s in services if not s["alive"]], "edge_weights": edge_weights_of(coord)}))
     return 0
 
 

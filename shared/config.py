@@ -176,6 +176,21 @@ class TrainerConfig:
         if self.gpu_cache < -1:
             raise ConfigError(f"gpu_cache must be bytes >= 0, or -1 for auto (got {self.gpu_cache})")
 
+    def edge_weights_used(self, store_weighted: bool | None) -> bool | str:
+        """Whether a job with this config trains with edge weights, as its log, report, JSON line
+        and ``argosy status`` say it: True (the store has weights and the model uses them), False
+        (the store has none) or a string saying why not (``"off (--no-edge-weights)"``, a model
+        that ignores them).  ``store_weighted`` None: the store could not be read here."""
+        if store_weighted is False:
+            return False
+        if not self.edge_weights:
+            return "off (--no-edge-weights)"
+        if self.model == "gat":
+            return "ignored (GAT: attention learns its own)"
+        if ":" in str(self.model):
+            return "ignored (a MODULE:FACTORY model gets edge_index only)"
+        return True if store_weighted else "on if the store has them (store not readable here)"
+
 
 LINK_SCORERS = ("dot", "mlp")
 NEG_SAMPLERS = ("uniform", "degree", "in_batch")

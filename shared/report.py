@@ -118,7 +118,8 @@ def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline
     lines = [f"# Argosy run {extra.get('job', '')}", "",
              "| metric | value |", "|---|---|"]
     for k, v in result.items():
-        lines.append(f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |")
+        lines.append(f"| {k} | {v:.4g} |" if isinstance(v, float) else
+                     f"| {k} | {json.dumps(v)} |" if isinstance(v, bool) else f"| {k} | {v} |")
     lines += ["", "## Setup", "", "```json", json.dumps(extra, indent=1), "```", ""]
     lines += [f"![{p}]({p})" for p in plots]
     decisions = [d for d in extra.get("autoscale") or [] if d.get("action") != "hold" or d.get("paused")]

@@ -17,12 +17,28 @@ import time
 from argosy.shared.records import best_so_far
 from argosy.shared.metrics import RateTracker, read_autoscale_decisions, read_autoscale_replicas, work_queue_depths
 
-__all__ = ["status_dict", "render_status", "watch_status"]
+__all__ = ["status_dict", "render_status", "watch_status", "edge_weights_of"]
 
 ROLES = ("trainer", "loader", "sampler")
 _TIER = {"sampler": ("sampler_batches", "sample_seconds"), "loader": ("loader_batches", "load_seconds"),
          "trainer": ("trainer_batches", "trainer_compute_seconds")}
 """Per role: (batches field, busy-seconds field) of ``ServiceMetrics`` totals."""
+
+
+def edge_weights_of(coord) -> bool | str | None:
+    """Whether the job trains with edge weights (:meth:`TrainerConfig.edge_weights_used`), from its
+    spec in Redis and its store's manifest; None when the job has no spec."""
+    from argosy.shared.errors import ArgosyError
+    from argosy.shared.store.manifest import Manifest
+    try:
+        spec = coord.get_spec()
+    except ArgosyError:
+        return None
+    try:
+        weighted = Manifest.load(spec.store).edge_weights
+    except (ArgosyError, OSError, ValueError):
+        weighted = None
+    return spec.trainer.edge_weights_used(weighted)
 
 
 def _svc_rates(prev: dict | None, cur: dict | None, key: str) -> float | None:
@@ -47,7 +63,7 @@ def status_dict(coord, now: float | None = None, tracker: RateTracker | None = N
 
     Returns:
         ``{"job", "state", "phase", "epochs_done", "last_epoch", "best", "metrics", "rates", "queues",
-        "services", "missing", "autoscale"}``.
+        "services", "missing", "autoscale", "edge_weights"}``.
     """
     now = time.time() if now is None else now
     counters = coord.metrics()
@@ -95,7 +111,8 @@ def status_dict(coord, now: float | None = None, tracker: RateTracker | None = N
             "last_epoch": epochs[-1].to_dict() if epochs else None, "best": best_so_far(epochs) or None, "metrics": counters, "rates": rates,
             "queues": {"work_backlog": backlog, "in_flight": pending}, "services": services,
             "missing": [s["id"] for s in services if not s["alive"]],
-            "autoscale": {"replicas": read_autoscale_replicas(coord), "last_decisions": read_autoscale_decisions(coord, 3)}}
+            "autoscale": {"replicas": read_autoscale_replicas(coord), "last_decisions": read_autoscale_decisions(coord, 3)},
+            "edge_weights": edge_weights_of(coord)}
 
 
 def _f(x, fmt="{:.1f}", none="-") -> str:
@@ -120,7 +137,8 @@ def render_status(coord, now: float | None = None, tracker: RateTracker | None =
     b = d.get("best") or {}
     lines.append(f"accuracy: val {_f(e.get('val_accuracy'), '{:.3f}')} last epoch; best val "
                  f"{_f(b.get('val_accuracy'), '{:.3f}')} at epoch {b.get('best_epoch', '-')} "
-                 f"(test {_f(b.get('test_accuracy'), '{:.3f}')}, the weights in best.pt)")
+                 f"(test {_f(b.get('test_accuracy'), '{:.3f}')}, the weights in best.pt)"
+                 f"   edge weights: {json.dumps(d.get('edge_weights'))}")
     lines.append("")
     lines.append(f"{'role':8s} {'id':18s} {'host':12s} {'pid':>7s} {'batches/s':>10s} {'busy':>6s} {'heartbeat':>10s}  status")
     for s in d["services"]:

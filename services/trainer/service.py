@@ -15,6 +15,7 @@ acknowledgements back, so its idle time is waiting for input and nothing else.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -130,6 +131,7 @@ class TrainerProc:
         self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
                                 len(self.cfg.sampler.fanouts), seed=self.cfg.seed, link=self.cfg.link)
         tc = self.cfg.trainer
+        logger.info("edge weights: %s", json.dumps(tc.edge_weights_used(m.edge_weights)))
         budget = cache_budget(tc.gpu_cache, self.core.device, m.num_nodes * m.feature_dim *
                               np.dtype(m.feature_dtype or "float32").itemsize)
         hot = self.core.fill_cache(self.store, budget)   # before the ingest thread: its validator knows the cache

@@ -96,3 +96,26 @@ def test_arrays_in_memory_with_a_generated_split(redis_url, tmp_path):
                                     "seed": 4, "train": 30, "val": 100, "test": 200}
     assert res["epochs"] == 2 and argosy.predict(run_dir)["test_accuracy"] == pytest.approx(res["test_accuracy"],
                                                                                             abs=1e-12)
+
+
+def test_edge_weights_said_in_result_report_log_and_job_file(redis_url, tmp_path):
+    """A weighted graph: the run's JSON result, report.md and the trainer's log say whether the edge
+    weights were used; ``no_edge_weights: true`` in a YAML job file turns them off."""
+    import scipy.sparse as sp
+    g = generate_dcsbm(num_nodes=600, avg_degree=6, feature_dim=8, num_classes=3, seed=3)
+    w = np.random.default_rng(0).random(g.indices.shape[0]).astype(np.float32) + 0.5
+    adj = sp.csr_matrix((w, g.indices, g.indptr), shape=(g.num_nodes, g.num_nodes))
+    job = tmp_path / "job.yaml"
+    job.write_text("no_edge_weights: true\nepochs: 1\npatience: 0\nparts: 2\n")
+    for name, kw, want in (("off", {"config": job}, "off (--no-edge-weights)"),
+                           ("on", {"epochs": 1, "patience": 0, "parts": 2}, True)):
+        run_dir = tmp_path / name
+        res = argosy.train(adj, features=g.features, labels=g.labels, split="random:0.5,0.2,0.3", model="gcn",
+                           redis=redis_url, run_dir=run_dir, seed=1, **kw)
+        assert res["edge_weights"] == want
+        report = json.loads((run_dir / "report.json").read_text())
+        assert report["result"]["edge_weights"] == want and report["config"]["trainer"]["edge_weights"] is (want is True)
+        assert f"| edge_weights | {json.dumps(want) if want is True else want} |" in (run_dir / "report.md").read_text()
+        logs = "".join(p.read_text() for p in (run_dir / "logs").glob("trainer*.log"))
+        assert f"edge weights: {json.dumps(want)}" in logs
+        assert argosy.predict(run_dir)["test_accuracy"] == pytest.approx(res["test_accuracy"], abs=1e-12)

@@ -69,3 +69,18 @@ def test_edge_limit_reaches_the_partitioner_and_is_refused_with_a_store(tmp_path
                                      "--redis", "redis://127.0.0.1:1/0", "--run-dir", str(tmp_path / "s")])
     with pytest.raises(ArgosyError, match="--max-edge-balance applies"):
         sub.func(sub)                       # refused before any Redis connection
+
+
+def test_no_edge_weights_from_a_job_file_and_how_runs_say_it(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("no_edge_weights: true\n")
+    off = job_config(_args("--config", str(job)), tmp_path, "j", tmp_path).trainer
+    on = job_config(_args("--data", "g.npz"), tmp_path, "j", tmp_path).trainer
+    assert (off.edge_weights, on.edge_weights) == (False, True)
+    job.write_text("no-edge-weights: false\n")
+    assert job_config(_args("--config", str(job)), tmp_path, "j", tmp_path).trainer.edge_weights is True
+    assert [off.edge_weights_used(True), on.edge_weights_used(True), on.edge_weights_used(False),
+            off.edge_weights_used(False)] == ["off (--no-edge-weights)", True, False, False]
+    assert on.edge_weights_used(None).startswith("on if the store has them")
+    assert TrainerConfig(model="gat").edge_weights_used(True).startswith("ignored (GAT")
+    assert TrainerConfig(model="pkg.mod:make").edge_weights_used(True).startswith("ignored (a MODULE:FACTORY")

@@ -118,3 +118,25 @@ def test_status_and_down_default_to_your_own_jobs(tmp_path, monkeypatch):
     with pytest.raises(ArgosyError, match=r"no running stack of yours .* \(1 job\(s\) of other users run here; "
                                           r"name one with --job\)"):
         find_stack(None)
+
+
+@pytest.mark.parametrize("no_weights, want", [(False, True), (True, "off (--no-edge-weights)")])
+def test_status_says_whether_edge_weights_are_used(redis_url, tmp_path, no_weights, want):
+    """From the job's spec in Redis and its store's manifest; a job without a spec says null."""
+    from argosy.shared.config import JobConfig, TrainerConfig
+    from argosy.shared.coord import Coordinator
+    from argosy.shared.graphio import csr_from_edges
+    from argosy.shared.status_view import render_status, status_dict
+    from argosy.shared.store import write_store
+    rng = np.random.default_rng(0)
+    g = csr_from_edges(rng.integers(0, 50, 200), rng.integers(0, 50, 200), 50, weights=rng.random(200))
+    write_store(g, rng.integers(0, 2, 50), tmp_path / "s", num_parts=2)
+    coord = Coordinator(redis_url, "status-ew")
+    coord.delete_job()
+    coord.set_state("running")
+    assert status_dict(coord)["edge_weights"] is None
+    coord.put_spec(JobConfig(store=str(tmp_path / "s"), trainer=TrainerConfig(edge_weights=not no_weights)))
+    assert status_dict(coord)["edge_weights"] == want
+    assert f"edge weights: {json.dumps(want)}" in render_status(coord, time.time())
+    coord.delete_job()
+    coord.close()
