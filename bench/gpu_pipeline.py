@@ -9,6 +9,8 @@ In the issue's setting (``argosy generate --nodes 500000 --avg-degree 20 --featu
 2. **in-process loop**: sample, gather, train in one process;
 3. **pipeline** ``argosy train`` at samplers+loaders 1+1, 2+2, 4+4, 7+7: train-phase batches/s of
    epoch 1 (epoch 0 compiles), trainer idle (waiting for input only), and the trainer's time split;
+   each once per ``--caches`` value (default ``0,auto``: without and with the trainer's feature
+   cache, ``--gpu-cache``), with the cache's hit rate and the bytes per batch into the trainer;
 4. **autoscale** from 1+1 (``argosy up`` + the autoscaler, ``--autoscale-seconds``): replicas and idle;
 5. optionally (``--baseline-rev``, needs git history) the 4+4 pipeline of the baseline code.
 
@@ -121,9 +123,10 @@ def inprocess(a, store: Path) -> dict:
     return {"batches": n, "batches_per_second": n / (time.perf_counter() - t0)}
 
 
-def pipeline(a, store: Path, samplers: int, loaders: int, work: Path, env=None) -> dict:
+def pipeline(a, store: Path, samplers: int, loaders: int, work: Path, env=None, gpu_cache: str | None = None) -> dict:
     run_dir = work / f"run-{samplers}x{loaders}-{int(time.time())}"
-    p = argosy("train", "--store", str(store), "--epochs", str(a.epochs), "--patience", "0", "--fanouts", a.fanouts,
+    extra = ("--gpu-cache", gpu_cache) if gpu_cache is not None else ()
+    p = argosy("train", *extra, "--store", str(store), "--epochs", str(a.epochs), "--patience", "0", "--fanouts", a.fanouts,
                "--eval-fanouts", a.fanouts, "--batch-size", str(a.batch_size), "--hidden", str(a.hidden),
                "--eval-max-nodes", str(a.eval_max_nodes), "--samplers", str(samplers), "--loaders", str(loaders),
                "--device", a.device, "--run-dir", str(run_dir), "--json", env=env, timeout=a.run_timeout)
@@ -135,8 +138,9 @@ def pipeline(a, store: Path, samplers: int, loaders: int, work: Path, env=None) 
     row = {"samplers": samplers, "loaders": loaders, "epoch": e["epoch"], "batches_per_second": e["batches_per_second"],
            "trainer_idle_fraction": e["trainer_idle_fraction"], "run_batches_per_second": r.get("batches_per_second"),
            "seeds_trained": r.get("seeds_trained"), "seeds_planned": r.get("seeds_planned"), "duplicates": r.get("duplicates")}
-    for k in ("idle_seconds", "compute_seconds", "ingest_seconds", "copy_seconds"):
+    for k in ("idle_seconds", "compute_seconds", "ingest_seconds", "copy_seconds", "cache_hit_rate", "bytes_per_batch"):
         row[k] = e.get(k)
+    row["gpu_cache"], row["feature_cache_rows"] = gpu_cache, r.get("feature_cache_rows")
     return row
 
 
@@ -193,7 +197,8 @@ def markdown(res: dict) -> str:
           f"Graph: {a['nodes']:,} nodes, degree {a['degree']:g}, {a['feature_dim']}-d features, {a['method']} {a['parts']} parts; "
           f"SAGE hidden {a['hidden']}, fanouts {a['fanouts']}, batch {a['batch_size']} (~{c.get('feature_rows', 0):,.0f} rows, "
           f"{c.get('feature_mb', 0):.1f} MB per batch). Whole script: {res.get('script_seconds', 0):.0f} s.", "",
-          "| run | batches/s | x ceiling | trainer idle | wait / compute / ingest / copy s (last epoch) |", "|---|---|---|---|---|"]
+          "| run | batches/s | x ceiling | trainer idle | wait / compute / ingest / copy s (last epoch) | feature cache: hit rate, MB/batch in |",
+          "|---|---|---|---|---|---|"]
     top = c.get("copy_in_step_batches_per_second") or float("nan")
     md.append(f"| GPU ceiling, copy in the step (pageable) | {top:.1f} | 1.00 | – | – |")
     md.append(f"| GPU ceiling, batches on the device | {c.get('on_device_batches_per_second', float('nan')):.1f} | "
@@ -202,14 +207,17 @@ def markdown(res: dict) -> str:
         md.append(f"| in-process loop | {res['inprocess']['batches_per_second']:.1f} | "
                   f"{res['inprocess']['batches_per_second'] / top:.2f} | – | – |")
     for r in res.get("pipeline", []) + res.get("baseline", []):
-        name = f"pipeline {r['samplers']}+{r['loaders']}" + (f" ({r['code']})" if r.get("code") else "")
+        name = f"pipeline {r['samplers']}+{r['loaders']}" + (f" ({r['code']})" if r.get("code") else "") + \
+            (f", --gpu-cache {r['gpu_cache']}" if r.get("gpu_cache") is not None else "")
         if "error" in r:
             md.append(f"| {name} | failed | | | {r['error'][-120:]!r} |")
             continue
         split = " / ".join("-" if r.get(k) is None else f"{r[k]:.1f}" for k in ("idle_seconds", "compute_seconds",
                                                                                "ingest_seconds", "copy_seconds"))
+        cache = "-" if r.get("cache_hit_rate") is None else \
+            f"{r['cache_hit_rate']:.2f}, {(r.get('bytes_per_batch') or 0) / 1e6:.2f} ({r.get('feature_cache_rows') or 0:,} rows)"
         md.append(f"| {name} | {r['batches_per_second']:.1f} | {r['batches_per_second'] / top:.2f} | "
-                  f"{r['trainer_idle_fraction']:.2f} | {split} |")
+                  f"{r['trainer_idle_fraction']:.2f} | {split} | {cache} |")
     s = res.get("autoscale")
     if s and "error" not in s:
         f = s.get("final") or {}
@@ -237,6 +245,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--eval-max-nodes", type=int, default=2000)
     ap.add_argument("--configs", default="1+1,2+2,4+4,7+7", help="samplers+loaders of the pipeline runs")
+    ap.add_argument("--caches", default="0,auto",
+                    help="--gpu-cache of the pipeline runs, each config once per value (0 = without the feature cache)")
     ap.add_argument("--ceiling-rounds", type=int, default=3)
     ap.add_argument("--inproc-batches", type=int, default=100)
     ap.add_argument("--autoscale-seconds", type=float, default=70)
@@ -284,9 +294,10 @@ def main() -> None:
         res["pipeline"] = []
         for cfg in a.configs.split(","):
             s, l = (int(x) for x in cfg.split("+"))
-            print(f"pipeline {s}+{l} ...", file=sys.stderr)
-            res["pipeline"].append(pipeline(a, store, s, l, work))
-            save()
+            for cache in a.caches.split(","):
+                print(f"pipeline {s}+{l}, --gpu-cache {cache} ...", file=sys.stderr)
+                res["pipeline"].append(pipeline(a, store, s, l, work, gpu_cache=cache))
+                save()
     if a.baseline_rev:
         sys.path.insert(0, str(ROOT / "bench"))
         from ingest import baseline_tree

@@ -12,6 +12,10 @@ a temporary directory: receive, decode and validate on the one training thread) 
 phase of epochs 1.. (epoch 0 is warm-up): batches/s, GB/s of features, and the trainer process's
 CPU seconds per batch (``/proc/PID/stat``), whose inverse is the batches/s one core sustains.
 
+Part ``cache``: the same replay into this tree's trainer without a feature cache, with one of
+``--cache-fraction`` of the rows, and with every row (``--gpu-cache``; the producer leaves the
+cached rows out, as a loader does): bytes per batch into the trainer, hit rate and trainer CPU per batch.
+
 Part 2, ``job``: ``argosy train`` with 1 sampler + 1 loader + 1 trainer and the GPU step simulated
 (``--job-step``, default 1 ms); per-process CPU time (``/proc/PID/stat``) over the steady state
 (between 20 % and 90 % of the batches the trainer applied): trainer CPU / loader CPU (goal <= 0.2).
@@ -123,6 +127,8 @@ def batch(it):
             fb.dst_ptr = tpl.dst_ptr[:0]
     fb.nodes = nodes
     fb.labels = np.ascontiguousarray(tpl.labels[:it.count])
+    if hot is not None:                              # what a loader sends a trainer with a feature cache
+        fb.features, fb.feature_cache = tpl.features[hot.lookup(nodes)[1]], hot.digest
     return fb
 
 from argosy.shared.plan import split_order
@@ -132,6 +138,10 @@ while not coord.services("trainer"):
     time.sleep(0.05)
 push = make_socket(ctx, zmq.PUSH, sndhwm=4)
 push.connect(coord.services("trainer")[0]["endpoint"])
+hot = None
+if {cache!r}:                                        # the trainer's feature cache, derived as a loader does
+    from argosy.shared.hot_rows import HotRows
+    hot = HotRows.matching(store, coord.services("trainer")[0].get("feature_cache"))
 print(json.dumps({{"feature_bytes": int(tpl.features.nbytes), "rows": int(tpl.features.shape[0]),
                   "edges": int(tpl.edge_src.shape[0]), "seeds": B}}), flush=True)
 seen = set()
@@ -152,8 +162,11 @@ print(json.dumps({{"end": time.time()}}), flush=True)
 """
 
 
-def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str) -> dict:
-    """One trainer (pinned to CPU ``a.trainer_cpu``) fed by a replaying producer; returns its epoch figures."""
+def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str, gpu_cache: int | None = None) -> dict:
+    """One trainer (pinned to CPU ``a.trainer_cpu``) fed by a replaying producer; returns its epoch figures.
+
+    ``gpu_cache``: the trainer's feature cache in bytes (this tree only; the producer then leaves the
+    cached rows out, as a loader does); None = the config's default."""
     from argosy.shared.config import JobConfig, SamplerConfig, TrainerConfig
     from argosy.shared.coord import Coordinator
     job = f"ingest-{label}-{os.getpid()}"
@@ -161,7 +174,7 @@ def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str) -> d
     cfg = JobConfig(job=job, store=str(store), sampler=SamplerConfig(fanouts=fan, eval_fanouts=fan, batch_size=a.batch_size,
                                                                      eval_batch_size=a.batch_size, eval_max_nodes=a.batch_size),
                     trainer=TrainerConfig(epochs=a.epochs, patience=0, device=a.device, simulate_gpu_step=1e-6,
-                                          checkpoint_every=0))
+                                          checkpoint_every=0, **({} if gpu_cache is None else {"gpu_cache": gpu_cache})))
     coord = Coordinator(redis_url, job)
     coord.delete_job()
     spec = json.loads(cfg.to_json())
@@ -178,7 +191,7 @@ def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str) -> d
                           stdout=subprocess.DEVNULL, stderr=open(Path(a.work) / f"{label}-trainer.log", "w"))
     prod_cpus = set(range(os.cpu_count() or 1)) - {a.trainer_cpu} or {0}
     # the producer speaks the trainer's protocol version: same code (PYTHONPATH) as the trainer
-    pr = subprocess.Popen([sys.executable, "-c", PRODUCER.format(redis=redis_url, job=job, cpus=prod_cpus)],
+    pr = subprocess.Popen([sys.executable, "-c", PRODUCER.format(redis=redis_url, job=job, cpus=prod_cpus, cache=bool(gpu_cache))],
                           stdout=subprocess.PIPE, text=True, cwd=tempfile.gettempdir(), env=env)
     marks = []                                            # (phase key, wall, trainer cpu) at each phase start
     info = None
@@ -213,10 +226,12 @@ def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str) -> d
                      "cpu_ms_per_batch": 1000 * (c1 - c0) / max(n, 1),
                      "one_core_batches_per_second": n / max(c1 - c0, 1e-9),
                      "idle": e["trainer_idle_fraction"], "ingest_seconds": e.get("ingest_seconds"),
+                     "bytes_per_batch": e.get("bytes_per_batch"), "cache_hit_rate": e.get("cache_hit_rate"),
                      "copy_seconds": e.get("copy_seconds"), "compute_seconds": e.get("compute_seconds")})
     med = lambda k: float(np.median([r[k] for r in rows]))
     return {"label": label, "batch": info, "epochs": rows,
-            **{k: med(k) for k in ("batches_per_second", "gb_per_second", "cpu_ms_per_batch", "one_core_batches_per_second")}}
+            **{k: med(k) for k in ("batches_per_second", "gb_per_second", "cpu_ms_per_batch", "one_core_batches_per_second")},
+            **({k: med(k) for k in ("bytes_per_batch", "cache_hit_rate")} if not pythonpath else {}), "gpu_cache": gpu_cache}
 
 
 # ---------------------------------------------------------------------------------------------- part 2
@@ -285,7 +300,9 @@ def main() -> None:
     ap.add_argument("--baseline-rev", default=BASELINE_REV)
     ap.add_argument("--job-epochs", type=int, default=3)
     ap.add_argument("--job-step", default="1ms", help="simulated GPU step of the 1+1+1 job")
-    ap.add_argument("--parts-to-run", default="ingest,job")
+    ap.add_argument("--parts-to-run", default="ingest,cache,job", help="comma list of ingest, cache, job")
+    ap.add_argument("--cache-fraction", type=float, default=0.25, help="cache part: the partial cache, a fraction of the rows' bytes")
+    ap.add_argument("--cache-repeats", type=int, default=1, help="cache part: runs of each cache size")
     ap.add_argument("--work", default="/tmp/argosy-bench-ingest")
     ap.add_argument("--small", action="store_true", help="smoke run: 20k nodes, 32-d features, batch 256")
     a = ap.parse_args()
@@ -312,10 +329,22 @@ def main() -> None:
         f = [r for r in runs if r["label"] == "after"]
         mean = lambda rs, k: float(np.mean([r[k] for r in rs]))
         res["ingest_speedup"] = {k: mean(f, k) / mean(b, k) for k in ("batches_per_second", "one_core_batches_per_second")}
+    if "cache" in todo:
+        from argosy.shared.redis_server import EmbeddedRedis
+        whole = a.nodes * a.feature_dim * 4
+        sizes = {"off": 0, f"{a.cache_fraction:.0%} of rows": int(whole * a.cache_fraction), "every row": whole}
+        with EmbeddedRedis() as srv:
+            runs = []
+            for _ in range(a.cache_repeats):
+                for label, size in sizes.items():
+                    print(f"cache: {label} ...", file=sys.stderr)
+                    runs.append({**ingest_run(f"cache-{label.split()[0]}", a, store, srv.url, "", gpu_cache=size),
+                                 "label": label})
+        res["cache"] = runs
     if "job" in todo:
         print("job: 1 sampler + 1 loader + 1 trainer ...", file=sys.stderr)
         res["job"] = job_run(a, store)
-    for part in ("ingest", "ingest_speedup", "job"):         # a part not run this time: keep the last figures
+    for part in ("ingest", "ingest_speedup", "cache", "job"):         # a part not run this time: keep the last figures
         if part not in res and part in prev and prev.get("setting") == res["setting"]:
             res[part] = prev[part]
     (OUT / "ingest.json").write_text(json.dumps(res, indent=1))
@@ -333,6 +362,21 @@ def main() -> None:
                       f"{r['one_core_batches_per_second']:.1f} |")
         s = res["ingest_speedup"]
         md += ["", f"after / before: batches/s **{s['batches_per_second']:.2f}x**, one core **{s['one_core_batches_per_second']:.2f}x**", ""]
+    if "cache" in res:
+        bt = res["cache"][0]["batch"]
+        off = [r for r in res["cache"] if not r["gpu_cache"]]
+        md += [f"Trainer feature cache (`--gpu-cache`), the same replay ({bt['rows']:,} rows x {a.feature_dim}, "
+               f"{bt['feature_bytes'] / 1e6:.1f} MB of features per batch without it), one trainer core, device {a.device}; "
+               "the producer leaves the cached rows out as a loader does. Median of epochs 1.."
+               f"{a.epochs - 1}; ratios against the mean of the runs without a cache.", "",
+               "| cache | hit rate | MB / batch into the trainer | trainer CPU ms/batch | batches/s (wall) | CPU vs off |",
+               "|---|---|---|---|---|---|"]
+        base = float(np.mean([r["cpu_ms_per_batch"] for r in off])) if off else float("nan")
+        for r in res["cache"]:
+            md.append(f"| {r['label']} ({(r['gpu_cache'] or 0) / 1e6:.0f} MB) | {r['cache_hit_rate']:.3f} | "
+                      f"{r['bytes_per_batch'] / 1e6:.2f} | {r['cpu_ms_per_batch']:.1f} | {r['batches_per_second']:.1f} | "
+                      f"{r['cpu_ms_per_batch'] / base:.2f}x |")
+        md.append("")
     if "job" in res:
         j = res["job"]
         md += [f"1 sampler + 1 loader + 1 trainer, GPU step simulated at {j['simulated_step']}: CPU over the steady state "
