@@ -19,6 +19,7 @@ from argosy.shared import envs
 from argosy.shared.config import JobConfig
 from argosy.shared.coord import Coordinator
 from argosy.shared.errors import ConfigError, GraphFormatError, MemoryBudgetError, StoreFormatError
+from argosy.shared.malloc import keep_heap
 
 if TYPE_CHECKING:
     from argosy.shared.metrics import ServiceMetrics
@@ -28,6 +29,8 @@ __all__ = ["ServiceContext", "common_args", "start_service", "run_service", "set
 logger = logging.getLogger(__name__)
 
 EXIT_CANNOT_START = 78
+THROUGHPUT_ROLES = ("trainer", "sampler", "loader")
+"""Roles whose processes keep their freed heap (:func:`argosy.shared.malloc.keep_heap`)."""
 """Exit code of a service that cannot run with this spec or store (sysexits ``EX_CONFIG``): the
 launcher fails the job with the logged reason instead of restarting the service."""
 
@@ -97,6 +100,8 @@ def run_service(role: str, args: argparse.Namespace, body) -> None:
     exits with 1 and the launcher's restart policy decides.
     """
     ctx = None
+    if role in THROUGHPUT_ROLES:
+        keep_heap()  # before any thread or large allocation
     try:
         ctx = start_service(role, args)
         body(ctx)

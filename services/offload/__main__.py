@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from .memory import configure_malloc
+    from argosy.shared.malloc import configure_malloc
     from .service import StoreServer
     from .store import OffloadStore
 

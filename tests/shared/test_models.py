@@ -352,3 +352,24 @@ def test_weighted_gcn_on_the_whole_graph_is_pyg_gcn_norm():
         h = norm @ layer.lin(h) + layer.bias
         h = torch.relu(h) if i == 0 else h
     torch.testing.assert_close(model(x, blocks), h)
+
+
+def test_dropout_masks_repeat_under_a_seed_and_the_full_graph_mask_is_the_shared_one():
+    from argosy.shared.models import dropout, dropout_scale
+    from argosy.services.trainer.fullgraph.model import dropout_mask
+    x = torch.ones(1000, 8)
+    torch.manual_seed(3)
+    a = dropout(x, 0.5, True)
+    torch.manual_seed(3)
+    assert torch.equal(a, dropout(x, 0.5, True))                           # torch.manual_seed repeats runs
+    assert not torch.equal(a, dropout(x, 0.5, True))                       # and each call draws a new mask
+    ref = dropout_scale(np.random.default_rng([1, 2, 3, 4]), (50, 8), 0.25)
+    assert set(np.unique(ref).tolist()) == {0.0, np.float32(1 / 0.75)}
+    assert torch.equal(dropout_mask((50, 8), 0.25, 1, 2, 3, 4), torch.from_numpy(ref))
+
+
+def test_throughput_roles_keep_their_heap():
+    from argosy.shared.lifecycle import THROUGHPUT_ROLES
+    from argosy.shared.malloc import keep_heap
+    assert set(THROUGHPUT_ROLES) == {"trainer", "sampler", "loader"}
+    assert keep_heap() is True                                            # glibc (this machine and the images)

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from argosy.services.offload.memory import configure_malloc
+    from argosy.shared.malloc import configure_malloc
 
     configure_malloc()  # before any thread or large allocation, so every mode is measured the same way
     try:

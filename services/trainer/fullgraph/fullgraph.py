@@ -44,7 +44,7 @@ from .graph import GraphData, PartPlan
 from .source import GraphSource, part_tensors
 from .kernels import SpMM
 from .model import ModelSpec, dropout_mask, layer_forward, masked_loss_sum, post_activation
-from argosy.services.offload.memory import trim_heap
+from argosy.shared.malloc import trim_heap
 from argosy.services.offload.policy import Access, Schedule
 from argosy.services.offload.store import OffloadStore
 

@@ -18,7 +18,7 @@ from argosy.shared import rundir
 from argosy.shared.config import JobConfig, TrainerConfig
 from argosy.shared.models import EarlyStopping
 
-from argosy.services.offload.memory import trim_heap
+from argosy.shared.malloc import trim_heap
 
 __all__ = ["FullGraphTrainer", "fit", "save_best"]
 

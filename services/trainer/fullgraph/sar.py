@@ -37,7 +37,7 @@ from argosy.shared.models import make_optimizer
 from .graph import normalize_rows
 from .kernels import CSR, csr_from_coo, spmm, warm_up
 from .loop import fit, save_best
-from argosy.services.offload.memory import configure_malloc
+from argosy.shared.malloc import configure_malloc
 from argosy.shared.rss import peak_rss_bytes, rss_bytes
 from .model import dropout_mask, flat_grads, full_graph_model, layer_forward, masked_loss_sum, post_activation
 
