@@ -301,6 +301,8 @@ def new_job_id() -> str:
 def fullgraph_config(args) -> Path:
     """``train --mode fullgraph|sar|memory``: partition ``--data`` if needed, then write the job and fullgraph
     sections to ``RUN_DIR/fullgraph.json`` for ``python -m argosy.services.trainer.fullgraph --config``."""
+    if getattr(args, "task", "node") == "link":
+        raise ArgosyError(f"--task link runs in the mini-batch mode only (got --mode {args.mode})")
     from argosy.services.train_args import job_config, node_data_flags, refuse_partition_flags
     from argosy.shared.config import FullGraphConfig
     job = args.job or new_job_id()

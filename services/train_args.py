@@ -61,8 +61,8 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
     p.add_argument("--epochs", type=int, default=_default(T, "epochs") if epochs is None else epochs,
                    help=f"most epochs (default {_default(T, 'epochs')}); training stops earlier, see --patience")
     p.add_argument("--patience", type=int, default=_default(T, "patience"),
-                   help=f"stop after this many epochs with neither a better validation accuracy nor a lower validation loss (default "
-                        f"{_default(T, 'patience')}; 0 = run all --epochs)")
+                   help="stop after this many epochs with neither a better validation accuracy (a link job: "
+                        "--link-metric) nor a lower validation loss (default 20, 50 with --task link; 0 = run all --epochs)")
     p.add_argument("--hidden", type=int, default=None, help=f"hidden width, per head for gat (default {_per_model('hidden')})")
     p.add_argument("--heads", type=int, default=_default(T, "heads"), help=f"gat: attention heads (default {_default(T, 'heads')})")
     p.add_argument("--no-edge-weights", action="store_true",
@@ -176,8 +176,10 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     """Defaults that depend on other flags (per-model ones come from :data:`MODEL_DEFAULTS`)."""
     if hasattr(args, "hidden"):
         t = TrainerConfig(model=args.model, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
-                          weight_decay=getattr(args, "weight_decay", None), task=getattr(args, "task", "node"))
+                          weight_decay=getattr(args, "weight_decay", None), task=getattr(args, "task", "node"),
+                          patience=getattr(args, "patience", None))
         args.model, args.hidden, args.dropout, args.lr, args.weight_decay = t.model, t.hidden, t.dropout, t.lr, t.weight_decay
+        args.patience = t.patience
     return args
 
 

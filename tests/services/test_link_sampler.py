@@ -114,3 +114,23 @@ def test_task_flags_reach_the_config_from_cli_yaml_and_python(tmp_path):
     _, node = cfg_of(["train"])
     assert node.trainer.task == "node"
     assert JobConfig.from_json(node.to_json()).fingerprint() == node.fingerprint()
+
+
+@pytest.mark.parametrize("scorer", ["dot", "mlp"])
+def test_trainer_core_learns_from_link_batches(tmp_path, scorer):
+    """Real sampler, loader and trainer cores: BCE falls on a fixed batch; eval returns one score per pair."""
+    import torch
+    from argosy.services.loader.core import LoaderCore
+    from argosy.services.trainer.core import TrainerCore
+    g, store, _ = link_store(tmp_path, n=200, m=1200)
+    link = LinkConfig(scorer=scorer)
+    core = SamplerCore(store, link=link)
+    fb = LoaderCore(store).load(core.sample_item(plan_phase(store, "train", 0, 64, 1, task="link")[0], (5, 5)))
+    tr = TrainerCore(TrainerConfig(task="link", normalize_features=False), store.manifest.feature_dim, 1, 2, link=link)
+    before = [p.detach().clone() for p in tr.model.scorer.parameters()]
+    losses = [tr.train_step(fb)["loss"] for _ in range(30)]
+    assert np.isfinite(losses).all() and losses[-1] < 0.8 * losses[0]
+    assert all(not torch.equal(a, b) for a, b in zip(before, tr.model.scorer.parameters()))  # the scorer learns too
+    ev = LoaderCore(store).load(core.sample_item(plan_phase(store, "val", 0, 1024, 1, task="link")[0], (-1, -1)))
+    r = tr.eval_step(ev)
+    assert r["scores"].shape == r["labels"].shape == (ev.link_pairs.shape[0],)
