@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from argosy.fullnbr import khop, layerwise
 from argosy.shared.config import JobConfig
 from argosy.shared.errors import ArgosyError
 from argosy.shared.linkmetrics import link_metrics
@@ -62,7 +63,6 @@ def predict_links(run_dir: str | Path, out: str | Path, edges: str | Path | None
     ``(m, 2)`` ``.npy``; default: the store's test pairs, with ``labels``), and ``embeddings``
     (float32[n, hidden]) when asked, to ``out`` (.npz).  Returns a summary; for the test pairs it
     holds ``test_auc``/``test_ap`` and the run's own ``run_test_auc``/``run_test_ap``."""
-    from argosy.inference import _khop, _layerwise
     model, ck, cfg = load_link_model(run_dir)
     st = PartitionStore(store or ck["store"])
     if st.manifest.feature_dim != int(ck["in_dim"]):
@@ -79,9 +79,9 @@ def predict_links(run_dir: str | Path, out: str | Path, edges: str | Path | None
     normalize = bool(cfg.trainer.normalize_features)
     with tempfile.TemporaryDirectory(prefix="argosy-predict-", dir=out.parent if out.parent.exists() else None) as tmp:
         if isinstance(model.encoder, GNN):
-            z, _ = _layerwise(model.encoder, st, normalize, Path(tmp), False)
+            z, _ = layerwise(model.encoder, st, normalize, Path(tmp), False)
         else:
-            z, _ = _khop(model.encoder, st, normalize, int(ck["num_layers"]), False)
+            z, _ = khop(model.encoder, st, normalize, int(ck["num_layers"]), False)
         z = torch.from_numpy(np.asarray(z, np.float32))
         scores = np.empty(pairs.shape[0], np.float32)
         for a in range(0, pairs.shape[0], _PAIR_CHUNK):

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 
+import argosy.fullnbr as fullnbr
 import argosy.inference as inference
 from argosy.shared.config import JobConfig, SamplerConfig, TrainerConfig
 from argosy.shared.store import PartitionStore
@@ -26,8 +27,8 @@ def _fake_run(tmp_path, store_path, model: str, normalize: bool):
 @pytest.mark.parametrize("model", ["gcn", "sage", "gat"])
 def test_layerwise_predict_equals_full_neighbourhood_forward(small_store, tmp_path, monkeypatch, model):
     g, path = small_store
-    monkeypatch.setattr(inference, "_CHUNK_NODES", 37)           # many chunks per part
-    monkeypatch.setattr(inference, "_CHUNK_EDGES", 200)
+    monkeypatch.setattr(fullnbr, "_CHUNK_NODES", 37)           # many chunks per part
+    monkeypatch.setattr(fullnbr, "_CHUNK_EDGES", 200)
     core, run = _fake_run(tmp_path, path, model, normalize=False)      # features are N(0,1): row sums near 0
     res = inference.predict_store(run, tmp_path / "p.npz", embeddings=True)
     store = PartitionStore(path)

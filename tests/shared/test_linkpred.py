@@ -146,3 +146,20 @@ def test_explicit_held_out_edges(tmp_path):
         EdgeSplit(300, 0, None, val_edges=val, test_edges=val)
     with pytest.raises(ConfigError, match="not both"):
         EdgeSplit(300, 0, (0.1, 0.1), val_edges=val)
+
+
+def test_link_jobs_on_a_weighted_store_are_refused_unless_weights_are_off(tmp_path):
+    from argosy.shared.config import JobConfig, TrainerConfig
+    from argosy.shared.preflight import TrainInputError, check_trainable
+    _, store, _ = link_store(tmp_path)
+    for q in range(store.num_parts):                    # unit weights, as a weighted input's store holds them
+        pd, d = store.part(q), store.root / store.manifest.parts[q].path
+        np.save(d / "edge_weight.npy", np.ones(pd.indices.shape[0], np.float32))
+        np.save(d / "weighted_degree.npy", np.diff(np.asarray(pd.indptr)).astype(np.float32))
+    store = PartitionStore(store.root)
+    store.manifest.edge_weights = True
+    cfg = JobConfig(trainer=TrainerConfig(task="link", normalize_features=False))
+    with pytest.raises(TrainInputError, match="--task link does not use edge weights yet.*--no-edge-weights"):
+        check_trainable(store, cfg)
+    cfg.trainer.edge_weights = False
+    assert check_trainable(store, cfg).train > 0

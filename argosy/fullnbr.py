@@ -1,0 +1,157 @@
+"""Every vertex's output with full neighbourhoods, from a store: what ``argosy predict`` runs for
+node and link models alike.
+
+Built-in models (GCN, SAGE, GAT) run **layer by layer** (:func:`layerwise`): layer ``i`` for every
+vertex, part by part, in chunks of destination vertices whose full neighbour lists come from the
+store, its output written to a memory-mapped file that layer ``i + 1`` reads; memory is one chunk
+plus the page cache, whatever the graph size.  A ``MODULE:FACTORY`` model has no layer structure
+Argosy can split, so :func:`khop` runs it on chunks of seeds with their full ``L``-hop
+neighbourhoods and the in-edges of the outermost hop (exact, equal to training's evaluation).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from argosy.shared.errors import ArgosyError
+from argosy.shared.models import Blocks, EdgeIndexModel, GNN
+from argosy.shared.store import PartitionStore
+from argosy.shared.usermodel import embedding_module
+
+__all__ = ["layerwise", "khop"]
+
+_CHUNK_EDGES = 1 << 20
+_CHUNK_NODES = 1 << 15
+
+
+class _Rows:
+    """Rows of a per-vertex matrix by global id: the store's features, or a layer's output memmap."""
+
+    def __init__(self, store: PartitionStore, matrix: np.ndarray | None = None, normalize: bool = False):
+        self.store, self.matrix, self.normalize = store, matrix, normalize
+        self.assign = np.asarray(store.assignment)
+        self.local = np.asarray(store.local_index)
+
+    def __call__(self, ids: np.ndarray) -> torch.Tensor:
+        if self.matrix is not None:
+            o = np.argsort(ids)
+            out = np.empty((ids.shape[0], self.matrix.shape[1]), np.float32)
+            out[o] = self.matrix[ids[o]]                 # ascending ids: sequential reads of the memmap
+            return torch.from_numpy(out)
+        parts, rows = self.assign[ids], self.local[ids]
+        out = np.empty((ids.shape[0], self.store.manifest.feature_dim), np.float32)
+        for p in np.unique(parts):
+            sel = np.flatnonzero(parts == p)
+            r = rows[sel]
+            o = np.argsort(r)
+            out[sel[o]] = np.take(self.store.part(int(p)).features, r[o], axis=0)
+        x = torch.from_numpy(out)
+        if self.normalize:
+            x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
+        return x
+
+
+def _degrees(store: PartitionStore, weighted: bool = False) -> np.ndarray:
+    """float32[n]: every vertex's degree (``weighted``: its sum of edge weights, as the sampler sends)."""
+    deg = np.zeros(store.manifest.num_nodes, np.float32)
+    for p in range(store.num_parts):
+        pd = store.part(p)
+        deg[np.asarray(pd.nodes)] = pd.weighted_degree if weighted else np.diff(np.asarray(pd.indptr))
+    return deg
+
+
+def _chunks(store: PartitionStore):
+    """``(dst global ids, src local ids, dst local ids, nodes, weights)`` per chunk of destination
+    vertices: full neighbour lists, destinations first in ``nodes``; ``weights`` float32 aligned
+    with the edges (a weighted store) or None."""
+    for p in range(store.num_parts):
+        pd = store.part(p)
+        indptr, owned = np.asarray(pd.indptr), np.asarray(pd.nodes)
+        a = 0
+        while a < owned.shape[0]:
+            b = min(owned.shape[0], a + _CHUNK_NODES,
+                    max(a + 1, int(np.searchsorted(indptr, indptr[a] + _CHUNK_EDGES, "right")) - 1))
+            dst = owned[a:b].astype(np.int64)
+            nbrs = np.asarray(pd.indices[indptr[a]:indptr[b]]).astype(np.int64)
+            dst_local = np.repeat(np.arange(b - a), np.diff(indptr[a:b + 1]))
+            extra = np.setdiff1d(np.unique(nbrs), dst, assume_unique=True)
+            nodes = np.concatenate([dst, extra])
+            order = np.argsort(nodes, kind="stable")
+            src_local = order[np.searchsorted(nodes[order], nbrs)]
+            w = None if pd.edge_weight is None else np.array(pd.edge_weight[indptr[a]:indptr[b]], np.float32)
+            yield dst, src_local, dst_local, nodes, w
+            a = b
+
+
+@torch.no_grad()
+def layerwise(model: GNN, store: PartitionStore, normalize: bool, tmp: Path, embeddings: bool,
+               weighted: bool = False):
+    n = store.manifest.num_nodes
+    deg = torch.from_numpy(_degrees(store))
+    wdeg = torch.from_numpy(_degrees(store, True)) if weighted else None
+    rows = _Rows(store, normalize=normalize)
+    L = len(model.layers)
+    emb = None
+    for i in range(L):
+        width = None
+        out = None
+        for dst, src_local, dst_local, nodes, w in _chunks(store):
+            idx = torch.from_numpy(nodes)
+            h = model.layer_forward(i, rows(nodes), torch.from_numpy(src_local), torch.from_numpy(dst_local),
+                                    dst.shape[0], deg[idx], None,
+                                    torch.from_numpy(w) if weighted else None, wdeg[idx] if weighted else None)
+            if out is None:
+                width = h.shape[1]
+                out = np.lib.format.open_memmap(tmp / f"h{i + 1}.npy", "w+", np.float32, (n, width))
+            out[dst] = h.numpy()
+        if out is None:                                  # a graph with no vertex
+            out = np.zeros((0, 0), np.float32)
+        if i == L - 2 and embeddings:
+            emb = out
+        rows = _Rows(store, matrix=out)
+    return out, emb
+
+
+@torch.no_grad()
+def khop(model: EdgeIndexModel, store: PartitionStore, normalize: bool, num_layers: int, embeddings: bool,
+          batch: int = 4096):
+    """Exact predictions of a PyG-style model: each chunk of seeds with its full ``L``-hop
+    neighbourhood plus the in-edges of the outermost hop (degrees a model counts in the subgraph are
+    then the graph's, as in training's evaluation, see :meth:`JobConfig.fanouts_for`).
+    ``embeddings``: also the input of the model's last layer (:func:`embedding_module`)."""
+    from argosy.services.sampler.core import SamplerCore
+    sampler = SamplerCore(store)
+    rows = _Rows(store, normalize=normalize)
+    n = store.manifest.num_nodes
+    out = emb = None
+    seen: list = []
+    hook = embedding_module(model.inner).register_forward_pre_hook(
+        lambda mod, args: seen.append(args[0])) if embeddings else None
+    try:
+        for a in range(0, n, batch):
+            seeds = np.arange(a, min(n, a + batch), dtype=np.int64)
+            sb = sampler.sample(seeds, tuple([-1] * (num_layers + 1)))
+            blocks = Blocks(hop_nodes=sb.hop_nodes.tolist(), hop_edges=sb.hop_edges.tolist(),
+                            edge_src=torch.from_numpy(sb.edge_src.astype(np.int64)),
+                            edge_dst=torch.from_numpy(sb.edge_dst.astype(np.int64)),
+                            degrees=torch.from_numpy(sb.degrees.astype(np.float32)))
+            seen.clear()
+            logits = model(rows(np.asarray(sb.nodes, np.int64)), blocks)
+            if out is None:
+                out = np.empty((n, logits.shape[1]), np.float32)
+            out[seeds] = logits.numpy()
+            if embeddings:
+                if not seen or not isinstance(seen[-1], torch.Tensor):
+                    raise ArgosyError(f"--embeddings: the layer {type(embedding_module(model.inner)).__name__} "
+                                      "was not called with a tensor as its first input; set the model's "
+                                      "argosy_embedding attribute to the layer whose input is the embedding")
+                h = seen[-1][:seeds.shape[0]]
+                if emb is None:
+                    emb = np.empty((n, h.shape[1]), np.float32)
+                emb[seeds] = h.numpy()
+    finally:
+        if hook is not None:
+            hook.remove()
+    return out, emb
