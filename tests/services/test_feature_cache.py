@@ -9,7 +9,6 @@ import torch
 import zmq
 
 from argosy.shared.config import JobConfig, SamplerConfig, TrainerConfig
-from argosy.shared.coord import Coordinator
 from argosy.shared.errors import ConfigError, InvalidMessageError
 from argosy.shared.hot_rows import HotRows, cache_rows
 from argosy.shared.store import PartitionStore
@@ -20,6 +19,7 @@ from argosy.services.loader.core import LoaderCore
 from argosy.services.sampler.core import SamplerCore
 from argosy.services.trainer.core import TrainerCore, cache_budget
 from argosy.services.trainer.ingest import Ingest
+from tests.workitems import publish_and_claim
 
 CPU = torch.device("cpu")
 
@@ -151,14 +151,8 @@ def test_hostile_cached_row_frames_are_refused(job):
 def test_exactly_once_through_the_ingest_thread_with_a_cache(small_store, redis_url, request):
     _, path = small_store
     cfg = _cfg(path, job=f"fc-{request.node.name}")
-    coord = Coordinator(redis_url, cfg.job)
-    coord.delete_job()
     store = PartitionStore(path)
-    coord.ensure_groups(store.num_parts)
-    plan = job_plan(cfg, store, 0, "train")
-    coord.publish_work([(it.part, it.to_fields()) for it in plan])
-    claimed = coord.claim(list(range(store.num_parts)), "sampler-t", count=len(plan), block_ms=200)
-    ref = {int(f["batch_id"]): (s, e) for s, e, f in claimed}
+    coord, plan, claimed, ref = publish_and_claim(redis_url, cfg, store)
     core = _core(cfg, store, 100 * store.manifest.feature_dim * 4)
     loader, sampler = LoaderCore(store), SamplerCore(store)
     fbs = []

@@ -6,15 +6,15 @@ import pytest
 import zmq
 
 from argosy.shared.config import JobConfig, SamplerConfig
-from argosy.shared.coord import Coordinator
 from argosy.shared.store import PartitionStore
 from argosy.shared.transport import make_socket, retain_large_buffers, send_msg
-from argosy.shared.validate import check_feature_values, job_plan
+from argosy.shared.validate import check_feature_values
 from argosy.shared.errors import InvalidMessageError
 from argosy.services.loader.core import LoaderCore
 from argosy.services.sampler.core import SamplerCore
 from argosy.services.trainer.core import TrainerCore
 from argosy.services.trainer.ingest import Ingest
+from tests.workitems import publish_and_claim
 
 
 @pytest.fixture
@@ -22,14 +22,8 @@ def env(small_store, redis_url, request):
     _, path = small_store
     cfg = JobConfig(job=f"ing-{request.node.name}", store=str(path),
                     sampler=SamplerConfig(fanouts=(3, 2), eval_fanouts=(3, 2), batch_size=32))
-    coord = Coordinator(redis_url, cfg.job)
-    coord.delete_job()
     store = PartitionStore(path)
-    coord.ensure_groups(store.num_parts)
-    plan = job_plan(cfg, store, 0, "train")
-    coord.publish_work([(it.part, it.to_fields()) for it in plan])
-    claimed = coord.claim(list(range(store.num_parts)), "sampler-t", count=len(plan), block_ms=200)
-    ref = {int(f["batch_id"]) if "batch_id" in f else None: (s, e) for s, e, f in claimed}
+    coord, plan, claimed, ref = publish_and_claim(redis_url, cfg, store)
     it = plan[0]
     sb = SamplerCore(store).sample_item(it, cfg.sampler.fanouts)
     sb.job = cfg.job
