@@ -79,7 +79,8 @@ def test_killed_sampler_mid_epoch_every_training_edge_once(cora_path, redis_url,
     proc = subprocess.Popen([sys.executable, "-m", "argosy.services.launch", "train", "--store", str(store),
                              "--task", "link", "--epochs", "4", "--patience", "0", "--samplers", "2",
                              "--batch-size", "64", "--redis", redis_url, "--job", job, "--run-dir", str(tmp_path / "run"),
-                             "--claim-timeout", "3", "--json"],
+                             "--claim-timeout", "3", "--json",
+                             "--simulate-gpu-step", "0.02"],   # a floor on the job's length: the restart lands in it
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     coord = Coordinator(redis_url, job)
     deadline, victim = time.time() + 120, None

@@ -71,7 +71,10 @@ def test_killed_sampler_loses_nothing(cora_store, redis_url, tmp_path):
     job = "kill-sampler"
     proc = subprocess.Popen([sys.executable, "-m", "argosy.services.launch", "train", "--store", str(cora_store), "--epochs", "6",
                              "--samplers", "2", "--batch-size", "16", "--redis", redis_url, "--job", job,
-                             "--run-dir", str(tmp_path), "--claim-timeout", "3", "--json"],
+                             "--run-dir", str(tmp_path), "--claim-timeout", "3", "--json",
+                             # a floor on the job's length (~10 s) so the launcher sees the death and
+                             # restarts the sampler before the last epoch ends, however fast the machine
+                             "--simulate-gpu-step", "0.02"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     coord = Coordinator(redis_url, job)
     deadline = time.time() + 120
