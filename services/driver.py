@@ -463,8 +463,10 @@ def run_local(args) -> dict:
             print(f"argosy: job {job} failed: {result.get('error')}", file=sys.stderr)
         stack.stop()
         try:
+            from argosy.shared.store.residency import disk_summary
             from argosy.shared.traffic import wire_summary
-            result = {**result, **wire_summary(coord.metrics())}
+            metrics = coord.metrics()
+            result = {**result, **wire_summary(metrics), **disk_summary(metrics)}
             epochs = coord.epochs()
             autoscale = read_autoscale_decisions(coord)
         except ArgosyError:

@@ -142,7 +142,8 @@ def _print_result(res: dict, as_json: bool) -> None:
     keys = ("task", "test_auc", "test_ap", "val_auc", "test_accuracy", "val_accuracy", "best_epoch", "epochs", "epoch_seconds", "batches_per_second",
             "sampled_edges_per_second", "trainer_idle_fraction", "remote_fraction", "seeds_planned", "seeds_trained",
             "duplicates", "wall_seconds", "seeds_redelivered", "seeds_dropped", "restarts", "trainer_restarts",
-            "wire_bytes", "ipc_bytes", "halo_bytes", "halo_cache_hit_rate", "edge_weights", "simulation", "error")
+            "wire_bytes", "ipc_bytes", "halo_bytes", "halo_cache_hit_rate", "disk_read_bytes", "major_faults",
+            "row_cache_hit_rate", "edge_weights", "simulation", "error")
     for k in keys:
         v = res.get(k)
         if v is None:

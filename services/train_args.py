@@ -146,6 +146,10 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                         "loaders leave them out of its batches. auto (default): on CUDA the whole feature matrix if "
                         "it fits in half the free device memory, else that half; off on the CPU")
     p.add_argument("--halo-cache", default="64M", help="bytes of hot remote rows each sampler and loader caches (default 64M)")
+    p.add_argument("--memory-budget", default=None, metavar="BYTES",
+                   help="memory the job may use on each host (e.g. 12G; default: the memory cgroup limit it runs "
+                        "under, else none). Parts larger than half of it are served from disk through a hot-row "
+                        "cache (docs/out-of-core.md)")
     p.add_argument("--seed", type=int, default=_default(JobConfig, "seed"))
     p.add_argument("--redis", default=None, help="Redis URL (default $ARGOSY_REDIS_URL, else an embedded server)")
     p.add_argument("--job", default=None, help="job id (default: generated)")
@@ -272,6 +276,7 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
     return JobConfig(
         job=job, store=str(Path(store).resolve()), run_dir=str(Path(run_dir).resolve()), seed=args.seed,
         num_samplers=args.samplers, num_loaders=args.loaders, num_trainers=args.trainers,
+        memory_budget=parse_size(getattr(args, "memory_budget", None) or "0"),
         sampler=SamplerConfig(fanouts=fan, eval_fanouts=tuple([-1] * len(fan)) if args.eval_fanouts is None
                               else tuple(int(x) for x in args.eval_fanouts.split(",")), batch_size=args.batch_size,
                               eval_max_nodes=args.eval_max_nodes,

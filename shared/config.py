@@ -303,6 +303,9 @@ class JobConfig:
     num_loaders: int = 1
     num_trainers: int = 1
     seed: int = 0
+    memory_budget: int = 0
+    """Bytes the job may use on each host; 0 = the memory cgroup limit its services run under, if any.
+    Held parts larger than half of it are served from disk (:mod:`shared.store.residency`)."""
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     loader: LoaderConfig = field(default_factory=LoaderConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -314,6 +317,8 @@ class JobConfig:
         for name in ("num_samplers", "num_loaders", "num_trainers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1 (got {getattr(self, name)})")
+        if self.memory_budget < 0:
+            raise ConfigError(f"memory_budget must be >= 0 bytes (got {self.memory_budget})")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -27,6 +27,7 @@ from argosy.shared.halo import HaloClient, HaloServer
 from argosy.shared.ownership import Membership, host_label
 from argosy.shared.records import STOP_STATES
 from argosy.shared.rss import memory_fields, rss_bytes
+from argosy.shared.store.residency import DiskCounters
 from argosy.shared.traffic import WireCounter
 
 __all__ = ["PartHolder"]
@@ -56,6 +57,9 @@ class PartHolder:
         self.store = self.source.open([])
         self.zctx = zmq.Context()
         self.wire = WireCounter()
+        self.disk = DiskCounters()
+        self.epoch: int | None = None
+        """Epoch of the work last handled: disk reads and row-cache counts are attributed to it."""
         self.members = Membership(ctx.coord, role, self.store.num_parts, ctx.service_id, self.host)
         self.client = HaloClient(self.zctx, self.members, self.store.assignment, self.wire, timeout=timeout, stop=ctx.stop)
         self.core = make_core(self.store, self.client.fetch)
@@ -76,9 +80,12 @@ class PartHolder:
         if want != held:
             t0 = time.perf_counter()
             self.store = self.source.open(want)
+            self.core.replicas_on_host = self.members.on_my_host()
             self.core.set_held(want)
-            logger.info("holding parts %s (assigned %s; %d live %ss) after %.2f s", want, mine,
-                        len(self.members.members), self.role, time.perf_counter() - t0)
+            res = self.core.residency
+            logger.info("holding parts %s (assigned %s; %d live %ss) after %.2f s%s", want, mine,
+                        len(self.members.members), self.role, time.perf_counter() - t0,
+                        f"; {res.describe()}" if res is not None else "")
             self.ctx.coord.update_info(self.role, self.ctx.service_id, held=want)
         return want
 
@@ -118,7 +125,11 @@ class PartHolder:
     # ------------------------------------------------------------------ the shared process wrapper
     def flush_metrics(self) -> None:
         """Add the counters, the wire bytes and the core's stats to the job's metrics; zero them."""
-        c = {**self.counters, **self.wire.drain(), **self.core.stats}
+        io = self.disk.take()
+        per_epoch = {**io, **{k: v for k, v in self.core.stats.items() if k.startswith("feature_cache_")}}
+        c = {**self.counters, **self.wire.drain(), **self.core.stats, **io}
+        if self.epoch is not None:
+            c.update({f"{k}_e{self.epoch}": v for k, v in per_epoch.items() if v})
         self.core.stats = dict.fromkeys(self.core.stats, 0.0)
         self.ctx.metrics.inc_many(c)
         self.ctx.metrics.publish(self.ctx.coord)

@@ -23,7 +23,7 @@ import numpy as np
 from argosy.shared.errors import ConfigError
 from argosy.shared.store import PartitionStore
 
-__all__ = ["HotRows", "cache_rows", "AUTO_FRACTION"]
+__all__ = ["HotRows", "hottest", "cache_rows", "AUTO_FRACTION"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +39,21 @@ def _degrees(store: PartitionStore) -> np.ndarray:
         pd = store.part(p)
         deg[np.asarray(pd.nodes)] = np.diff(np.asarray(pd.indptr))
     return deg
+
+
+def hottest(deg: np.ndarray, ids: np.ndarray | None, rows: int) -> np.ndarray:
+    """Positions of the ``rows`` highest ``deg``, degree descending, ties by ``ids`` ascending
+    (``None``: the positions are the ids).  The one ranking every feature cache uses.
+
+    Shapes: deg int[m]; ids int[m] | None -> int64[min(rows, m)]."""
+    m = deg.shape[0]
+    key = np.arange(m) if ids is None else ids
+    if rows >= m:
+        return np.lexsort((key, -deg)).astype(np.int64)
+    neg = -deg
+    kth = np.partition(neg, rows - 1)[rows - 1]     # top `rows` by degree: a partition, then one sort of those
+    cand = np.flatnonzero(neg <= kth)                # every position at least as hot as the rows-th
+    return cand[np.lexsort((key[cand], neg[cand]))][:rows].astype(np.int64)
 
 
 def cache_rows(store: PartitionStore, budget: int) -> int:
@@ -75,14 +90,7 @@ class HotRows:
         n = int(m.num_nodes)
         if not 1 <= rows <= n:
             raise ConfigError(f"a feature cache holds 1..{n} rows of this store (got {rows})")
-        deg = _degrees(store)
-        if rows == n:
-            ids = np.argsort(-deg, kind="stable")
-        else:                                     # top `rows` by degree: a partition, then one sort of those
-            kth = np.partition(-deg, rows - 1)[rows - 1]
-            cand = np.flatnonzero(-deg <= kth)     # every vertex at least as hot as the rows-th
-            ids = cand[np.lexsort((cand, -deg[cand]))][:rows]
-        ids = ids.astype(np.int64)
+        ids = hottest(_degrees(store), None, rows).astype(np.int64)
         slot = np.full(n, -1, np.int32)
         slot[ids] = np.arange(rows, dtype=np.int32)
         dtype = np.dtype(m.feature_dtype or "float32")

@@ -268,10 +268,10 @@ def part_pairs(store, part: int, phase: str) -> tuple[np.ndarray, np.ndarray]:
     key = (int(part), phase)
     if key not in cache:
         if phase == "train":
-            a = store.read_part(part, ("train_edges",), prefetch=False)["train_edges"]
+            a = store.read_part(part, ("train_edges",), advice=None)["train_edges"]
             lab = np.ones(0 if a is None else a.shape[0], np.uint8)
         else:
-            r = store.read_part(part, (f"{phase}_pairs", f"{phase}_labels"), prefetch=False)
+            r = store.read_part(part, (f"{phase}_pairs", f"{phase}_labels"), advice=None)
             a, lab = r[f"{phase}_pairs"], r[f"{phase}_labels"]
         if a is None:
             raise ConfigError(f"{store.root}: part {part} has no link-prediction arrays (partition the graph "

@@ -85,6 +85,10 @@ class Membership:
     def mine(self) -> list[int]:
         return self.assigned.get(self.self_id, [])
 
+    def on_my_host(self) -> int:
+        """Live members on this process's host, itself included."""
+        return sum(1 for s in self.members.values() if s.get("host_label", self.self_host) == self.self_host)
+
     def owners_of(self, part: int) -> list[str]:
         """The members assigned ``part`` (every replica on its host), by id."""
         return sorted(sid for sid, parts in self.assigned.items() if part in parts)

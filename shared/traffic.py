@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
-__all__ = ["frames_bytes", "WireCounter", "wire_summary"]
+__all__ = ["frames_bytes", "WireCounter", "per_epoch_values", "wire_summary"]
 
 
 def frames_bytes(frames) -> int:
@@ -49,12 +49,17 @@ class WireCounter:
         return out
 
 
+def per_epoch_values(metrics: dict[str, float], prefix: str) -> list[float]:
+    """``[metrics[prefix + "0"], metrics[prefix + "1"], ...]`` up to the last epoch recorded (0 where absent)."""
+    eps = sorted(int(k[len(prefix):]) for k in metrics if k.startswith(prefix) and k[len(prefix):].isdigit())
+    return [metrics.get(f"{prefix}{e}", 0.0) for e in range(eps[-1] + 1)] if eps else []
+
+
 def wire_summary(metrics: dict[str, float]) -> dict:
     """``wire_bytes`` (cross-host), ``ipc_bytes``, ``halo_bytes``, per epoch and in total, with the
     halo cache hit rate, from the job's Redis metrics hash."""
     def per_epoch(prefix: str) -> list[float]:
-        eps = sorted(int(k[len(prefix):]) for k in metrics if k.startswith(prefix) and k[len(prefix):].isdigit())
-        return [metrics.get(f"{prefix}{e}", 0.0) for e in range(eps[-1] + 1)] if eps else []
+        return per_epoch_values(metrics, prefix)
     hits = metrics.get("halo_cache_hits", 0.0)
     misses = metrics.get("halo_cache_misses", 0.0)
     return {"wire_bytes": metrics.get("wire_bytes_sent", 0.0), "wire_bytes_per_epoch": per_epoch("wire_bytes_e"),

@@ -23,6 +23,8 @@ from argosy.shared.halo_cache import FeatureCache
 from argosy.shared.hot_rows import HotRows
 from argosy.shared.protocol import FeatureBatch, FeatureRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
+from argosy.shared.store.residency import Residency, plan_residency
+from argosy.shared.store.row_cache import RowCache
 
 __all__ = ["LoaderCore"]
 
@@ -76,13 +78,23 @@ class LoaderCore:
             memory-mapped.
         fetch: ``fetch(what, ids, epoch)`` returns ``features`` or ``labels`` of vertices held elsewhere.
         cache_bytes: budget of the halo feature cache.
+        memory_budget: the host's memory budget in bytes (0 = the cgroup limit, if any): held parts
+            that do not fit it are served from disk through a hot-row cache
+            (:mod:`shared.store.residency`).
     """
 
+    replicas_on_host: int = 1
+    """Loaders on this host (the service sets it from the registry): they split the row cache budget."""
+
     def __init__(self, store: PartitionStore, held_parts: list[int] | None = None, fetch: Fetch | None = None,
-                 cache_bytes: int = 0):
+                 cache_bytes: int = 0, memory_budget: int = 0):
         self.store = store
         self.fetch = fetch
         self.cache_bytes = cache_bytes
+        self.memory_budget = memory_budget
+        self.residency: Residency | None = None
+        self.row_cache: RowCache | None = None
+        self._cached_parts: list[int] = []
         m = store.manifest
         if not m.feature_dim:
             raise ValueError(f"store {store.root} has no node features; the loader needs them "
@@ -96,26 +108,19 @@ class LoaderCore:
         self._feats: dict[int, np.ndarray] = {}
         self._labels: dict[int, np.ndarray | None] = {}
         self.cache: FeatureCache | None = None
-        self.stats = {"halo_cache_hits": 0.0, "halo_cache_misses": 0.0}
-        if held_parts is None:
-            for p in range(k):
-                pd = store.part(p)
-                if pd.features is None:
-                    raise ValueError(f"store {store.root}: part {p} has no features.npy; the loader needs them")
-                self._feats[p], self._labels[p] = np.asarray(pd.features), pd.labels
-            self.held[:] = True
-            self.dtype = self._feats[0].dtype
-        else:
-            self.set_held(held_parts)
+        self.stats = {"halo_cache_hits": 0.0, "halo_cache_misses": 0.0, "feature_cache_hits": 0.0,
+                      "feature_cache_misses": 0.0}
+        self.set_held(list(range(k)) if held_parts is None else held_parts)
 
     def set_held(self, parts: list[int]) -> None:
         """Hold exactly ``parts`` in memory: load new ones once, drop the others, rebuild the cache."""
         parts = sorted(int(p) for p in parts)
+        res = plan_residency(self.store, parts, self.memory_budget)
         feats = {p: v for p, v in self._feats.items() if p in parts}
         labels = {p: v for p, v in self._labels.items() if p in parts}
         for p in parts:
             if p not in feats:
-                a = self.store.read_part(p, ("features", "labels"))
+                a = self.store.read_part(p, ("features", "labels"), advice="willneed" if res.fits else "random")
                 if a["features"] is None:
                     raise ValueError(f"store {self.store.root}: part {p} has no features.npy; the loader needs them")
                 f = a["features"]
@@ -129,6 +134,12 @@ class LoaderCore:
         self.held = np.zeros(held.shape[0], np.bool_)
         self._feats, self._labels = feats, labels
         self.held = held
+        if self.residency is None or res.fits != self.residency.fits or set(parts) != set(self._cached_parts):
+            self.row_cache = None                     # dropped before the new one is built: never two at once
+            budget = res.row_cache_bytes(self.replicas_on_host)
+            self.row_cache = RowCache(self.store, feats, budget) if budget and feats else None
+            self._cached_parts = parts
+        self.residency = res
         self.cache = FeatureCache(self._assign.shape[0], self.feature_dim, self.dtype, self.cache_bytes) \
             if self.cache_bytes and not self.held.all() else None
 
@@ -137,9 +148,23 @@ class LoaderCore:
         return np.flatnonzero(self.held).tolist()
 
     def _local_rows(self, nodes: np.ndarray, out: np.ndarray, sel_idx: np.ndarray) -> None:
+        """``out[sel_idx] = `` the rows of ``nodes[sel_idx]`` (held parts): from the row cache when
+        the parts are out of core and the row is hot, else from the part's map."""
         ids = nodes[sel_idx]
-        gather_feature_rows(self._feats, self._assign[ids].astype(np.int64), self._local[ids].astype(np.int64),
-                            sel_idx.astype(np.int64, copy=False), out)
+        parts, rows = self._assign[ids].astype(np.int64), self._local[ids].astype(np.int64)
+        dst = sel_idx.astype(np.int64, copy=False)
+        rc = self.row_cache
+        if rc is not None and ids.size:
+            slots = rc.lookup(parts, rows)
+            hit = slots >= 0
+            nhit = int(np.count_nonzero(hit))
+            gather_feature_rows((rc.buf,), np.zeros(nhit, np.int64), slots[hit].astype(np.int64), dst[hit], out)
+            self.stats["feature_cache_hits"] += nhit
+            self.stats["feature_cache_misses"] += ids.shape[0] - nhit
+            miss = np.flatnonzero(~hit)
+            miss = miss[np.lexsort((rows[miss], parts[miss]))]     # each map read forward, in row order
+            parts, rows, dst = parts[miss], rows[miss], dst[miss]
+        gather_feature_rows(self._feats, parts, rows, dst, out)
 
     def gather_rows(self, nodes: np.ndarray, epoch: int = 0) -> np.ndarray:
         """Feature rows of global ``nodes`` in order.  Shapes: nodes int64[N] -> float[N, F]."""

@@ -39,7 +39,8 @@ class LoaderProc(PartHolder):
     def __init__(self, ctx: ServiceContext):
         self.cfg = ctx.cfg
         super().__init__(ctx, "loader", lambda store, fetch: LoaderCore(
-            store, held_parts=[], fetch=fetch, cache_bytes=ctx.cfg.loader.halo_cache_bytes),
+            store, held_parts=[], fetch=fetch, cache_bytes=ctx.cfg.loader.halo_cache_bytes,
+            memory_budget=ctx.cfg.memory_budget),
             timeout=ctx.cfg.sampler.halo_timeout)
         self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.loader.recv_hwm, curve="server")
         self.endpoint = bind_random(self.pull, ctx.port)
@@ -110,6 +111,7 @@ class LoaderProc(PartHolder):
 
     def handle(self, batch: SampledBatch) -> None:
         rank = batch.trainer_rank
+        self.epoch = batch.epoch
         if rank not in self.trainers:
             self.refresh()              # learn the trainer (and its feature cache) before gathering rows
         hot = self.hot.get(rank)

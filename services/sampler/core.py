@@ -25,6 +25,7 @@ from argosy.shared.halo_cache import AdjacencyCache
 from argosy.shared.plan import WorkItem, mix_seed, split_order
 from argosy.shared.protocol import AdjacencyRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
+from argosy.shared.store.residency import Residency, plan_residency
 from argosy.services.sampler.kernels import PartTable, gather_weights, init_state, sample_hop, seed_nodes
 from argosy.services.sampler.link import sample_link_item
 
@@ -60,12 +61,17 @@ class SamplerCore:
         edge_weights: send each sampled edge's weight and each node's weighted degree when the
             store has weights (``SampledBatch.edge_weight``); False ignores them.  With weights the
             halo row cache holds each row's weights too (an entry costs its id + 4 bytes).
+        memory_budget: the host's memory budget in bytes (0 = the cgroup limit, if any): held parts
+            that do not fit it are mapped for random access instead of prefetched
+            (:mod:`shared.store.residency`).
     """
 
     def __init__(self, store: PartitionStore, served_parts: list[int] | None = None, seed: int = 0,
                  held_parts: list[int] | None = None, fetch: Fetch | None = None, cache_bytes: int = 0,
-                 link: LinkConfig | None = None, edge_weights: bool = True):
+                 link: LinkConfig | None = None, edge_weights: bool = True, memory_budget: int = 0):
         self.store = store
+        self.memory_budget = memory_budget
+        self.residency: Residency | None = None
         self.seed = seed
         self.link = link
         self.task = "node" if link is None else "link"
@@ -105,15 +111,18 @@ class SamplerCore:
         """Hold exactly ``parts`` in memory: load new ones once, drop the others, rebuild the cache."""
         k = self.store.num_parts
         parts = sorted(int(p) for p in parts)
+        res = self.residency = plan_residency(self.store, parts, self.memory_budget)
         self._loaded = {p: v for p, v in self._loaded.items() if p in parts}
         self._wloaded = {p: v for p, v in self._wloaded.items() if p in parts}
         for p in parts:
             if self.weighted and p not in self._wloaded:
                 self._load_weights(p)
             if p not in self._loaded:
-                a = self.store.read_part(p, ("indptr", "indices"))     # memory-mapped: shared by the host's samplers
-                self._loaded[p] = (_read_only(a["indptr"].astype(np.int64, copy=False)),
-                                   _read_only(a["indices"].astype(self._dtype, copy=False)))
+                # memory-mapped: shared by the host's samplers; indptr (per vertex) always read ahead
+                ptr = self.store.read_part(p, ("indptr",))["indptr"]
+                ind = self.store.read_part(p, ("indices",), advice="willneed" if res.fits else "random")["indices"]
+                self._loaded[p] = (_read_only(ptr.astype(np.int64, copy=False)),
+                                   _read_only(ind.astype(self._dtype, copy=False)))
         empty_ptr, empty_ind = _read_only(np.zeros(1, np.int64)), _read_only(np.empty(0, self._dtype))
         held = np.zeros(k, np.bool_)
         held[parts] = True

@@ -38,7 +38,8 @@ class SamplerProc(PartHolder):
             cache_bytes=ctx.cfg.sampler.halo_cache_bytes,
             # weights travel only to a model that uses them (not GAT, not MODULE:FACTORY: 1.41x bytes per batch)
             edge_weights=ctx.cfg.trainer.edge_weights_used(True) is True,
-            link=ctx.cfg.link if ctx.cfg.trainer.task == "link" else None), timeout=ctx.cfg.sampler.halo_timeout)
+            link=ctx.cfg.link if ctx.cfg.trainer.task == "link" else None, memory_budget=ctx.cfg.memory_budget),
+            timeout=ctx.cfg.sampler.halo_timeout)
         self.loaders = Membership(ctx.coord, "loader", self.store.num_parts, ctx.service_id, self.host)
         self.push: dict[str, tuple[str, zmq.Socket]] = {}
         self.parts: list[int] = []
@@ -109,6 +110,7 @@ class SamplerProc(PartHolder):
 
     def handle(self, stream: str, entry_id: str, item: WorkItem) -> None:
         fanouts = self.cfg.fanouts_for(item.phase)
+        self.epoch = item.epoch
         if not self.core.held[item.part]:
             return                       # claimed just before the part moved: left pending, re-claimed by its holder
         try:

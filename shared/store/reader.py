@@ -6,7 +6,6 @@ Example:
 """
 from __future__ import annotations
 
-import mmap
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -15,6 +14,7 @@ import numpy as np
 
 from argosy.shared.errors import StoreFormatError
 from argosy.shared.store.manifest import Manifest
+from argosy.shared.store.residency import advise
 
 __all__ = ["PartitionStore", "PartData"]
 
@@ -79,16 +79,6 @@ def _verify_weights(root: Path, part: int, pd: PartData) -> None:
             raise StoreFormatError(f"{root}: part {part}: edge_weight holds a value that is not finite and >= 0")
 
 
-def _will_need(m: np.ndarray) -> None:
-    """Ask the kernel to read a memory-mapped array's pages ahead (best effort)."""
-    mm = getattr(m, "_mmap", None)
-    if mm is not None and hasattr(mmap, "MADV_WILLNEED"):
-        try:
-            mm.madvise(mmap.MADV_WILLNEED)
-        except (OSError, ValueError):
-            pass
-
-
 class PartitionStore:
     """Read access to a store directory written by :func:`shared.store.write_store`."""
 
@@ -106,21 +96,21 @@ class PartitionStore:
         for p in [p for p in self._parts if p not in self.allowed]:
             del self._parts[p]
 
-    def read_part(self, p: int, names: tuple[str, ...], prefetch: bool = True) -> dict[str, np.ndarray | None]:
+    def read_part(self, p: int, names: tuple[str, ...], advice: str | None = "willneed") -> dict[str, np.ndarray | None]:
         """Arrays ``names`` of part ``p``, memory-mapped read-only (plain ndarray views of the maps).
 
         Every process on a host that opens the same file maps the same page-cache pages: replicas of
         a tier share one copy of their host's parts (their RSS counts the pages each touched, their
-        PSS splits them).  ``prefetch`` asks the kernel to read the files ahead
-        (``MADV_WILLNEED``), so the first batches do not fault page by page.
+        PSS splits them).  ``advice``: ``willneed`` asks the kernel to read the files ahead, so the
+        first batches do not fault page by page (parts that fit in memory); ``random`` turns off
+        read-around (parts served from disk, :mod:`shared.store.residency`); None leaves it.
         """
         self.part(p)                     # checks the part is allowed and its arrays exist
         d = self.manifest.parts[p].path
         out = {}
         for n in names:
             m = self._load(f"{d}/{n}.npy", required=False)
-            if m is not None and prefetch:
-                _will_need(m)
+            advise(m, advice)
             out[n] = None if m is None else np.asarray(m)
         return out
 
