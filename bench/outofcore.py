@@ -188,6 +188,11 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--generate-only", action="store_true", help="stop after the generate step")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--reuse", action="store_true", help="train on the graph and store a --keep run left in --work "
+                                                         "(no generate and partition steps)")
+    ap.add_argument("--memory-budget", default=None, help="argosy train --memory-budget (default: the cgroup limit)")
+    ap.add_argument("--epochs", type=int, default=None, help="train exactly this many epochs (default: enough "
+                                                              "for --train-batches)")
     ap.add_argument("--out", default=str(RECORDS))
     ap.add_argument("--render", action="store_true")
     args = ap.parse_args(argv)
@@ -196,10 +201,14 @@ def main(argv=None) -> int:
         render()
         return 0
     work = Path(args.work) / f"s{args.scale:g}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
     graph, store, tmp = work / "graph", work / "store", work / "tmp"
-    tmp.mkdir()
+    reuse = args.reuse and (store / "manifest.json").exists() and (graph / "dataset.json").exists()
+    if args.reuse and not reuse:
+        raise SystemExit(f"--reuse: no graph and store from a --keep run in {work}")
+    if not reuse:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        tmp.mkdir()
     limit = parse_bytes(args.memory_limit)
     cg = None if args.no_cgroup else MemoryCgroup(limit)
     py = sys.executable
@@ -208,6 +217,15 @@ def main(argv=None) -> int:
            "host": platform.node(), "cores": os.cpu_count(), "load_before": os.getloadavg()[0],
            "time": time.strftime("%Y-%m-%d %H:%M:%S")}
     try:
+        if reuse:
+            rec["reused"] = str(work)
+            ds = json.loads((graph / "dataset.json").read_text())
+            rec["dataset"] = {k: ds.get(k) for k in ("num_nodes", "num_edges", "feature_dim", "feature_dtype",
+                                                     "num_classes", "splits")}
+            rec["graph_bytes"], rec["store_bytes"] = du(graph), du(store)
+            rec["feature_bytes"] = (graph / "features.npy").stat().st_size
+            _train(args, rec, steps, cg, work, graph, store, ds)
+            raise SystemExit(0 if steps[-1]["rc"] == 0 else 1)
         s = run_step("generate", [py, "-m", "argosy.services.launch", "generate", "--preset", "papers100m",
                                   "--scale", str(args.scale), "--out", str(graph), "--json",
                                   *(["--classes", str(args.classes)] if args.classes else [])], cg, work / "generate.log")
@@ -233,26 +251,8 @@ def main(argv=None) -> int:
         rec["store_bytes"] = du(store)
         if s["rc"] != 0:
             raise SystemExit(1)
-        if args.train_batches:
-            train = ds["splits"]["train"]
-            per_epoch = math.ceil(train / args.batch_size)
-            epochs = max(1, math.ceil(args.train_batches / per_epoch))
-            s = run_step("train", [py, "-m", "argosy.services.launch", "train", "--store", str(store),
-                                   "--model", "sage", "--fanouts", args.fanouts, "--batch-size", str(args.batch_size),
-                                   "--epochs", str(epochs), "--patience", "0", "--run-dir", str(work / "run"),
-                                   "--json"], cg, work / "train.log")
-            steps.append(s)
-            tr = _json_line((work / "train.log").read_text())
-            batches = per_epoch * epochs
-            sps = train * epochs / max(s["seconds"], 1e-9)
-            s["result"] = {"test_accuracy": tr.get("test_accuracy"), "epochs": epochs, "batches": batches,
-                           "batches_per_epoch": per_epoch}
-            s["throughput"] = {"batches_per_s": round(batches / max(s["seconds"], 1e-9), 3),
-                               "seeds_per_s_per_core": round(sps / (os.cpu_count() or 1), 1),
-                               "graphbolt_seeds_per_s_per_core": round(GRAPHBOLT["train_seeds"] / GRAPHBOLT["epoch_seconds"]
-                                                                       / GRAPHBOLT["cores"], 1),
-                               "projected_epoch_seconds_full_size": round(GRAPHBOLT["train_seeds"] / sps, 1)}
-            rec["mlp_test_accuracy"] = mlp_baseline(graph)
+        if args.train_batches or args.epochs:
+            _train(args, rec, steps, cg, work, graph, store, ds)
     finally:
         rec["steps"] = steps
         rec["load_after"] = os.getloadavg()[0]
@@ -263,9 +263,38 @@ def main(argv=None) -> int:
         with open(args.out, "a") as f:
             f.write(json.dumps(rec) + "\n")
         print(json.dumps(rec, indent=1))
-        if not args.keep:
+        if not (args.keep or reuse):
             shutil.rmtree(work, ignore_errors=True)
     return 0 if all(s["rc"] == 0 for s in steps) else 1
+
+
+def _train(args, rec: dict, steps: list, cg, work: Path, graph: Path, store: Path, ds: dict) -> None:
+    """The train step: GraphSAGE on the store for whole epochs, every service inside the cgroup."""
+    py = sys.executable
+    train = ds["splits"]["train"]
+    per_epoch = math.ceil(train / args.batch_size)
+    epochs = args.epochs or max(1, math.ceil(args.train_batches / per_epoch))
+    shutil.rmtree(work / "run", ignore_errors=True)
+    s = run_step("train", [py, "-m", "argosy.services.launch", "train", "--store", str(store),
+                           "--model", "sage", "--fanouts", args.fanouts, "--batch-size", str(args.batch_size),
+                           "--epochs", str(epochs), "--patience", "0", "--run-dir", str(work / "run"),
+                           *(["--memory-budget", args.memory_budget] if args.memory_budget else []),
+                           "--json"], cg, work / "train.log")
+    steps.append(s)
+    tr = _json_line((work / "train.log").read_text())
+    batches = per_epoch * epochs
+    sps = train * epochs / max(s["seconds"], 1e-9)
+    s["result"] = {"test_accuracy": tr.get("test_accuracy"), "epochs": epochs, "batches": batches,
+                   "batches_per_epoch": per_epoch, "epoch_seconds": tr.get("epoch_seconds"),
+                   **{k: tr.get(k) for k in ("disk_read_bytes", "disk_read_bytes_per_epoch", "major_faults",
+                                             "major_faults_per_epoch", "row_cache_hit_rate",
+                                             "row_cache_hit_rate_per_epoch", "peak_rss_bytes", "wall_seconds")}}
+    s["throughput"] = {"batches_per_s": round(batches / max(s["seconds"], 1e-9), 3),
+                       "seeds_per_s_per_core": round(sps / (os.cpu_count() or 1), 1),
+                       "graphbolt_seeds_per_s_per_core": round(GRAPHBOLT["train_seeds"] / GRAPHBOLT["epoch_seconds"]
+                                                               / GRAPHBOLT["cores"], 1),
+                       "projected_epoch_seconds_full_size": round(GRAPHBOLT["train_seeds"] / sps, 1)}
+    rec["mlp_test_accuracy"] = mlp_baseline(graph)
 
 
 def _gib(b) -> str:

@@ -41,6 +41,7 @@ from argosy.shared.plan import PHASES, WorkItem
 from argosy.shared.validate import job_plan
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.store import PartitionStore
+from argosy.shared.store.residency import memory_budget
 from argosy.shared.transport import bind_random, make_socket, rendezvous_store, retain_large_buffers
 from argosy.services.trainer.core import TrainerCore, cache_budget, resolved
 from argosy.services.trainer.ingest import Arrival, Ingest
@@ -137,6 +138,9 @@ class TrainerProc:
         hot = self.core.fill_cache(self.store, budget)   # before the ingest thread: its validator knows the cache
         self.feature_cache = hot.published(budget) if hot is not None else {"rows": 0, "budget": budget}
         """What this rank registers: loaders leave these rows out of its batches (:mod:`shared.hot_rows`)."""
+        budget_bytes, _ = memory_budget(self.cfg.memory_budget)
+        self.reorder_bytes = tc.reorder_bytes if budget_bytes is None else min(tc.reorder_bytes, budget_bytes // 8)
+        """Bytes of received batches that may wait for an earlier one (the window's second bound)."""
         retain_large_buffers()              # 33 MB batches reuse freed buffers instead of faulting in new pages
         # one libzmq I/O thread receives ~5 GB/s here; several loaders' connections spread over a few
         self.zctx = zmq.Context(io_threads=max(1, min(4, (os.cpu_count() or 1) // 4)))
@@ -208,6 +212,8 @@ class TrainerProc:
         pending: dict[int, Arrival] = {}
         later_acks: dict[int, list[tuple[str, str]]] = {}   # re-deliveries of a pending batch: acked after it
         window = max(1, self.cfg.trainer.reorder_window)
+        # ... and past `reorder_bytes` of waiting batches (large batches under a memory budget), too
+        held, max_held, out_of_order = [0], self.reorder_bytes, [0]
         nxt = 0
         last_progress = time.monotonic()
         gathered = [0]                 # seeds since the last optimizer step
@@ -282,6 +288,7 @@ class TrainerProc:
                 later_acks.setdefault(fb.batch_id, []).append((fb.work_stream, fb.work_id))
                 return
             pending[fb.batch_id] = a
+            held[0] += a.wire_bytes
 
         early, self._early = self._early, []
         for a in early:
@@ -294,12 +301,19 @@ class TrainerProc:
                 while nxt < len(order) and order[nxt] in done:
                     nxt += 1
                 if nxt < len(order) and order[nxt] in pending:
-                    apply(pending.pop(order[nxt]))
+                    a = pending.pop(order[nxt])
+                    held[0] -= a.wire_bytes
+                    apply(a)
                     continue
-                if len(pending) >= window:
+                if len(pending) >= window or (len(pending) > 1 and held[0] > max_held):
                     first = min(pending, key=rank_of.__getitem__)
-                    logger.warning("batch %d still missing; applying batch %d out of plan order", order[nxt], first)
-                    apply(pending.pop(first))
+                    if len(pending) >= window:
+                        logger.warning("batch %d still missing; applying batch %d out of plan order", order[nxt], first)
+                    else:
+                        out_of_order[0] += 1
+                    a = pending.pop(first)
+                    held[0] -= a.wire_bytes
+                    apply(a)
                     continue
                 t0 = time.perf_counter()
                 a = self.ingest.get(0.2)             # staged by the ingest thread; the wait is idle time
@@ -313,6 +327,10 @@ class TrainerProc:
                 last_progress = time.monotonic()
                 arrive(a)
         settle()
+        if out_of_order[0]:
+            logger.warning("epoch %d %s: %d batches applied out of plan order: the batches waiting for an earlier "
+                           "one held more than %.0f MiB (reorder_bytes; the run is not bit-reproducible)",
+                           epoch, phase, out_of_order[0], max_held / 2**20)
         if phase == "train":
             self.core.finish_step()        # a phase whose last batch came as a duplicate
         self.ingest.flush_acks()

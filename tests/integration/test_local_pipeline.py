@@ -157,3 +157,19 @@ def test_train_with_curve_encryption(cora_store, redis_url, tmp_path):
     res = last_json(argosy("train", "--store", str(cora_store), "--epochs", "2", "--batch-size", "64",
                            "--redis", redis_url, "--run-dir", str(tmp_path / "run"), "--json", env=env))
     assert res["seeds_trained"] == res["seeds_planned"] == 2 * 140
+
+
+def test_parts_over_the_memory_budget_train_from_disk(cora_store, redis_url, tmp_path):
+    """A budget far below the store: samplers and loaders serve their parts from disk (loader
+    row cache), waiting batches are capped at an eighth of the budget (applied in arrival order
+    past it), and every planned seed is still trained exactly once, at the in-memory accuracy."""
+    common = ["train", "--store", str(cora_store), "--epochs", "3", "--samplers", "2", "--batch-size", "32",
+              "--redis", redis_url, "--seed", "3", "--json"]
+    mem = last_json(argosy(*common, "--run-dir", str(tmp_path / "mem")))
+    res = last_json(argosy(*common, "--memory-budget", "2M", "--run-dir", str(tmp_path / "ooc")))
+    assert res["seeds_planned"] == res["seeds_trained"] == 3 * 140 and res["duplicates"] == 0
+    logs = "".join(p.read_text() for p in (tmp_path / "ooc" / "logs").glob("*.log"))
+    assert logs.count("out-of-core: held parts") == 3         # 2 samplers, 1 loader
+    assert mem["row_cache_hit_rate"] is None and 0 < res["row_cache_hit_rate"] < 1
+    assert len(res["row_cache_hit_rate_per_epoch"]) >= 3
+    assert abs(res["test_accuracy"] - mem["test_accuracy"]) <= 0.05
