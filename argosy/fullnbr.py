@@ -27,14 +27,21 @@ _CHUNK_NODES = 1 << 15
 
 
 class _Rows:
-    """Rows of a per-vertex matrix by global id: the store's features, or a layer's output memmap."""
+    """Rows of a per-vertex matrix by global id: the store's features (then, with ``learned``, a
+    link model's learned input rows float[n, d]), or a layer's output memmap."""
 
-    def __init__(self, store: PartitionStore, matrix: np.ndarray | None = None, normalize: bool = False):
-        self.store, self.matrix, self.normalize = store, matrix, normalize
+    def __init__(self, store: PartitionStore, matrix: np.ndarray | None = None, normalize: bool = False,
+                 learned: np.ndarray | None = None):
+        self.store, self.matrix, self.normalize, self.learned = store, matrix, normalize, learned
         self.assign = np.asarray(store.assignment)
         self.local = np.asarray(store.local_index)
 
     def __call__(self, ids: np.ndarray) -> torch.Tensor:
+        if self.learned is not None:
+            e = torch.from_numpy(np.asarray(self.learned[ids], np.float32))
+            if self.store.manifest.feature_dim == 0:
+                return e
+            return torch.cat([_Rows(self.store, normalize=self.normalize)(ids), e], 1)
         if self.matrix is not None:
             o = np.argsort(ids)
             out = np.empty((ids.shape[0], self.matrix.shape[1]), np.float32)
@@ -87,11 +94,11 @@ def _chunks(store: PartitionStore):
 
 @torch.no_grad()
 def layerwise(model: GNN, store: PartitionStore, normalize: bool, tmp: Path, embeddings: bool,
-               weighted: bool = False):
+               weighted: bool = False, learned: np.ndarray | None = None):
     n = store.manifest.num_nodes
     deg = torch.from_numpy(_degrees(store))
     wdeg = torch.from_numpy(_degrees(store, True)) if weighted else None
-    rows = _Rows(store, normalize=normalize)
+    rows = _Rows(store, normalize=normalize, learned=learned)
     L = len(model.layers)
     emb = None
     for i in range(L):
@@ -116,14 +123,15 @@ def layerwise(model: GNN, store: PartitionStore, normalize: bool, tmp: Path, emb
 
 @torch.no_grad()
 def khop(model: EdgeIndexModel, store: PartitionStore, normalize: bool, num_layers: int, embeddings: bool,
-          batch: int = 4096):
+          batch: int = 4096, learned: np.ndarray | None = None):
     """Exact predictions of a PyG-style model: each chunk of seeds with its full ``L``-hop
     neighbourhood plus the in-edges of the outermost hop (degrees a model counts in the subgraph are
     then the graph's, as in training's evaluation, see :meth:`JobConfig.fanouts_for`).
-    ``embeddings``: also the input of the model's last layer (:func:`embedding_module`)."""
+    ``embeddings``: also the input of the model's last layer (:func:`embedding_module`).
+    ``learned``: a link model's learned input rows float[n, d], after the features (if any)."""
     from argosy.services.sampler.core import SamplerCore
     sampler = SamplerCore(store)
-    rows = _Rows(store, normalize=normalize)
+    rows = _Rows(store, normalize=normalize, learned=learned)
     n = store.manifest.num_nodes
     out = emb = None
     seen: list = []

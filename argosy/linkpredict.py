@@ -7,6 +7,8 @@ code as node predictions (:mod:`argosy.inference`: layer by layer for built-in m
 ``L``-hop neighbourhoods for ``MODULE:FACTORY`` models); a pair's score is the scorer on its two
 embeddings (a logit: ``sigmoid`` of it is the edge probability).  Without ``--edges`` the store's
 held-out test pairs are scored, and their AUC/AP are reported next to the ones training reported.
+A model with learned node embeddings (``--node-embeddings``) takes its inputs from its own table
+(``best.pt`` holds it), after the store's features when it has any.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from argosy.shared.linkmetrics import link_metrics
 from argosy.shared.linkpred import load_pairs, part_pairs
 from argosy.shared.models import GNN, build_model
 from argosy.shared.rundir import load_best
-from argosy.shared.scorers import LinkModel, make_scorer
+from argosy.shared.scorers import LinkModel, NodeEmbedding, make_scorer
 from argosy.shared.store import PartitionStore
 from argosy.shared.usermodel import import_path
 
@@ -42,10 +44,13 @@ def load_link_model(run_dir: str | Path, device: str | torch.device = "cpu") -> 
     path, ck = load_best(run_dir, device)
     cfg = JobConfig.from_json(ck["spec"])
     t = cfg.trainer
+    table = ck["model"].get("embedding.table.weight")      # learned node embeddings (--node-embeddings)
+    emb = NodeEmbedding(*table.shape) if table is not None else None
+    width = int(ck["in_dim"]) + (table.shape[1] if table is not None else 0)   # features, then the learned rows
     with import_path(path.parent):
-        enc = build_model(t.model, int(ck["in_dim"]), t.hidden, int(ck["num_classes"]), int(ck["num_layers"]),
+        enc = build_model(t.model, width, t.hidden, int(ck["num_classes"]), int(ck["num_layers"]),
                           t.dropout, heads=t.heads, aggregator=t.aggregator)
-    model = LinkModel(enc, make_scorer(cfg.link.scorer, t.hidden))
+    model = LinkModel(enc, make_scorer(cfg.link.scorer, t.hidden), emb)
     model.load_state_dict(ck["model"])
     return model.to(device).eval(), {**ck, "checkpoint": str(path)}, cfg
 
@@ -67,6 +72,12 @@ def predict_links(run_dir: str | Path, out: str | Path, edges: str | Path | None
     st = PartitionStore(store or ck["store"])
     if st.manifest.feature_dim != int(ck["in_dim"]):
         raise ArgosyError(f"{st.root}: features have width {st.manifest.feature_dim}, the model expects {ck['in_dim']}")
+    learned = None
+    if model.embedding is not None:
+        learned = model.embedding.table.weight.detach().cpu().numpy()
+        if learned.shape[0] != st.manifest.num_nodes:
+            raise ArgosyError(f"{st.root}: {st.manifest.num_nodes} vertices, the model learned embeddings for "
+                              f"{learned.shape[0]} (predict on the store it was trained on)")
     out = Path(out)
     if out.suffix != ".npz":
         raise ArgosyError(f"--out {out}: scores are written as .npz")
@@ -79,9 +90,9 @@ def predict_links(run_dir: str | Path, out: str | Path, edges: str | Path | None
     normalize = bool(cfg.trainer.normalize_features)
     with tempfile.TemporaryDirectory(prefix="argosy-predict-", dir=out.parent if out.parent.exists() else None) as tmp:
         if isinstance(model.encoder, GNN):
-            z, _ = layerwise(model.encoder, st, normalize, Path(tmp), False)
+            z, _ = layerwise(model.encoder, st, normalize, Path(tmp), False, learned=learned)
         else:
-            z, _ = khop(model.encoder, st, normalize, int(ck["num_layers"]), False)
+            z, _ = khop(model.encoder, st, normalize, int(ck["num_layers"]), False, learned=learned)
         z = torch.from_numpy(np.asarray(z, np.float32))
         scores = np.empty(pairs.shape[0], np.float32)
         for a in range(0, pairs.shape[0], _PAIR_CHUNK):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from argosy.shared.config import (LINK_METRICS, LINK_SCORERS, MODEL_DEFAULTS, NEG_SAMPLERS, SAGE_AGGREGATORS, TASKS,
+from argosy.shared.config import (LINK_LOSSES, LINK_METRICS, LINK_SCORERS, MODEL_DEFAULTS, NEG_SAMPLERS,
+                                  NODE_EMBEDDINGS_AUTO_DIM, SAGE_AGGREGATORS, TASKS,
                                   CoordConfig, FullGraphConfig, JobConfig, LinkConfig, LoaderConfig, SamplerConfig,
                                   TrainerConfig, parse_size)
 from argosy.shared.errors import ArgosyError, ConfigError
@@ -123,8 +124,17 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                       help=f"how negatives are drawn (default {_default(L, 'neg_sampler')}): uniform destinations, by "
                            "degree^0.75, or other positives' destinations in the batch")
     link.add_argument("--scorer", default=_default(L, "scorer"), choices=LINK_SCORERS,
-                      help=f"pair scorer on the two embeddings (default {_default(L, 'scorer')}): dot product, or an MLP "
-                           "on their element-wise product")
+                      help=f"pair scorer on the two embeddings (default {_default(L, 'scorer')}): dot product, an MLP "
+                           "on their element-wise product, or DistMult (a learnable diagonal relation vector)")
+    link.add_argument("--link-loss", default=_default(L, "loss"), choices=LINK_LOSSES,
+                      help=f"training loss (default {_default(L, 'loss')}): binary cross-entropy, or the ranking hinge "
+                           "max(0, margin - s(pos) + s(neg)) of each positive against each of its negatives")
+    link.add_argument("--margin", type=float, default=_default(L, "margin"),
+                      help=f"margin of --link-loss margin (default {_default(L, 'margin')})")
+    link.add_argument("--node-embeddings", type=int, default=None, metavar="DIM",
+                      help=f"learn a DIM-wide input row per vertex, after its features (0 = off; default "
+                           f"{NODE_EMBEDDINGS_AUTO_DIM} on a graph without features, off on one with features); each "
+                           "trainer holds num_nodes x DIM x 4 bytes, and twice that for Adam's moments")
     link.add_argument("--link-metric", default=_default(L, "metric"), choices=LINK_METRICS,
                       help=f"validation metric that picks the best epoch and stops training (default "
                            f"{_default(L, 'metric')}); hits = Hits@--hits-k")
@@ -292,6 +302,8 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
                               task=getattr(args, "task", "node")),
         link=LinkConfig(negatives=getattr(args, "negatives", 1), neg_sampler=getattr(args, "neg_sampler", "uniform"),
                         scorer=getattr(args, "scorer", "dot"), metric=getattr(args, "link_metric", "auc"),
+                        loss=getattr(args, "link_loss", "bce"), margin=getattr(args, "margin", 1.0),
+                        node_embeddings=getattr(args, "node_embeddings", None),
                         hits_k=getattr(args, "hits_k", 50)),
         coord=CoordConfig(claim_timeout=args.claim_timeout, peer_timeout=args.peer_timeout))
 

@@ -14,7 +14,7 @@ from typing import Literal
 from argosy.shared.errors import ConfigError
 
 __all__ = ["MODEL_DEFAULTS", "SamplerConfig", "LoaderConfig", "TrainerConfig", "CoordConfig", "JobConfig", "FullGraphConfig",
-           "LinkConfig", "TASKS", "parse_size"]
+           "LinkConfig", "TASKS", "parse_size", "LINK_LOSSES", "NODE_EMBEDDINGS_AUTO_DIM"]
 
 TASKS = ("node", "link")
 """``node``: node classification (labels of seed vertices); ``link``: link prediction (scores of vertex pairs)."""
@@ -199,7 +199,10 @@ class TrainerConfig:
         return True if store_weighted else "on if the store has them (store not readable here)"
 
 
-LINK_SCORERS = ("dot", "mlp")
+LINK_SCORERS = ("dot", "mlp", "distmult")
+LINK_LOSSES = ("bce", "margin")
+NODE_EMBEDDINGS_AUTO_DIM = 64
+"""Width of the learned vertex inputs a link job on a featureless store gets by default."""
 NEG_SAMPLERS = ("uniform", "degree", "in_batch")
 LINK_METRICS = ("auc", "ap", "hits", "mrr")
 
@@ -218,7 +221,18 @@ class LinkConfig:
     neg_sampler: str = "uniform"
     """``uniform`` destinations, ``degree`` (by degree^0.75) or ``in_batch`` (other positives' destinations)."""
     scorer: str = "dot"
-    """``dot``: the dot product of the two embeddings; ``mlp``: an MLP on their element-wise product."""
+    """``dot``: the dot product of the two embeddings; ``mlp``: an MLP on their element-wise product;
+    ``distmult``: ``sum(z_u * r * z_v)`` with a learnable diagonal relation ``r`` (one relation)."""
+    loss: str = "bce"
+    """``bce``: binary cross-entropy on every pair; ``margin``: the ranking hinge
+    ``max(0, margin - s(pos) + s(neg))`` over each positive and each of its ``negatives``."""
+    margin: float = 1.0
+    """Margin of ``loss="margin"``."""
+    node_embeddings: int | None = None
+    """Width of a learnable input row per vertex (``torch.nn.Embedding``, looked up by global id and
+    concatenated after the store's features).  None = :data:`NODE_EMBEDDINGS_AUTO_DIM` on a store
+    without features, off on one with features; 0 = off.  Each trainer holds the whole table:
+    ``num_nodes * dim * 4`` bytes, plus twice that for Adam's moments (docs/link-prediction.md)."""
     metric: str = "auc"
     """Validation metric of early stopping and of the best epoch: ``auc``, ``ap``, ``hits`` (Hits@``hits_k``) or ``mrr``."""
     hits_k: int = 50
@@ -231,6 +245,18 @@ class LinkConfig:
                 raise ConfigError(f"link {name} must be one of {', '.join(allowed)} (got {value!r})")
         if self.negatives < 1 or self.hits_k < 1:
             raise ConfigError(f"negatives and hits_k must be >= 1 (got {self.negatives}, {self.hits_k})")
+        if self.loss not in LINK_LOSSES:
+            raise ConfigError(f"link loss must be one of {', '.join(LINK_LOSSES)} (got {self.loss!r})")
+        if not self.margin > 0:
+            raise ConfigError(f"margin must be > 0 (got {self.margin})")
+        if self.node_embeddings is not None and self.node_embeddings < 0:
+            raise ConfigError(f"node_embeddings must be a width >= 0, 0 = off (got {self.node_embeddings})")
+
+    def embedding_dim(self, feature_dim: int) -> int:
+        """Width of the learned vertex inputs on a store whose features are ``feature_dim`` wide (0 = none)."""
+        if self.node_embeddings is None:
+            return NODE_EMBEDDINGS_AUTO_DIM if feature_dim == 0 else 0
+        return int(self.node_embeddings)
 
 
 @dataclass
@@ -364,4 +390,7 @@ class JobConfig:
         d["trainer"].pop("gpu_cache")          # nor where the feature rows come from
         if d["trainer"]["edge_weights"]:       # the default: fingerprints of earlier jobs stay the same
             d["trainer"].pop("edge_weights")
+        for k, v in (("loss", "bce"), ("margin", 1.0), ("node_embeddings", None)):
+            if "link" in d and d["link"][k] == v:   # defaults: link fingerprints of earlier jobs stay the same
+                d["link"].pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

@@ -63,10 +63,12 @@ def check_trainable(store: PartitionStore | str, cfg: JobConfig) -> Preflight:
     non-negative, as bag-of-words features are) and warns about that choice.
     """
     store = store if isinstance(store, PartitionStore) else PartitionStore(store)
-    problems = _store_problems(store, out := Preflight(), cfg.trainer.task, cfg.trainer.edge_weights)
+    problems = _store_problems(store, out := Preflight(), cfg.trainer.task, cfg.trainer.edge_weights, _learned(cfg))
     if problems:
         raise TrainInputError(_join(problems))
     t = cfg.trainer
+    if t.normalize_features is None and not store.manifest.feature_dim:
+        t.normalize_features = False          # no features (learned node embeddings only): nothing to normalise
     if t.normalize_features is None:
         t.normalize_features = _non_negative([store.part(p).features for p in range(store.num_parts)])
         msg = ("features are all non-negative: row-normalising them to sum 1 (pass --no-normalize-features "
@@ -84,10 +86,16 @@ def _join(problems: list[str]) -> str:
     return f"{len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems)
 
 
+def _learned(cfg: JobConfig) -> bool:
+    """The job learns node embeddings on a featureless store (a link job, ``--node-embeddings`` not 0)."""
+    return cfg.trainer.task == "link" and cfg.link.embedding_dim(0) > 0
+
+
 def _no_features(where) -> str:
     return (f"{where}: the graph has no node features. Give a graph with features (an .npz with `features` or "
             f"`x`, or --features F.npy), or pass --random-features DIM to train on random features (a systems "
-            f"benchmark: the model then learns from the graph structure only)")
+            f"benchmark: the model then learns from the graph structure only); --task link learns node "
+            f"embeddings instead (--node-embeddings DIM)")
 
 
 def _no_labels(where) -> str:
@@ -95,11 +103,13 @@ def _no_labels(where) -> str:
             "classification needs them")
 
 
-def _store_problems(store: PartitionStore, out: Preflight, task: str = "node", edge_weights: bool = True) -> list[str]:
+def _store_problems(store: PartitionStore, out: Preflight, task: str = "node", edge_weights: bool = True,
+                    learned: bool = False) -> list[str]:
+    """``learned``: the job learns node embeddings, so a store without features is fine."""
     m, root = store.manifest, store.root
     parts = [store.part(p) for p in range(store.num_parts)]
     problems = []
-    if m.feature_dim == 0 or any(pd.features is None for pd in parts):
+    if (m.feature_dim == 0 and not learned) or (m.feature_dim and any(pd.features is None for pd in parts)):
         problems.append(_no_features(root))
     if task == "link" and edge_weights and m.edge_weights:
         # a link batch removes its positive edges from the blocks and the degrees; the weighted
@@ -152,9 +162,10 @@ class JobInputs:
     """An edge split is asked for (``--edge-split`` or ``--val-edges``/``--test-edges``)."""
 
 
-def _data_problems(inp: JobInputs) -> tuple[list[str], int | None, int | None]:
+def _data_problems(inp: JobInputs, learned: bool = False) -> tuple[list[str], int | None, int | None]:
     """Problems of a graph file and its side files (headers only, labels read); ``(problems,
-    feature width, class count)``, the widths None where unknown."""
+    feature width, class count)``, the widths None where unknown.  ``learned``: the job learns node
+    embeddings, so a graph without features is fine."""
     from argosy.shared.graphio import SPLITS, open_graph
     from argosy.shared.graphio.npy import NpyArray
     from argosy.shared.splits import parse_split
@@ -202,7 +213,7 @@ def _data_problems(inp: JobInputs) -> tuple[list[str], int | None, int | None]:
             problems.append(f"{data}: the graph has features; --random-features would replace them (drop it)")
     elif inp.random_features:
         dim = int(inp.random_features)
-    else:
+    elif not learned:
         problems.append(_no_features(data))
     if "labels" in cols:
         lab = cols["labels"]
@@ -301,12 +312,12 @@ def check_job(cfg: JobConfig, inputs: JobInputs, remote: bool = False) -> Prefli
     if inputs.store is not None:
         try:
             store = PartitionStore(inputs.store)
-            problems += _store_problems(store, out, cfg.trainer.task, cfg.trainer.edge_weights)
+            problems += _store_problems(store, out, cfg.trainer.task, cfg.trainer.edge_weights, _learned(cfg))
             dim, classes = store.manifest.feature_dim or None, store.manifest.num_classes or None
         except ArgosyError as e:
             problems.append(str(e))
     elif inputs.data is not None:
-        p, dim, classes = _data_problems(inputs)
+        p, dim, classes = _data_problems(inputs, _learned(cfg))
         problems += p
     if not remote:
         problems += _device_problems(cfg)

@@ -6,7 +6,14 @@ knowing its layers; GAE's encoder is a GCN whose last layer outputs the embeddin
 turns the embeddings of a pair into one logit:
 
 * ``dot``: ``<z_u, z_v>`` (GAE's inner-product decoder; no parameters);
-* ``mlp``: ``MLP(z_u * z_v)``, two layers (the OGB baselines' ``LinkPredictor``).
+* ``mlp``: ``MLP(z_u * z_v)``, two layers (the OGB baselines' ``LinkPredictor``);
+* ``distmult``: ``<z_u, r, z_v> = sum_i z_u[i] r[i] z_v[i]`` with a learnable diagonal relation
+  vector ``r`` (Yang et al. 2015; DGL-KE's and GraphStorm's DistMult).  One relation until typed
+  edges exist; ``r`` starts at ones, so training starts from the dot product.
+
+With ``--node-embeddings`` the model also owns a learnable table of vertex inputs
+(:class:`NodeEmbedding`), looked up by the batch's global vertex ids and concatenated after the
+store's features (or alone, on a featureless graph).
 
 Example:
     >>> m = LinkModel(nn.Identity(), make_scorer("dot", 2))
@@ -18,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["DotScorer", "MLPScorer", "make_scorer", "LinkModel"]
+__all__ = ["DotScorer", "MLPScorer", "DistMultScorer", "NodeEmbedding", "make_scorer", "LinkModel"]
 
 
 class DotScorer(nn.Module):
@@ -39,12 +46,44 @@ class MLPScorer(nn.Module):
         return self.mlp(zu * zv).squeeze(-1)
 
 
+class DistMultScorer(nn.Module):
+    """``sum(z_u * r * z_v)``, ``r`` a learnable float[d] (one relation).  Shapes: (P, d), (P, d) -> (P,)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.rel = nn.Parameter(torch.ones(dim))
+
+    def forward(self, zu: Tensor, zv: Tensor) -> Tensor:
+        return (zu * self.rel * zv).sum(-1)
+
+
 def make_scorer(kind: str, dim: int) -> nn.Module:
     if kind == "dot":
         return DotScorer()
     if kind == "mlp":
         return MLPScorer(dim)
-    raise ValueError(f"scorer must be dot or mlp (got {kind!r})")
+    if kind == "distmult":
+        return DistMultScorer(dim)
+    raise ValueError(f"scorer must be dot, mlp or distmult (got {kind!r})")
+
+
+class NodeEmbedding(nn.Module):
+    """A learnable input row per vertex: ``float[n, dim]``, looked up by global vertex id.
+
+    ``sparse``: the lookup's gradient is a sparse tensor of the batch's rows (stepped by
+    ``torch.optim.SparseAdam``: a step touches only those rows); dense otherwise (what DDP
+    all-reduces when several trainers share the table).  Rows start as N(0, 1) like
+    ``torch.nn.Embedding``'s.  Memory: ``n * dim * 4`` bytes, twice that again for Adam's moments.
+    """
+
+    def __init__(self, num_nodes: int, dim: int, sparse: bool = True):
+        super().__init__()
+        if num_nodes < 1 or dim < 1:
+            raise ValueError(f"NodeEmbedding needs num_nodes >= 1 and dim >= 1 (got {num_nodes}, {dim})")
+        self.table = nn.Embedding(num_nodes, dim, sparse=sparse)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return self.table(ids)
 
 
 class LinkModel(nn.Module):
@@ -55,16 +94,27 @@ class LinkModel(nn.Module):
     (``argosy predict --embeddings``), :meth:`score` the scorer on given embeddings.
     """
 
-    def __init__(self, encoder: nn.Module, scorer: nn.Module):
+    def __init__(self, encoder: nn.Module, scorer: nn.Module, embedding: NodeEmbedding | None = None):
         super().__init__()
         self.encoder = encoder
         self.scorer = scorer
+        self.embedding = embedding
 
-    def embed(self, x: Tensor, blocks) -> Tensor:
-        return self.encoder(x, blocks)
+    def inputs(self, x: Tensor, ids: Tensor | None = None) -> Tensor:
+        """The encoder's input: ``x`` float[N, F], then the vertices' learned rows when the model has
+        a :class:`NodeEmbedding` (``ids`` int64[N], global ids) -> float[N, F + dim]."""
+        if self.embedding is None:
+            return x
+        if ids is None:
+            raise ValueError("a LinkModel with node embeddings needs the batch's global vertex ids")
+        e = self.embedding(ids)
+        return e if x.shape[1] == 0 else torch.cat([x, e], 1)
+
+    def embed(self, x: Tensor, blocks, ids: Tensor | None = None) -> Tensor:
+        return self.encoder(self.inputs(x, ids), blocks)
 
     def score(self, z: Tensor, pairs: Tensor) -> Tensor:
         return self.scorer(z[pairs[:, 0]], z[pairs[:, 1]])
 
-    def forward(self, x: Tensor, blocks, pairs: Tensor) -> Tensor:
-        return self.score(self.encoder(x, blocks), pairs)
+    def forward(self, x: Tensor, blocks, pairs: Tensor, ids: Tensor | None = None) -> Tensor:
+        return self.score(self.embed(x, blocks, ids), pairs)

@@ -96,9 +96,9 @@ class LoaderCore:
         self.row_cache: RowCache | None = None
         self._cached_parts: list[int] = []
         m = store.manifest
-        if not m.feature_dim:
-            raise ValueError(f"store {store.root} has no node features; the loader needs them "
-                             "(re-partition a graph with features, or generate random ones)")
+        # a store without features (a link job learning node embeddings): batches carry ids and
+        # zero-width feature rows; the trainer looks the inputs up by id
+        self.featureless = not m.feature_dim
         self.feature_dim = int(m.feature_dim)
         self.dtype = np.dtype(m.feature_dtype or "float32")
         self._assign = np.asarray(store.assignment)
@@ -121,10 +121,12 @@ class LoaderCore:
         for p in parts:
             if p not in feats:
                 a = self.store.read_part(p, ("features", "labels"), advice="willneed" if res.fits else "random")
+                if a["features"] is None and self.featureless:
+                    a["features"] = np.empty((0, 0), self.dtype)       # never read: rows are zero-width
                 if a["features"] is None:
                     raise ValueError(f"store {self.store.root}: part {p} has no features.npy; the loader needs them")
                 f = a["features"]
-                if f.dtype != self.dtype or f.ndim != 2 or f.shape[1] != self.feature_dim:
+                if not self.featureless and (f.dtype != self.dtype or f.ndim != 2 or f.shape[1] != self.feature_dim):
                     raise ValueError(f"store {self.store.root}: part {p} features are {f.dtype}{list(f.shape)}, "
                                      f"expected {self.dtype}[n, {self.feature_dim}] (the manifest's)")
                 feats[p], labels[p] = f, a["labels"]
@@ -137,11 +139,11 @@ class LoaderCore:
         if self.residency is None or res.fits != self.residency.fits or set(parts) != set(self._cached_parts):
             self.row_cache = None                     # dropped before the new one is built: never two at once
             budget = res.row_cache_bytes(self.replicas_on_host)
-            self.row_cache = RowCache(self.store, feats, budget) if budget and feats else None
+            self.row_cache = RowCache(self.store, feats, budget) if budget and feats and not self.featureless else None
             self._cached_parts = parts
         self.residency = res
         self.cache = FeatureCache(self._assign.shape[0], self.feature_dim, self.dtype, self.cache_bytes) \
-            if self.cache_bytes and not self.held.all() else None
+            if self.cache_bytes and not self.held.all() and not self.featureless else None
 
     @property
     def held_parts(self) -> list[int]:
@@ -170,6 +172,8 @@ class LoaderCore:
         """Feature rows of global ``nodes`` in order.  Shapes: nodes int64[N] -> float[N, F]."""
         nodes = np.asarray(nodes, np.int64)
         out = np.empty((nodes.shape[0], self.feature_dim), self.dtype)
+        if self.featureless:
+            return out
         local = self.held[self._assign[nodes]]
         self._local_rows(nodes, out, np.flatnonzero(local))
         rem = np.flatnonzero(~local)

@@ -22,7 +22,7 @@ from argosy.shared.errors import ConfigError
 from argosy.shared.hot_rows import AUTO_FRACTION, HotRows, cache_rows
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.models import Blocks, build_model, make_optimizer
-from argosy.shared.scorers import LinkModel, make_scorer
+from argosy.shared.scorers import LinkModel, NodeEmbedding, make_scorer
 
 __all__ = ["TrainerCore", "DeviceBatch", "Staging", "pick_device", "set_threads", "resolved", "cache_budget"]
 
@@ -101,6 +101,11 @@ class DeviceBatch:
     """Labelled seeds (labels >= 0), counted on the host; pairs of a link batch."""
     pairs: torch.Tensor | None = None
     """int32[P, 3] ``(src, dst, label)`` of a link batch (local seed indices), else None."""
+    positives: int = 0
+    """A link TRAINING batch's positives ``p`` (rows ``0..p``; negative ``j`` of positive ``i`` at
+    ``p + i * K + j``, :func:`services.sampler.link.sample_link_item`); 0 for other batches."""
+    ids: torch.Tensor | None = None
+    """int64[N] global vertex ids (a model with learned node embeddings looks its inputs up by them)."""
     ready: "torch.cuda.Event | None" = None
     owned: list = field(default_factory=list)
     """Tensors allocated on the side stream (``record_stream`` on the compute stream before use)."""
@@ -184,11 +189,16 @@ class TrainerCore:
 
     Args:
         cfg: trainer section of the job config.
-        in_dim: input feature width.  num_classes: output width.  num_layers: = number of hops.
+        in_dim: input feature width (0: a store without features).  num_classes: output width.
+        num_layers: = number of hops.
+        num_nodes: the graph's vertices (the rows of a link model's learned node embeddings).
+        sparse_embeddings: step learned node embeddings with sparse gradients (``SparseAdam``: only
+            the batch's rows); False gives them dense gradients (what DDP all-reduces with several trainers).
     """
 
     def __init__(self, cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int = 0,
-                 device: torch.device | None = None, link: LinkConfig | None = None):
+                 device: torch.device | None = None, link: LinkConfig | None = None, num_nodes: int = 0,
+                 sparse_embeddings: bool = True):
         torch.manual_seed(seed)
         set_threads(torch_threads())
         self.cfg = cfg
@@ -196,19 +206,35 @@ class TrainerCore:
         self.device = device or pick_device(cfg.device)
         self.out_dim = cfg.hidden if self.link is not None else num_classes
         """Output width: the classes, or a link model's embedding width (``hidden``)."""
-        self.model = build_model(cfg.model, in_dim, cfg.hidden, self.out_dim, num_layers, cfg.dropout,
+        self.embedding_dim = self.link.embedding_dim(in_dim) if self.link is not None else 0
+        """Width of the learned per-vertex inputs (0 = none; :class:`~argosy.shared.scorers.NodeEmbedding`)."""
+        if self.embedding_dim and num_nodes < 1:
+            raise ConfigError(f"node embeddings need the graph's vertex count (got num_nodes={num_nodes})")
+        self.in_dim = in_dim + self.embedding_dim
+        """The encoder's input width: the features, then the learned embedding."""
+        if self.in_dim == 0:
+            raise ConfigError("the store has no node features and node embeddings are off (--node-embeddings 0): "
+                              "the model has no input; pass --node-embeddings DIM or give features")
+        self.model = build_model(cfg.model, self.in_dim, cfg.hidden, self.out_dim, num_layers, cfg.dropout,
                                  heads=cfg.heads, aggregator=cfg.aggregator)
         if self.link is not None:
-            self.model = LinkModel(self.model, make_scorer(self.link.scorer, cfg.hidden))
+            emb = NodeEmbedding(num_nodes, self.embedding_dim, sparse=sparse_embeddings) if self.embedding_dim else None
+            self.model = LinkModel(self.model, make_scorer(self.link.scorer, cfg.hidden), emb)
         self.model = self.model.to(self.device)
         self.module: torch.nn.Module = self.model          # replaced by a DDP wrapper when distributed
+        self.sparse_opt: torch.optim.SparseAdam | None = None
+        """The learned node embeddings' optimizer when their gradients are sparse."""
         if self.link is None:
             self.opt = make_optimizer(self.model, cfg)
         else:
             self.opt = make_optimizer(self.model.encoder, cfg)
             extra = list(self.model.scorer.parameters())
+            if self.model.embedding is not None and not sparse_embeddings:
+                extra += list(self.model.embedding.parameters())
             if extra:
                 self.opt.add_param_group({"params": extra, "weight_decay": 0.0})
+            if self.model.embedding is not None and sparse_embeddings:
+                self.sparse_opt = torch.optim.SparseAdam(list(self.model.embedding.parameters()), lr=cfg.lr)
         self._pending = 0
         """Labelled seeds whose gradient is accumulated and not yet stepped on (see :meth:`train_step`)."""
         self.hot: HotRows | None = None
@@ -241,10 +267,13 @@ class TrainerCore:
         cached = bool(fb.feature_cache)            # validated: names this core's cache (check_feature_batch)
         if cached:
             arrays += list(self.hot.lookup(fb.nodes))  # slots int32[N], positions of the sent rows int64[M]
+        if self.embedding_dim:
+            arrays.append(np.asarray(fb.nodes, np.int64))   # global ids: the learned inputs' rows
         if side:
             moved = staging.copy(arrays)
         else:
             moved = [torch.from_numpy(np.asarray(a)).to(dev, non_blocking=True) for a in arrays]
+        ids = moved.pop() if self.embedding_dim else None
         feats, src, dst, deg, y, ptr, pairs, ew, wdeg = moved[:9]
         with torch.cuda.stream(staging.stream) if side else nullcontext():
             if side and not staging.finish(feats):     # the received rows (the cache's were checked at fill)
@@ -265,13 +294,22 @@ class TrainerCore:
                             edge_weight=ew if wdeg.shape[0] else None, weighted_degrees=wdeg if wdeg.shape[0] else None)
             b = DeviceBatch(x=x, blocks=blocks, y=y, count=int(np.count_nonzero(np.asarray(fb.labels) >= 0)))
             if self.link is not None:
-                b.pairs, b.count = pairs.long(), int(fb.link_pairs.shape[0])
+                b.pairs, b.count, b.ids = pairs.long(), int(fb.link_pairs.shape[0]), ids
+                if fb.phase == "train":
+                    b.positives = self._positives(b.count)
             if side:
                 b.ready = torch.cuda.Event()
                 b.ready.record(staging.stream)
                 b.owned = [feats, x, y, blocks.edge_src, blocks.edge_dst, blocks.degrees] + \
-                    ([b.pairs] if b.pairs is not None else [])
+                    ([b.pairs] if b.pairs is not None else []) + ([ids] if ids is not None else [])
         return b
+
+    def _positives(self, pairs: int) -> int:
+        """Positives of a link training batch of ``pairs`` rows (``p`` positives and ``p * K`` negatives)."""
+        k = self.link.negatives
+        if pairs % (1 + k):
+            raise ValueError(f"a link training batch holds p positives and p * {k} negatives (got {pairs} pairs)")
+        return pairs // (1 + k)
 
     def to_device(self, fb: FeatureBatch) -> tuple[torch.Tensor, Blocks, torch.Tensor]:
         """``(x, blocks, y)`` on the device, copied on the current stream (no staging)."""
@@ -306,16 +344,16 @@ class TrainerCore:
         count = b.count
         alone = step and self._pending == 0      # the usual case: a mean loss, no accumulation
         if not alone and self._pending == 0:
-            self.opt.zero_grad(set_to_none=True)  # the first batch of a gathered step
+            self._zero_grad()                    # the first batch of a gathered step
         for _ in range(max(1, self.cfg.work_factor)):
             if alone:
-                self.opt.zero_grad(set_to_none=True)
+                self._zero_grad()
             logits, loss, correct = self._forward(self.module, b)
             if alone and count:
                 loss = loss / count
             loss.backward()
             if alone:
-                self.opt.step()
+                self._step()
         if not alone:
             self._pending += count * max(1, self.cfg.work_factor)
             if step:
@@ -334,18 +372,31 @@ class TrainerCore:
         for p in self.model.parameters():
             if p.grad is not None:
                 p.grad /= self._pending
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+        self._step()
+        self._zero_grad()
         self._pending = 0
+
+    def _zero_grad(self) -> None:
+        self.opt.zero_grad(set_to_none=True)
+        if self.sparse_opt is not None:
+            self.sparse_opt.zero_grad(set_to_none=True)
+
+    def _step(self) -> None:
+        self.opt.step()
+        if self.sparse_opt is not None:
+            self.sparse_opt.step()
 
     def _forward(self, module: torch.nn.Module, b: DeviceBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(outputs, summed loss, correct)`` of one batch: logits of the seeds and cross-entropy
-        over the labelled ones, or one logit per pair and binary cross-entropy (link; a pair counts
-        as correct when its logit's sign matches its label)."""
+        over the labelled ones, or one logit per pair and the link loss (binary cross-entropy, or
+        :meth:`_margin_loss`; a pair counts as correct when its logit's sign matches its label)."""
         if b.pairs is not None:
-            logits = module(b.x, b.blocks, b.pairs)
+            logits = module(b.x, b.blocks, b.pairs, b.ids) if b.ids is not None else module(b.x, b.blocks, b.pairs)
             target = b.pairs[:, 2].float()
-            loss = F.binary_cross_entropy_with_logits(logits, target, reduction="sum")
+            if self.link.loss == "margin":
+                loss = self._margin_loss(logits, target, b.positives)
+            else:
+                loss = F.binary_cross_entropy_with_logits(logits, target, reduction="sum")
             return logits, loss, ((logits > 0) == (target > 0.5)).sum()
         logits = module(b.x, b.blocks)
         if b.count == 0:
@@ -353,6 +404,24 @@ class TrainerCore:
         else:                   # -1 = unlabelled: ignored, so no boolean mask (which would sync)
             loss = F.cross_entropy(logits, b.y, ignore_index=-1, reduction="sum")
         return logits, loss, ((logits.argmax(1) == b.y) & (b.y >= 0)).sum()
+
+    def _margin_loss(self, logits: torch.Tensor, target: torch.Tensor, positives: int) -> torch.Tensor:
+        """The ranking hinge ``max(0, margin - s(pos) + s(neg))``, averaged over (positive, negative)
+        pairs and scaled by the batch's pairs (the caller divides by them, as for a summed loss).
+
+        A training batch ranks each positive against its own K negatives (``positives`` > 0, the
+        sampler's layout); a val/test batch (held-out pairs, no such layout) every positive against
+        every negative of the batch.  Shapes: logits, target float[P] -> scalar.
+        """
+        m = self.link.margin
+        if positives:
+            pos, neg = logits[:positives], logits[positives:].view(positives, -1)
+        else:
+            pos, neg = logits[target > 0.5], logits[target < 0.5]
+            if pos.numel() == 0 or neg.numel() == 0:
+                return logits.sum() * 0.0
+            neg = neg.unsqueeze(0)
+        return F.relu(m - pos.unsqueeze(1) + neg).mean() * logits.shape[0]
 
     @torch.no_grad()
     def eval_step(self, fb: FeatureBatch | DeviceBatch) -> dict:
@@ -371,10 +440,14 @@ class TrainerCore:
         return getattr(self.model, "inner", self.model)
 
     def state(self) -> dict:
-        return {"model": self.model.state_dict(), "opt": self.opt.state_dict(),
-                "torch_rng": torch.get_rng_state()}
+        out = {"model": self.model.state_dict(), "opt": self.opt.state_dict(), "torch_rng": torch.get_rng_state()}
+        if self.sparse_opt is not None:
+            out["sparse_opt"] = self.sparse_opt.state_dict()
+        return out
 
     def load_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["opt"])
+        if self.sparse_opt is not None:
+            self.sparse_opt.load_state_dict(state["sparse_opt"])
         torch.set_rng_state(state["torch_rng"])

@@ -129,10 +129,16 @@ class TrainerProc:
             raise ValueError(f"--rank must be in [0, {self.world}) (got {rank})")
         self.store = PartitionStore(self.cfg.store)
         m = self.store.manifest
+        # learned node embeddings: sparse gradients (SparseAdam) on one trainer; with several, dense
+        # ones that DDP all-reduces like every other parameter (n x dim per step: docs/link-prediction.md)
         self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
-                                len(self.cfg.sampler.fanouts), seed=self.cfg.seed, link=self.cfg.link)
+                                len(self.cfg.sampler.fanouts), seed=self.cfg.seed, link=self.cfg.link,
+                                num_nodes=m.num_nodes, sparse_embeddings=self.world == 1)
         tc = self.cfg.trainer
         logger.info("edge weights: %s", json.dumps(tc.edge_weights_used(m.edge_weights)))
+        if self.core.embedding_dim:
+            logger.info("node embeddings: %d x %d learned (%.1f MB, and twice that for Adam's moments)",
+                        m.num_nodes, self.core.embedding_dim, m.num_nodes * self.core.embedding_dim * 4 / 1e6)
         budget = cache_budget(tc.gpu_cache, self.core.device, m.num_nodes * m.feature_dim *
                               np.dtype(m.feature_dtype or "float32").itemsize)
         hot = self.core.fill_cache(self.store, budget)   # before the ingest thread: its validator knows the cache
@@ -498,6 +504,8 @@ class TrainerProc:
             "seeds_redelivered": int(self.ctx.coord.metrics().get("reclaimed_seeds", 0)),
             "resumed_from_epoch": self.resumed_from, "config_fingerprint": self.cfg.fingerprint(),
             "task": self.cfg.trainer.task,
+            **({"scorer": self.cfg.link.scorer, "link_loss": self.cfg.link.loss,
+                "node_embeddings": self.core.embedding_dim} if self.link else {}),
             "simulated_gpu_step_seconds": self.cfg.trainer.simulate_gpu_step or None,
             "simulation": ("SIMULATED GPU: forward/backward replaced by a fixed wait per batch; accuracies are meaningless"
                            if self.cfg.trainer.simulate_gpu_step > 0 else None),

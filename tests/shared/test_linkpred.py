@@ -12,13 +12,14 @@ from argosy.shared.store.writer import graph_edge_chunks
 from tests.graphs import random_graph
 
 
-def link_store(tmp_path, n=400, m=2400, parts=3, fractions=(0.1, 0.2), seed=0, **split_kw):
-    """A ``parts``-part store of a random graph with a link split; returns (graph, store, split)."""
-    g = random_graph(n, m, seed=seed, features=8)
+def link_store(tmp_path, n=400, m=2400, parts=3, fractions=(0.1, 0.2), seed=0, features=8, **split_kw):
+    """A ``parts``-part store of a random graph with a link split (``features=0``: none); returns
+    (graph, store, split)."""
+    g = random_graph(n, m, seed=seed, features=features)
     sp = EdgeSplit(g.num_nodes, seed, fractions, **split_kw)
     assign = np.random.default_rng(seed).integers(0, parts, g.num_nodes)
     write_store_from_edges(sp.filter(graph_edge_chunks(g, 500)), g.num_nodes, assign, tmp_path / "store",
-                           num_parts=parts, node_data={"features": g.features},
+                           num_parts=parts, node_data={"features": g.features} if features else {},
                            finish=lambda root, man: write_link_arrays(root, man, sp))
     return g, PartitionStore(tmp_path / "store"), sp
 
