@@ -5,15 +5,20 @@ edge_split="0.85,0.05,0.10", seed=SEED)`` and nothing else (the seed draws the e
 negatives and the initialisation); the test AUC/AP of the best-validation-AUC weights, mean and
 spread (population std) of 3 seeds, next to GAE's published figures (Kipf & Welling 2016).
 
-SNAP graph (``--snap ca-astroph``): no features, so ``random_features=64``; Hits@50 with OGB's
-convention on the store's test pairs (each positive against all test negatives), from
+``--scorer distmult`` / ``--link-loss margin`` run the same protocol with that scorer or loss (the
+only option changed; recorded per run and shown in their own rows).
+
+SNAP graph (``--snap ca-astroph``): no features, so the default is learned node embeddings (64 per
+vertex; ``--snap-inputs random`` gives ``random_features=64`` instead, the earlier baseline); Hits@50
+with OGB's convention on the store's test pairs (each positive against all test negatives), from
 ``argosy.predict`` (full neighbourhoods), next to common neighbours and Adamic-Adar computed here
 on the same training graph (the store's CSR: held-out edges excluded) for the same pairs.
 
 Usage (a few minutes per group on a busy 2-core machine; results accumulate)::
 
     nice -n 10 python bench/linkpred.py --datasets cora,citeseer --seeds 0,1,2
-    nice -n 10 python bench/linkpred.py --snap ca-astroph --epochs 10
+    nice -n 10 python bench/linkpred.py --datasets cora --scorer distmult --seeds 0,1,2
+    nice -n 10 python bench/linkpred.py --snap ca-astroph --epochs 30
     python bench/linkpred.py --render        # rewrite bench/results/linkpred.md from the records
 """
 from __future__ import annotations
@@ -53,18 +58,20 @@ def _append(rec: dict) -> None:
         f.write(json.dumps(rec) + "\n")
 
 
-def run_citation(dataset: str, seed: int, run_root: Path) -> dict:
+def run_citation(dataset: str, seed: int, run_root: Path, options: dict | None = None) -> dict:
     import argosy
+    options = options or {}
     run_dir = run_root / f"lp-{dataset}-{seed}"
     shutil.rmtree(run_dir, ignore_errors=True)
     t0 = time.time()
-    res = argosy.train(DATASETS / f"{dataset}.npz", task="link", edge_split=SPLIT, seed=seed, run_dir=run_dir)
+    res = argosy.train(DATASETS / f"{dataset}.npz", task="link", edge_split=SPLIT, seed=seed, run_dir=run_dir, **options)
     pred = argosy.predict(run_dir)                      # the store's test pairs, full neighbourhoods
-    return {"kind": "citation", "dataset": dataset, "seed": seed, "test_auc": res["test_auc"], "test_ap": res["test_ap"],
+    return {"kind": "citation", "dataset": dataset, "seed": seed, "options": options,
+            "test_auc": res["test_auc"], "test_ap": res["test_ap"],
             "val_auc": res["val_auc"], "best_epoch": res["best_epoch"], "epochs": res["epochs"],
             "predict_test_auc": pred["test_auc"], "train_edges": res["seeds_trained"] // max(res["epochs"], 1),
             "wall_seconds": time.time() - t0, "commit": _commit(), "host": platform.node(),
-            "cpus": os.cpu_count()}
+            "cpus": os.cpu_count(), "load_avg": os.getloadavg()}
 
 
 def heuristics(store, pairs: np.ndarray) -> dict[str, np.ndarray]:
@@ -84,7 +91,7 @@ def heuristics(store, pairs: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def run_snap(dataset: str, seed: int, epochs: int, run_root: Path) -> dict:
+def run_snap(dataset: str, seed: int, epochs: int, run_root: Path, inputs: str = "learned") -> dict:
     import argosy
     from argosy.linkpredict import test_pairs
     from argosy.shared.linkmetrics import link_metrics
@@ -92,13 +99,15 @@ def run_snap(dataset: str, seed: int, epochs: int, run_root: Path) -> dict:
     run_dir = run_root / f"lp-{dataset}-{seed}"
     shutil.rmtree(run_dir, ignore_errors=True)
     t0 = time.time()
+    extra = {"random_features": 64} if inputs == "random" else {}     # else: 64-d learned node embeddings
     res = argosy.train(DATASETS / f"{dataset}.npz", task="link", edge_split=SPLIT, seed=seed, run_dir=run_dir,
-                       random_features=64, epochs=epochs)
+                       epochs=epochs, **extra)
     train_s = time.time() - t0
     pred = argosy.predict(run_dir)
     store = PartitionStore(run_dir / "store")
     pairs, labels = test_pairs(store)
-    rec = {"kind": "snap", "dataset": dataset, "seed": seed, "epochs": res["epochs"], "best_epoch": res["best_epoch"],
+    rec = {"kind": "snap", "dataset": dataset, "seed": seed, "inputs": inputs, "epochs": res["epochs"],
+           "best_epoch": res["best_epoch"], "load_avg": os.getloadavg(),
            "test_pairs": int(pairs.shape[0]), "train_edges": res["seeds_trained"] // max(res["epochs"], 1),
            "train_edges_per_second": res["seeds_trained"] / max(res["epoch_seconds"] * res["epochs"], 1e-9),
            "argosy": {k: pred[f"test_{k}"] for k in ("auc", "ap", "hits", "mrr")}, "wall_seconds": train_s,
@@ -124,10 +133,12 @@ def render() -> str:
     by: dict[str, list[dict]] = {}
     for r in recs:
         if r["kind"] == "citation":
-            by.setdefault(r["dataset"], {})[r["seed"]] = r      # the latest record of each seed
+            opts = ", ".join(f"{k}={v}" for k, v in sorted(r.get("options", {}).items()))
+            name = r["dataset"] + (f" ({opts})" if opts else "")
+            by.setdefault(name, {})[r["seed"]] = r              # the latest record of each seed
     for ds, seeds in by.items():
         rs = list(seeds.values())
-        pub = PUBLISHED.get(ds, ("-", "-"))
+        pub = PUBLISHED.get(ds.split(" ")[0], ("-", "-"))
         same = all(abs(r["predict_test_auc"] - r["test_auc"]) < 1e-6 for r in rs)
         lines.append(f"| {ds} | {','.join(str(r['seed']) for r in rs)} | {_fmt([r['test_auc'] for r in rs])} | "
                      f"{_fmt([r['test_ap'] for r in rs])} | {pub[0]} / {pub[1]} | {'yes' if same else 'NO'} | "
@@ -139,16 +150,20 @@ def render() -> str:
                          f"{100 * r['val_auc']:.2f} |")
     snaps = [r for r in recs if r["kind"] == "snap"]
     if snaps:
-        lines += ["", "SNAP graphs (random 64-d features, `epochs` below; Hits@50 OGB-style: each test positive "
+        lines += ["", "SNAP graphs (no features: `argosy (learned)` = 64-d learned node embeddings, the default; "
+                  "`argosy (random)` = 64 random features; `epochs` below; Hits@50 OGB-style: each test positive "
                   "against all test negatives, as many as positives; heuristics on the same training graph):", "",
-                  "| dataset | seed | test pairs | method | Hits@50 | MRR | AUC | AP | train edges/s |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| dataset | seed | test pairs | method | Hits@50 | MRR | AUC | AP | train edges/s | load 1/5/15 min at the end |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for r in snaps:
             for name in ("argosy", "common_neighbours", "adamic_adar"):
                 m = r[name]
-                tput = f"{r['train_edges_per_second']:.0f} ({r['epochs']} epochs)" if name == "argosy" else ""
-                lines.append(f"| {r['dataset']} | {r['seed']} | {r['test_pairs']} | {name} | {100 * m['hits']:.2f} | "
-                             f"{100 * m['mrr']:.2f} | {100 * m['auc']:.2f} | {100 * m['ap']:.2f} | {tput} |")
+                tput = f"{r['train_edges_per_second']:.0f} ({r['epochs']} epochs, best {r['best_epoch']})" \
+                    if name == "argosy" else ""
+                label = f"argosy ({r.get('inputs', 'random')})" if name == "argosy" else name
+                load = "/".join(f"{x:.1f}" for x in r["load_avg"]) if name == "argosy" and "load_avg" in r else ""
+                lines.append(f"| {r['dataset']} | {r['seed']} | {r['test_pairs']} | {label} | {100 * m['hits']:.2f} | "
+                             f"{100 * m['mrr']:.2f} | {100 * m['auc']:.2f} | {100 * m['ap']:.2f} | {tput} | {load} |")
     return "\n".join(lines) + "\n"
 
 
@@ -158,6 +173,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--snap", default=None, help="a SNAP graph in the datasets dir (e.g. ca-astroph)")
     ap.add_argument("--epochs", type=int, default=10, help="--snap: most epochs")
+    ap.add_argument("--snap-inputs", default="learned", choices=("learned", "random"),
+                    help="--snap: learned node embeddings (default) or 64 random features")
+    ap.add_argument("--scorer", default=None, help="citation graphs: this scorer instead of the default")
+    ap.add_argument("--link-loss", default=None, help="citation graphs: this loss instead of the default")
     ap.add_argument("--run-root", default="/tmp/argosy-bench-linkpred")
     ap.add_argument("--render", action="store_true")
     a = ap.parse_args(argv)
@@ -166,13 +185,14 @@ def main(argv=None) -> int:
         seeds = [int(s) for s in a.seeds.split(",")]
         if a.snap:
             for s in seeds:
-                rec = run_snap(a.snap, s, a.epochs, root)
+                rec = run_snap(a.snap, s, a.epochs, root, a.snap_inputs)
                 _append(rec)
                 print(json.dumps(rec), flush=True)
         else:
             for ds in a.datasets.split(","):
                 for s in seeds:
-                    rec = run_citation(ds, s, root)
+                    opts = {k: v for k, v in (("scorer", a.scorer), ("link_loss", a.link_loss)) if v}
+                    rec = run_citation(ds, s, root, opts)
                     _append(rec)
                     print(json.dumps(rec), flush=True)
     text = render()

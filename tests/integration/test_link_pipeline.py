@@ -119,3 +119,17 @@ def test_featureless_graph_learns_node_embeddings_distmult_margin(cora_path, tmp
     got = api.predict(run, edges=pairs, embeddings=True)
     z, rel = got["embeddings"], api.load_model(run).scorer.rel.detach().numpy()
     assert np.allclose(got["scores"], (z[pairs[:, 0]] * rel * z[pairs[:, 1]]).sum(1), atol=1e-4)  # DistMult
+
+
+def test_node_embeddings_with_two_trainers(cora_path, tmp_path):
+    """Two trainers (DDP, gloo): the table's dense gradients are all-reduced with the rest; every
+    training edge is trained once per epoch and predict reproduces the test AUC from rank 0's table."""
+    with np.load(cora_path) as z:
+        np.savez(tmp_path / "nofeat.npz", indptr=z["indptr"], indices=z["indices"])
+    run = tmp_path / "run"
+    res = last_json(argosy("train", "--data", str(tmp_path / "nofeat.npz"), "--task", "link", "--edge-split",
+                           "0.85,0.05,0.10", "--trainers", "2", "--epochs", "2", "--patience", "0",
+                           "--node-embeddings", "16", "--run-dir", str(run), "--json"))
+    assert res["node_embeddings"] == 16 and res["seeds_planned"] == res["seeds_trained"] and res["duplicates"] == 0
+    pred = last_json(argosy("predict", str(run), "--out", str(tmp_path / "s.npz"), "--json"))
+    assert pred["test_auc"] == pytest.approx(res["test_auc"], abs=1e-6)
