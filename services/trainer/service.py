@@ -41,7 +41,7 @@ from argosy.shared.plan import PHASES, WorkItem
 from argosy.shared.validate import job_plan
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.store import PartitionStore
-from argosy.shared.store.residency import memory_budget
+from argosy.shared.store.residency import memory_budget, queue_depth
 from argosy.shared.transport import bind_random, make_socket, rendezvous_store, retain_large_buffers
 from argosy.services.trainer.core import TrainerCore, cache_budget, resolved
 from argosy.services.trainer.ingest import Arrival, Ingest
@@ -150,7 +150,8 @@ class TrainerProc:
         retain_large_buffers()              # 33 MB batches reuse freed buffers instead of faulting in new pages
         # one libzmq I/O thread receives ~5 GB/s here; several loaders' connections spread over a few
         self.zctx = zmq.Context(io_threads=max(1, min(4, (os.cpu_count() or 1) // 4)))
-        self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=self.cfg.trainer.recv_hwm, curve="server")
+        self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=queue_depth(self.cfg.trainer.recv_hwm, budget_bytes),
+                                curve="server")
         self.endpoint = bind_random(self.pull, ctx.port)
         self.ingest = Ingest(self.pull, self.cfg, ctx.coord, rank, self.core, depth=self.cfg.trainer.prefetch)
         self.rx = self.ingest.rx

@@ -28,12 +28,15 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["FIT_FRACTION", "ROW_CACHE_FRACTION", "cgroup_memory_limit", "memory_budget", "Residency",
-           "plan_residency", "advise", "DiskCounters", "disk_summary"]
+           "plan_residency", "advise", "DiskCounters", "disk_summary", "queue_depth"]
 
 FIT_FRACTION = 0.5
 """Parts fit when their bytes are at most this fraction of the budget (the rest: processes, buffers)."""
 ROW_CACHE_FRACTION = 0.25
 """Out of core, the host's loaders keep hot feature rows worth this fraction of the budget."""
+BUDGET_QUEUE_DEPTH = 2
+"""Under a memory budget, the batch queues towards and inside a trainer hold at most this many
+batches each (ZeroMQ's high-water marks count messages, not bytes; a 3-hop batch can be 100+ MB)."""
 UNLIMITED = 1 << 60
 """cgroup v1 reports "no limit" as a page-rounded 2**63 - 1: anything above this is no limit."""
 
@@ -94,6 +97,11 @@ def memory_budget(configured: int = 0) -> tuple[int | None, str]:
         return int(configured), "--memory-budget"
     lim = cgroup_memory_limit()
     return (lim, "cgroup limit") if lim is not None else (None, "none")
+
+
+def queue_depth(configured: int, budget: int | None) -> int:
+    """A batch queue's high-water mark: ``configured``, at most :data:`BUDGET_QUEUE_DEPTH` under a budget."""
+    return configured if budget is None else max(1, min(configured, BUDGET_QUEUE_DEPTH))
 
 
 @dataclass(frozen=True)
