@@ -94,6 +94,10 @@ from argosy.shared.coord import Coordinator
 from argosy.shared.config import JobConfig
 from argosy.shared.store import PartitionStore
 from argosy.shared.transport import make_socket
+try:
+    from argosy.shared.transport import connect_endpoint
+except ImportError:                                  # the baseline's tree: TCP only
+    connect_endpoint = lambda reg: reg["endpoint"]
 from argosy.shared.validate import job_plan
 from argosy.shared.wire import encode
 from argosy.services.loader.core import LoaderCore
@@ -137,7 +141,7 @@ ctx = zmq.Context()
 while not coord.services("trainer"):
     time.sleep(0.05)
 push = make_socket(ctx, zmq.PUSH, sndhwm=4)
-push.connect(coord.services("trainer")[0]["endpoint"])
+push.connect(connect_endpoint(coord.services("trainer")[0]))   # as a loader does: ipc:// on one host
 hot = None
 if {cache!r}:                                        # the trainer's feature cache, derived as a loader does
     from argosy.shared.hot_rows import HotRows
@@ -235,17 +239,24 @@ def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str, gpu_
 
 
 # ---------------------------------------------------------------------------------------------- part 2
-def job_run(a, store: Path) -> dict:
-    """1 sampler + 1 loader + 1 trainer, GPU step simulated: per-process CPU over the steady state."""
+def job_run(a, store: Path, pythonpath: str = "", label: str = "this tree") -> dict:
+    """1 sampler + 1 loader + 1 trainer, GPU step simulated: per-process CPU over the steady state.
+
+    ``pythonpath``: another tree's code (:func:`baseline_tree`) for every process of the job; "" = this tree."""
     import psutil
-    job = f"ingest-job-{os.getpid()}"
+    job = f"ingest-job-{os.getpid()}-{int(time.time())}"
     run_dir = Path(a.work) / job
+    env = {**os.environ}
+    env.pop("PYTHONPATH", None)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     cmd = [sys.executable, "-m", "argosy.services.launch", "train", "--store", str(store), "--samplers", "1", "--loaders", "1",
            "--job", job,
            "--epochs", str(a.job_epochs), "--patience", "0", "--fanouts", a.fanouts, "--eval-fanouts", a.fanouts,
            "--batch-size", str(a.batch_size), "--eval-max-nodes", str(a.batch_size), "--simulate-gpu-step", a.job_step,
            "--device", a.device, "--run-dir", str(run_dir), "--json"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         cwd=tempfile.gettempdir() if pythonpath else ROOT, env=env)
     samples: list[tuple[float, dict[str, float]]] = []
     launcher = psutil.Process(p.pid)
     while p.poll() is None:           # the launcher's descendants, by module name or process title (setproctitle)
@@ -283,7 +294,7 @@ def job_run(a, store: Path) -> dict:
             "cpu_ms_per_batch": {r: 1000 * v / max(nb, 1) for r, v in cpu.items()},
             "trainer_over_loader": cpu["trainer"] / max(cpu["loader"], 1e-9),
             "batches_per_second": res.get("batches_per_second"), "trainer_idle_fraction": res.get("trainer_idle_fraction"),
-            "simulated_step": a.job_step}
+            "simulated_step": a.job_step, "label": label}
 
 
 def main() -> None:
@@ -300,6 +311,8 @@ def main() -> None:
     ap.add_argument("--baseline-rev", default=BASELINE_REV)
     ap.add_argument("--job-epochs", type=int, default=3)
     ap.add_argument("--job-step", default="1ms", help="simulated GPU step of the 1+1+1 job")
+    ap.add_argument("--job-baseline-rev", default="", help="also run the job with this revision's code (same bench run)")
+    ap.add_argument("--job-repeats", type=int, default=1, help="runs of the job (each with the baseline first, if any)")
     ap.add_argument("--parts-to-run", default="ingest,cache,job", help="comma list of ingest, cache, job")
     ap.add_argument("--cache-fraction", type=float, default=0.25, help="cache part: the partial cache, a fraction of the rows' bytes")
     ap.add_argument("--cache-repeats", type=int, default=1, help="cache part: runs of each cache size")
@@ -313,7 +326,7 @@ def main() -> None:
     store = make_store(Path(a.work), a.nodes, a.degree, a.feature_dim, a.parts)
     prev = json.loads((OUT / "ingest.json").read_text()) if (OUT / "ingest.json").exists() else {}
     res = {"setting": {k: getattr(a, k) for k in ("nodes", "degree", "feature_dim", "parts", "fanouts", "batch_size", "device",
-                                                  "baseline_rev", "trainer_cpu", "job_step")},
+                                                  "baseline_rev", "trainer_cpu", "job_step", "job_baseline_rev")},
            "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg(), "when": time.strftime("%Y-%m-%d %H:%M")}
     todo = a.parts_to_run.split(",")
     if "ingest" in todo:
@@ -342,8 +355,14 @@ def main() -> None:
                                  "label": label})
         res["cache"] = runs
     if "job" in todo:
-        print("job: 1 sampler + 1 loader + 1 trainer ...", file=sys.stderr)
-        res["job"] = job_run(a, store)
+        runs = []
+        for _ in range(a.job_repeats):
+            if a.job_baseline_rev:
+                print(f"job ({a.job_baseline_rev}): 1 sampler + 1 loader + 1 trainer ...", file=sys.stderr)
+                runs.append(job_run(a, store, str(baseline_tree(a.job_baseline_rev, Path(a.work))), a.job_baseline_rev))
+            print("job: 1 sampler + 1 loader + 1 trainer ...", file=sys.stderr)
+            runs.append(job_run(a, store))
+        res["job"] = runs
     for part in ("ingest", "ingest_speedup", "cache", "job"):         # a part not run this time: keep the last figures
         if part not in res and part in prev and prev.get("setting") == res["setting"]:
             res[part] = prev[part]
@@ -378,13 +397,17 @@ def main() -> None:
                       f"{r['cpu_ms_per_batch'] / base:.2f}x |")
         md.append("")
     if "job" in res:
-        j = res["job"]
-        md += [f"1 sampler + 1 loader + 1 trainer, GPU step simulated at {j['simulated_step']}: CPU over the steady state "
-               f"({j['window_seconds']:.1f} s, {j['batches']:.0f} batches)", "",
-               "| process | CPU s | CPU ms/batch |", "|---|---|---|"]
-        md += [f"| {r} | {j['cpu_seconds'][r]:.2f} | {j['cpu_ms_per_batch'][r]:.1f} |" for r in ("sampler", "loader", "trainer")]
-        md += ["", f"trainer / loader CPU: **{j['trainer_over_loader']:.2f}** (goal <= 0.2); "
-               f"{j['batches_per_second']:.1f} batches/s, trainer idle {j['trainer_idle_fraction']:.0%}", ""]
+        jobs = res["job"] if isinstance(res["job"], list) else [res["job"]]
+        md += [f"1 sampler + 1 loader + 1 trainer, GPU step simulated at {jobs[0]['simulated_step']}: CPU per applied batch "
+               "over the steady state (between 20 % and 90 % of the trainer's batches), per process", "",
+               "| code | window s | batches | sampler ms | loader ms | trainer ms | **trainer / loader** | batches/s | trainer idle |",
+               "|---|---|---|---|---|---|---|---|---|"]
+        for j in jobs:
+            c = j["cpu_ms_per_batch"]
+            md.append(f"| {j.get('label', 'this tree')} | {j['window_seconds']:.1f} | {j['batches']:.0f} | {c['sampler']:.1f} | "
+                      f"{c['loader']:.1f} | {c['trainer']:.1f} | **{j['trainer_over_loader']:.2f}** | "
+                      f"{j['batches_per_second']:.1f} | {j['trainer_idle_fraction']:.0%} |")
+        md += ["", "Goal: trainer / loader <= 0.2.", ""]
     (OUT / "ingest.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 

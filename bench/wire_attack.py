@@ -124,7 +124,8 @@ def attack(coord: Coordinator, proc: subprocess.Popen, msgs, big_once, seconds: 
         if loaders and len(trainers) >= 1 and all("endpoint" in s for s in loaders + trainers):
             targets = ([("loader", s["endpoint"], zmq.PUSH) for s in loaders]
                        + [("loader", s["halo"], zmq.DEALER) for s in loaders if s.get("halo")]
-                       + [("trainer", s["endpoint"], zmq.PUSH) for s in trainers])
+                       + [("trainer", s["endpoint"], zmq.PUSH) for s in trainers]
+                       + [("trainer", s["local_endpoint"], zmq.PUSH) for s in trainers if s.get("local_endpoint")])
             break
         time.sleep(0.2)
     t0 = time.monotonic()

@@ -250,10 +250,14 @@ class Coordinator:
         if not refs:
             return
         pipe = self.r.pipeline()
+        self._ack_into(pipe, refs)
+        pipe.execute()
+
+    @staticmethod
+    def _ack_into(pipe, refs: list[tuple[str, str]]) -> None:
         for stream, entry_id in refs:
             pipe.xack(stream, keys.WORK_GROUP, entry_id)
             pipe.xdel(stream, entry_id)
-        pipe.execute()
 
     def pending(self, num_parts: int) -> int:
         """Work items claimed but not acknowledged, over all partitions."""
@@ -269,9 +273,16 @@ class Coordinator:
             pipe.xlen(keys.work_stream(self.job, p))
         return sum(pipe.execute())
 
-    def mark_applied(self, epoch: int, phase: str, batch_id: int) -> bool:
-        """True the first time a batch id is applied in an epoch/phase, False for a duplicate."""
-        return bool(self.r.sadd(keys.applied(self.job, epoch, phase), batch_id))
+    def mark_applied(self, epoch: int, phase: str, batch_id: int, acks: list[tuple[str, str]] = ()) -> bool:
+        """True the first time a batch id is applied in an epoch/phase, False for a duplicate.
+
+        ``acks``: work items to acknowledge in the same round trip (see :meth:`ack_many`)."""
+        if not acks:
+            return bool(self.r.sadd(keys.applied(self.job, epoch, phase), batch_id))
+        pipe = self.r.pipeline(transaction=False)
+        self._ack_into(pipe, acks)
+        pipe.sadd(keys.applied(self.job, epoch, phase), batch_id)
+        return bool(pipe.execute()[-1])
 
     def clear_applied(self, from_epoch: int) -> None:
         """Forget applied batch ids of ``from_epoch`` and later (a resumed trainer re-runs them)."""

@@ -6,6 +6,7 @@ Sends and receives poll in short slices so a stop request (SIGTERM) is honoured 
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -21,7 +22,7 @@ from argosy.shared.wire import DEFAULT_LIMITS, Limits, decode, encode
 
 __all__ = ["make_socket", "bind_random", "send_msg", "recv_msg", "advertise_host", "create_keys", "CurveKeys",
            "ZapHandler", "Receiver", "peer_of", "rendezvous_store",
-           "bind_host", "retain_large_buffers"]
+           "bind_host", "retain_large_buffers", "bind_local", "unbind_local", "connect_endpoint", "host_boot_id"]
 
 logger = logging.getLogger(__name__)
 
@@ -246,6 +247,57 @@ def bind_random(sock: zmq.Socket, port: int = 0) -> str:
     else:
         port = sock.bind_to_random_port(f"tcp://{host}")
     return f"tcp://{advertise_host()}:{port}"
+
+
+def host_boot_id() -> str:
+    """This kernel's boot id (``/proc/sys/kernel/random/boot_id``; "" where there is none): two
+    processes can share a Unix-domain socket only if they run on the same kernel."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def bind_local(sock: zmq.Socket) -> str | None:
+    """Also listen on a Unix-domain socket in a fresh 0700 directory; return its ``ipc://`` endpoint.
+
+    Peers on the same host connect there (:func:`connect_endpoint`) instead of over TCP loopback:
+    the kernel copies a message once on each side either way, but skips the TCP/IP stack
+    (segments, acknowledgements, netfilter), which cost a receiving trainer more CPU than the copy
+    itself (``docs/gpu-pipeline.md``).  Only this user can connect (the directory's mode); the
+    socket keeps its ZAP/CURVE settings and size limits.  None where ``ipc://`` is not available.
+    """
+    import tempfile
+    if not zmq.has("ipc") or not host_boot_id():
+        return None
+    d = tempfile.mkdtemp(prefix="argosy-")          # mode 0700
+    path = os.path.join(d, "s")
+    if len(path) > 100:                              # sun_path holds 108 bytes
+        os.rmdir(d)
+        return None
+    sock.bind(f"ipc://{path}")
+    return f"ipc://{path}"
+
+
+def unbind_local(endpoint: str | None) -> None:
+    """Remove what :func:`bind_local` created (call after the socket is closed)."""
+    if endpoint and endpoint.startswith("ipc://"):
+        path = endpoint[len("ipc://"):]
+        with contextlib.suppress(OSError):
+            os.unlink(path)                          # libzmq removes it on close; here in case it did not
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(path))
+
+
+def connect_endpoint(registration: dict) -> str | None:
+    """Where to connect to a registered service: its ``local_endpoint`` (``ipc://``, see
+    :func:`bind_local`) when it runs on this kernel and the socket file is here, else its TCP
+    ``endpoint``."""
+    local = registration.get("local_endpoint")
+    if (isinstance(local, str) and local.startswith("ipc://") and registration.get("boot_id") == host_boot_id()
+            and os.path.exists(local[len("ipc://"):])):
+        return local
+    return registration.get("endpoint")
 
 
 def send_msg(sock: zmq.Socket, msg: Message, stop: threading.Event | None = None, timeout: float | None = None) -> bool:

@@ -21,6 +21,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from argosy.shared import keys
@@ -34,7 +35,7 @@ from argosy.shared.transport import Receiver
 from argosy.shared.wire import Limits
 
 __all__ = ["BatchBounds", "MessageValidator", "PlanIndex", "check_sampled_batch", "check_feature_batch",
-           "check_feature_values", "nonfinite_features", "check_work_ref", "job_plan", "job_receiver"]
+           "check_feature_values", "nonfinite_features", "all_finite", "check_work_ref", "job_plan", "job_receiver"]
 
 _WORK_ID = re.compile(r"\d{1,20}-\d{1,20}")
 _INT_DTYPES = {"nodes": "int64", "hop_nodes": "int64", "hop_edges": "int64", "degrees": "int32",
@@ -270,9 +271,37 @@ def nonfinite_features(fb: FeatureBatch) -> InvalidMessageError:
 
 def check_feature_values(fb: FeatureBatch) -> None:
     """Every feature is finite: one pass over the bytes (the only per-byte check of a batch)."""
-    x = fb.features
-    if x.size and not np.isfinite(x).all():
+    if not all_finite(fb.features):
         raise nonfinite_features(fb)
+
+
+_EXPONENT_BITS = {2: (np.uint16, 0x7C00), 4: (np.uint32, 0x7F800000), 8: (np.uint64, 0x7FF0000000000000)}
+"""IEEE binary16/32/64 by width: the unsigned integer of that width and the exponent's bits."""
+
+
+@numba.njit(cache=True, nogil=True)
+def _exponent_all_ones(bits, mask):
+    """Whether some ``bits[i] & mask == mask``: a float whose exponent is all ones (NaN or inf)."""
+    hit = False
+    for i in range(bits.shape[0]):        # no early exit: the loop vectorises (a valid batch is read whole anyway)
+        hit |= (bits[i] & mask) == mask
+    return hit
+
+
+def all_finite(x: np.ndarray) -> bool:
+    """``np.isfinite(x).all()`` in one read of ``x`` and no temporary (1.2 vs 1.8 ms for 45 MB here).
+
+    A float is NaN or inf exactly when its exponent bits are all ones, so a C-contiguous float16/32/64
+    array is read as unsigned integers of its width by a vectorised kernel that releases the GIL;
+    anything else (strided, other dtypes) goes to numpy.
+    """
+    if not x.size:
+        return True
+    spec = _EXPONENT_BITS.get(x.dtype.itemsize) if x.dtype.kind == "f" else None
+    if spec is None or not x.flags.c_contiguous:
+        return bool(np.isfinite(x).all())
+    uint, mask = spec
+    return not _exponent_all_ones(x.reshape(-1).view(uint), uint(mask))
 
 
 def job_plan(cfg: JobConfig, store: PartitionStore, epoch: int, phase: str, world: int | None = None) -> list[WorkItem]:
@@ -350,6 +379,11 @@ class MessageValidator:
         store = store if store is not None and getattr(store, "allowed", None) is None else PartitionStore(cfg.store)
         self.bounds = BatchBounds.from_job(cfg, store)
         self.plans = PlanIndex(cfg, store)
+        if role == "trainer" and check_values:       # load the kernel now, not on the first batch (~1 s)
+            x = np.zeros((1, 1), self.bounds.feature_dtype)
+            all_finite(x)
+            x.flags.writeable = False                 # received frames are read-only
+            all_finite(x)
 
     def set_plan(self, epoch: int, phase: str, plan: list[WorkItem]) -> None:
         self.plans.put(epoch, phase, plan)

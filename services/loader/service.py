@@ -22,7 +22,7 @@ from argosy.shared.holder import PartHolder
 from argosy.shared.traffic import frames_bytes
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.protocol import SampledBatch
-from argosy.shared.transport import bind_random, make_socket
+from argosy.shared.transport import bind_random, connect_endpoint, make_socket
 from argosy.shared.validate import job_receiver
 from argosy.shared.wire import encode
 from argosy.services.loader.core import LoaderCore
@@ -59,7 +59,7 @@ class LoaderProc(PartHolder):
     def refresh(self) -> None:
         self.refresh_parts()
         for s in self.ctx.coord.services("trainer"):
-            rank, ep = int(s.get("rank", -1)), s.get("endpoint")
+            rank, ep = int(s.get("rank", -1)), connect_endpoint(s)      # ipc:// on the same host
             if ep is None or rank < 0:
                 continue
             cur = self.trainers.get(rank)

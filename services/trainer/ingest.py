@@ -136,23 +136,33 @@ class Ingest:
         self._send_acks()
 
     # ---- the ingest thread --------------------------------------------------------------------
-    def _send_acks(self) -> None:
+    def _take_acks(self) -> list[tuple[str, str]]:
         with self._acks_cv:
             refs, self._acks = self._acks, []
+        return refs
+
+    def _acks_sent(self, n: int) -> None:
+        with self._acks_cv:
+            self._unsent -= n
+            self._acks_cv.notify_all()
+
+    def _send_acks(self) -> None:
+        refs = self._take_acks()
         if refs:
             self.coord.ack_many(refs)
-        with self._acks_cv:
-            self._unsent -= len(refs)
-            self._acks_cv.notify_all()
+            self._acks_sent(len(refs))
 
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                self._send_acks()
-                if not self.rx.sock.poll(20, zmq.POLLIN):
-                    self.rx.flush()
-                    continue
-                a = self._ingest_one()
+                if not self.rx.sock.poll(0, zmq.POLLIN):   # nothing waiting: send the acks, then wait
+                    self._send_acks()
+                    if not self.rx.sock.poll(20, zmq.POLLIN):
+                        self.rx.flush()
+                        continue
+                a = self._ingest_one()             # a valid batch's claim carries the pending acks
+                if a is None:
+                    self._send_acks()
                 while a is not None and not self._stop.is_set():
                     try:
                         self.q.put(a, timeout=0.02)
@@ -188,7 +198,9 @@ class Ingest:
             self._carry[0] += t1 - t0
             self._carry[1] += t2 - t1
             return None
-        fresh = self.coord.mark_applied(fb.epoch, fb.phase, fb.batch_id)   # only for batches that will be used
+        acks = self._take_acks()                   # applied batches' acks ride on this claim: one round trip
+        fresh = self.coord.mark_applied(fb.epoch, fb.phase, fb.batch_id, acks)   # only for batches that will be used
+        self._acks_sent(len(acks))
         t3 = time.perf_counter()
         rows, sent = int(fb.nodes.shape[0]), int(fb.features.shape[0])
         if self.on_cuda:                           # the frames can go back to the allocator now

@@ -42,7 +42,8 @@ from argosy.shared.validate import job_plan
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.store import PartitionStore
 from argosy.shared.store.residency import memory_budget, queue_depth
-from argosy.shared.transport import bind_random, make_socket, rendezvous_store, retain_large_buffers
+from argosy.shared.transport import (bind_local, bind_random, host_boot_id, make_socket, rendezvous_store,
+                                     retain_large_buffers, unbind_local)
 from argosy.services.trainer.core import TrainerCore, cache_budget, resolved
 from argosy.services.trainer.ingest import Arrival, Ingest
 
@@ -153,6 +154,8 @@ class TrainerProc:
         self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=queue_depth(self.cfg.trainer.recv_hwm, budget_bytes),
                                 curve="server")
         self.endpoint = bind_random(self.pull, ctx.port)
+        self.local_endpoint = bind_local(self.pull)
+        """The same socket on a Unix-domain path: loaders on this host send there (no TCP stack)."""
         self.ingest = Ingest(self.pull, self.cfg, ctx.coord, rank, self.core, depth=self.cfg.trainer.prefetch)
         self.rx = self.ingest.rx
         self._early: list[Arrival] = []
@@ -359,6 +362,7 @@ class TrainerProc:
     def run(self) -> None:
         ctx, coord, cfg = self.ctx, self.ctx.coord, self.cfg
         coord.register("trainer", ctx.service_id, {"rank": self.rank, "endpoint": self.endpoint,
+                                                   "local_endpoint": self.local_endpoint, "boot_id": host_boot_id(),
                                                    "host_label": envs.get(envs.HOST_LABEL) or socket.gethostname(),
                                                    "feature_cache": self.feature_cache},
                        cfg.coord.heartbeat_seconds, cfg.coord.heartbeat_ttl)
@@ -426,6 +430,7 @@ class TrainerProc:
             self.rx.flush(force=True)
             self.pull.close(0)
             self.zctx.term()
+            unbind_local(self.local_endpoint)
             if dist.is_initialized():
                 dist.destroy_process_group()
 

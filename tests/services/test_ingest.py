@@ -96,3 +96,31 @@ def test_queue_bound_pushes_back(env):
 def test_retain_large_buffers_on_glibc():
     import platform
     assert retain_large_buffers() is (platform.libc_ver()[0] == "glibc")
+
+
+def test_same_host_peers_connect_over_a_unix_socket(env):
+    """The trainer's socket also listens on ipc:// (bind_local); a loader on this kernel picks it
+    (connect_endpoint), one on another kernel the TCP endpoint; batches arrive and are validated alike."""
+    import os
+    from argosy.shared.transport import bind_local, connect_endpoint, host_boot_id, unbind_local
+    cfg, coord, store, fb, ing, push = env
+    local = bind_local(ing.rx.sock)
+    assert local is not None and local.startswith("ipc://")
+    path = local[len("ipc://"):]
+    assert os.stat(os.path.dirname(path)).st_mode & 0o077 == 0            # this user only
+    reg = {"endpoint": "tcp://10.0.0.9:5000", "local_endpoint": local, "boot_id": host_boot_id()}
+    assert connect_endpoint(reg) == local
+    assert connect_endpoint({**reg, "boot_id": "another-kernel"}) == "tcp://10.0.0.9:5000"
+    assert connect_endpoint({"endpoint": "tcp://10.0.0.9:5000"}) == "tcp://10.0.0.9:5000"
+    ctx = zmq.Context.instance()
+    near = make_socket(ctx, zmq.PUSH)
+    near.connect(connect_endpoint(reg))
+    bad = type(fb)(**{**fb.__dict__, "features": fb.features.copy()})
+    bad.features[-1, -1] = np.inf
+    assert send_msg(near, bad) and send_msg(near, fb)
+    a = _get(ing)
+    assert a.fresh and a.fb.batch_id == fb.batch_id and ing.rx.totals["bad_messages"] == 1
+    near.close(0)
+    ing.rx.sock.unbind(local)
+    unbind_local(local)
+    assert not os.path.exists(os.path.dirname(path))

@@ -84,3 +84,15 @@ def test_password_auth_and_redaction():
 def test_unreachable_redis_fails_clearly():
     with pytest.raises(CoordinationError, match="cannot reach Redis"):
         Coordinator("redis://127.0.0.1:1/0", "x", connect_timeout=1)
+
+
+def test_claim_carries_acknowledgements_in_one_round_trip(coord):
+    """mark_applied(..., acks) acknowledges earlier work items with the claim; the claim's answer is unchanged."""
+    coord.ensure_groups(1)
+    coord.publish_work([(0, {"b": 1}), (0, {"b": 2})])
+    got = coord.claim([0], "t", count=10, block_ms=100)
+    assert coord.pending(1) == 2
+    assert coord.mark_applied(0, "train", 7, acks=[got[0][:2]])
+    assert coord.pending(1) == 1
+    assert not coord.mark_applied(0, "train", 7, acks=[got[1][:2]])
+    assert coord.pending(1) == 0 and coord.applied_count(0, "train") == 1

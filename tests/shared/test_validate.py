@@ -248,3 +248,38 @@ def test_value_check_can_move_to_the_caller_and_still_holds(env):
     y[0] = 4
     with pytest.raises(InvalidMessageError, match="outside"):
         deferred(_with(fb, labels=y))
+
+
+@pytest.mark.parametrize("dtype,uint", [(np.float16, np.uint16), (np.float32, np.uint32), (np.float64, np.uint64)])
+def test_all_finite_agrees_with_isfinite_on_every_kind_of_value(dtype, uint):
+    """The exponent-bit kernel answers exactly as np.isfinite(x).all(): random bit patterns (NaN
+    payloads, +-inf, subnormals, -0) row by row, read-only and strided arrays, one bad value anywhere."""
+    from argosy.shared.validate import all_finite
+    rng = np.random.default_rng(0)
+    bits = rng.integers(0, np.iinfo(uint).max, size=(2000, 5), dtype=uint, endpoint=True)
+    rows = bits.view(dtype)
+    want = np.isfinite(rows).all(axis=1)
+    assert 0 < want.sum() < rows.shape[0]                    # both kinds of row are drawn
+    assert [all_finite(r) for r in rows] == want.tolist()
+    x = np.full((257, 9), np.finfo(dtype).max, dtype)        # the largest finite values are finite
+    x[::2] = np.finfo(dtype).smallest_subnormal
+    assert all_finite(x) and all_finite(x[:, ::2]) and all_finite(x[:0])
+    for bad in (np.nan, np.inf, -np.inf, -np.nan):
+        for pos in ((0, 0), (128, 4), (256, 8)):
+            y = x.copy()
+            y[pos] = bad
+            y.flags.writeable = False                         # as received: views of the frames
+            assert not all_finite(y) and not all_finite(y[:, ::2] if pos[1] % 2 == 0 else y[:, 1::2])
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_received_nonfinite_features_are_refused(env, bad):
+    """A decoded (read-only, frame-backed) batch with one non-finite feature is refused by the trainer's validator."""
+    cfg, _, _, fb = env
+    x = np.array(fb.features)
+    x[x.shape[0] // 2, -1] = bad
+    msg = decode([bytes(f) for f in encode(_with(fb, features=x))])
+    assert not msg.features.flags.writeable
+    with pytest.raises(InvalidMessageError, match="features hold NaN or inf"):
+        _trainer(cfg, fb.trainer_rank)(msg)
+    assert _trainer(cfg, fb.trainer_rank)(decode([bytes(f) for f in encode(fb)])).batch_id == fb.batch_id
