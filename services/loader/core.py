@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
-from numba import njit
 
 from argosy.shared.errors import RequestFailedError
 from argosy.shared.halo import check_request
@@ -24,50 +24,12 @@ from argosy.shared.hot_rows import HotRows
 from argosy.shared.protocol import FeatureBatch, FeatureRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
 from argosy.shared.store.residency import Residency, plan_residency
+from argosy.shared.store.gather import IO_THREADS, gather_feature_rows
 from argosy.shared.store.row_cache import RowCache
 
 __all__ = ["LoaderCore"]
 
 Fetch = Callable[[str, np.ndarray, int], FeatureRows]
-_AS_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
-@njit(nogil=True, cache=True)
-def _gather_part(src, rows, dst, out):
-    f = out.shape[1]
-    for i in range(rows.shape[0]):
-        r, d = rows[i], dst[i]
-        for j in range(f):                  # an element loop compiles to a vectorised row copy
-            out[d, j] = src[r, j]
-
-
-def gather_feature_rows(feats, parts: np.ndarray, rows: np.ndarray, dst: np.ndarray, out: np.ndarray) -> None:
-    """``out[dst[i]] = feats[parts[i]][rows[i]]`` for every i: grouped by part (one radix sort),
-    then one compiled pass per part straight into ``out`` (no temporary).  Rows are copied as
-    unsigned integers of the dtype's width, so every dtype (float16 included) takes the same kernel.
-
-    One thread: a host runs several loader replicas, which are the parallelism (a ``prange``
-    version was 2-20x slower than this one on a loaded 2-core machine, bench/gather.py).
-
-    Shapes: feats: part -> float[n_p, F] (a dict or list); parts, rows, dst int64[m]; out float[N, F].
-    """
-    m = parts.shape[0]
-    if m == 0:
-        return
-    as_int = _AS_UINT[out.itemsize]
-    o = out.view(as_int)
-    first = parts[0]
-    if (parts == first).all():
-        _gather_part(feats[int(first)].view(as_int), rows, dst, o)
-        return
-    order = np.argsort(parts.astype(np.int16 if parts.max() < 1 << 15 else np.int32), kind="stable")
-    ps = parts[order]
-    cut = np.flatnonzero(np.diff(ps)) + 1
-    for lo, hi in zip(np.concatenate([[0], cut]).tolist(), np.concatenate([cut, [m]]).tolist()):
-        sel = order[lo:hi]
-        _gather_part(feats[int(ps[lo])].view(as_int), rows[sel], dst[sel], o)
-
-
 class LoaderCore:
     """Gathers input features and seed labels for sampled batches.
 
@@ -95,6 +57,8 @@ class LoaderCore:
         self.residency: Residency | None = None
         self.row_cache: RowCache | None = None
         self._cached_parts: list[int] = []
+        self._io_pool: ThreadPoolExecutor | None = None
+        """Out of core: threads that fault a batch's map rows in parallel (:func:`gather_feature_rows`)."""
         m = store.manifest
         # a store without features (a link job learning node embeddings): batches carry ids and
         # zero-width feature rows; the trainer looks the inputs up by id
@@ -139,7 +103,10 @@ class LoaderCore:
         if self.residency is None or res.fits != self.residency.fits or set(parts) != set(self._cached_parts):
             self.row_cache = None                     # dropped before the new one is built: never two at once
             budget = res.row_cache_bytes(self.replicas_on_host)
-            self.row_cache = RowCache(self.store, feats, budget) if budget and feats and not self.featureless else None
+            if not res.fits and self._io_pool is None:
+                self._io_pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="row-io")
+            self.row_cache = RowCache(self.store, feats, budget, self._io_pool) \
+                if budget and feats and not self.featureless else None
             self._cached_parts = parts
         self.residency = res
         self.cache = FeatureCache(self._assign.shape[0], self.feature_dim, self.dtype, self.cache_bytes) \
@@ -166,7 +133,7 @@ class LoaderCore:
             miss = np.flatnonzero(~hit)
             miss = miss[np.lexsort((rows[miss], parts[miss]))]     # each map read forward, in row order
             parts, rows, dst = parts[miss], rows[miss], dst[miss]
-        gather_feature_rows(self._feats, parts, rows, dst, out)
+        gather_feature_rows(self._feats, parts, rows, dst, out, pool=self._io_pool if rc is not None else None)
 
     def gather_rows(self, nodes: np.ndarray, epoch: int = 0) -> np.ndarray:
         """Feature rows of global ``nodes`` in order.  Shapes: nodes int64[N] -> float[N, F]."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from argosy.shared.hot_rows import hottest
+from argosy.shared.store.gather import gather_feature_rows
 
 __all__ = ["RowCache"]
 
@@ -29,7 +30,7 @@ class RowCache:
         lookup(parts int64[m], rows int64[m]) -> int32[m].
     """
 
-    def __init__(self, store, feats: dict[int, np.ndarray], budget: int):
+    def __init__(self, store, feats: dict[int, np.ndarray], budget: int, pool=None):
         parts = sorted(feats)
         f0 = feats[parts[0]]
         self.row_bytes = int(f0.shape[1]) * f0.dtype.itemsize
@@ -54,10 +55,8 @@ class RowCache:
         self.slot[pos] = np.arange(rows, dtype=np.int32)
         self.buf = np.empty((rows, f0.shape[1]), f0.dtype)
         owner = np.searchsorted(self._off, pos, side="right") - 1     # the part of each cached position
-        for p in parts:                                                # ascending rows: one pass per map
-            sel = np.flatnonzero(owner == p)
-            if sel.size:
-                self.buf[sel] = feats[p][pos[sel] - self._off[p]]
+        # ascending rows: each map read forward, by the pool's threads at once when there is one
+        gather_feature_rows(feats, owner, pos - self._off[owner], np.arange(rows, dtype=np.int64), self.buf, pool)
 
     @property
     def rows(self) -> int:

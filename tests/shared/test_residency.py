@@ -135,3 +135,21 @@ def test_disk_summary_per_epoch():
     assert s["disk_read_bytes_per_epoch"] == [10.0, 20.0] and s["major_faults_per_epoch"] == [0, 5]
     assert s["row_cache_hit_rate"] == 0.75 and s["row_cache_hit_rate_per_epoch"] == [0.75, 0.75]
     assert disk_summary({})["row_cache_hit_rate"] is None
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_pooled_gather_equals_the_serial_one(dtype):
+    """Out of core, map rows are copied by a thread pool in slices: the same bytes land in the same places."""
+    from concurrent.futures import ThreadPoolExecutor
+    from argosy.shared.store.gather import gather_feature_rows
+    rng = np.random.default_rng(0)
+    feats = [rng.standard_normal((3000, 24)).astype(dtype) for _ in range(3)]
+    m = 5000
+    parts, rows = rng.integers(0, 3, m), rng.integers(0, 3000, m)
+    dst = rng.permutation(m + 7)[:m]
+    serial, pooled = np.full((m + 7, 24), -1, dtype), np.full((m + 7, 24), -1, dtype)
+    gather_feature_rows(feats, parts, rows, dst, serial)
+    with ThreadPoolExecutor(8) as pool:
+        gather_feature_rows(feats, parts, rows, dst, pooled, pool)
+    np.testing.assert_array_equal(pooled, serial)
+    np.testing.assert_array_equal(serial[dst], np.stack([feats[p][r] for p, r in zip(parts, rows)]))
