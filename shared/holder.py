@@ -27,7 +27,8 @@ from argosy.shared.halo import HaloClient, HaloServer
 from argosy.shared.ownership import Membership, host_label
 from argosy.shared.records import STOP_STATES
 from argosy.shared.rss import memory_fields, rss_bytes
-from argosy.shared.store.residency import DiskCounters
+from argosy.shared.malloc import keep_heap
+from argosy.shared.store.residency import DiskCounters, memory_budget
 from argosy.shared.traffic import WireCounter
 
 __all__ = ["PartHolder"]
@@ -53,6 +54,9 @@ class PartHolder:
         self.ctx, self.role = ctx, role
         self.host = host_label()
         self.base_rss = rss_bytes()              # before any part is loaded: the interpreter and libraries
+        budget = memory_budget(ctx.cfg.memory_budget)[0]
+        if budget:
+            keep_heap(budget=budget)            # under a budget, freed heap goes back (shared/malloc.py)
         self.source = PartSource(ctx.cfg.store, envs.get(envs.LOCAL_STORE))
         self.store = self.source.open([])
         self.zctx = zmq.Context()

@@ -19,23 +19,35 @@ def _libc():
     return ctypes.CDLL("libc.so.6")
 
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -2, -3, -8
 
 
-def keep_heap(mmap_threshold: int = 32 << 20, trim_threshold: int = 1 << 30) -> bool:
-    """Serve allocations up to ``mmap_threshold`` (glibc's maximum, 32 MiB) from the heap and keep
-    up to ``trim_threshold`` of freed heap instead of returning it (call before threads start).
+def keep_heap(mmap_threshold: int = 32 << 20, trim_threshold: int = 1 << 30, top_pad: int = 0,
+              budget: int | None = None) -> bool:
+    """Serve allocations up to ``mmap_threshold`` from the heap and keep up to ``trim_threshold`` of
+    freed heap (plus ``top_pad`` on each growth) instead of returning it.
 
     By default glibc maps a tensor above its (dynamic) threshold and unmaps it when freed, so every
     batch's activations, gradients and dropout masks fault fresh zeroed pages in: on this project's
     VM that made element-wise ops run at ~0.7 GB/s and a SAGE train step on a soc-slashdot batch
     take 126-158 ms of CPU instead of 99-103 ms (one thread, same batches; docs/compute.md).  The
-    cost: the heap's high-water mark (about one step's tensors) stays resident.  Returns whether
-    both settings were applied (False off glibc).
+    cost: the heap's high-water mark (about one step's tensors) stays resident.
+
+    ``budget``: the job's memory budget per host (:func:`~argosy.shared.store.residency.memory_budget`),
+    when one is in force: then at most a 32nd of it is kept freed, no mapping above 32 MiB comes from
+    the heap, and the top pad is at most a 64th (a trainer keeping 2 GB of freed heap was OOM-killed
+    in a 3 GiB cgroup).  May be called again later (the settings are global); returns whether all
+    settings were applied (False off glibc).
     """
+    if budget:
+        mmap_threshold = min(mmap_threshold, 32 << 20)
+        trim_threshold = min(trim_threshold, budget // 32)
+        top_pad = min(top_pad, budget // 64)
     try:
         libc = _libc()
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, int(mmap_threshold))) and bool(libc.mallopt(M_TRIM_THRESHOLD, int(trim_threshold)))
+        return (bool(libc.mallopt(M_MMAP_THRESHOLD, int(mmap_threshold)))
+                and bool(libc.mallopt(M_TRIM_THRESHOLD, int(trim_threshold)))
+                and bool(libc.mallopt(M_TOP_PAD, int(top_pad))))
     except (OSError, AttributeError):
         return False
 

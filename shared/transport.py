@@ -320,7 +320,7 @@ def send_msg(sock: zmq.Socket, msg: Message, stop: threading.Event | None = None
             return False
 
 
-def retain_large_buffers(pad_bytes: int = 256 << 20) -> bool:
+def retain_large_buffers(pad_bytes: int = 256 << 20, budget: int | None = None) -> bool:
     """Keep freed message buffers in the process's heap for the next message (glibc only).
 
     libzmq allocates each received message with ``malloc``; glibc serves one above 32 MB with a
@@ -328,19 +328,12 @@ def retain_large_buffers(pad_bytes: int = 256 << 20) -> bool:
     and zeroed again: measured, 11k page faults and ~27 ms of CPU per 45 MB message over TCP
     loopback, against ~9 ms once buffers are reused (``bench/ingest.py``).  This raises the mmap
     threshold to 1 GB and keeps freed memory (trim threshold 2 GB), so the process's resident
-    size stays at its peak of messages in flight (receive HWM x batch bytes).  Returns False where
-    ``mallopt`` is not available (not glibc); nothing changes there.
+    size stays at its peak of messages in flight (receive HWM x batch bytes): the trainer's preset
+    of :func:`argosy.shared.malloc.keep_heap`, bounded by ``budget`` when one is in force.  Returns
+    False where ``mallopt`` is not available (not glibc); nothing changes there.
     """
-    import ctypes
-    import ctypes.util
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
-    return bool(mallopt(M_MMAP_THRESHOLD, 1 << 30) and mallopt(M_TRIM_THRESHOLD, 1 << 31)
-                and mallopt(M_TOP_PAD, int(pad_bytes)))
+    from argosy.shared.malloc import keep_heap
+    return keep_heap(mmap_threshold=1 << 30, trim_threshold=1 << 31, top_pad=int(pad_bytes), budget=budget)
 
 
 def recv_msg(sock: zmq.Socket, timeout_ms: int = 200, limits: Limits = DEFAULT_LIMITS) -> Message | None:

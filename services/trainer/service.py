@@ -148,7 +148,7 @@ class TrainerProc:
         budget_bytes, _ = memory_budget(self.cfg.memory_budget)
         self.reorder_bytes = tc.reorder_bytes if budget_bytes is None else min(tc.reorder_bytes, budget_bytes // 8)
         """Bytes of received batches that may wait for an earlier one (the window's second bound)."""
-        retain_large_buffers()              # 33 MB batches reuse freed buffers instead of faulting in new pages
+        retain_large_buffers(budget=budget_bytes)   # 33 MB batches reuse freed buffers instead of faulting in new pages
         # one libzmq I/O thread receives ~5 GB/s here; several loaders' connections spread over a few
         self.zctx = zmq.Context(io_threads=max(1, min(4, (os.cpu_count() or 1) // 4)))
         self.pull = make_socket(self.zctx, zmq.PULL, rcvhwm=queue_depth(self.cfg.trainer.recv_hwm, budget_bytes),
