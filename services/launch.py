@@ -31,8 +31,9 @@ logger = logging.getLogger("argosy")
 def cmd_train(args) -> int:
     if args.mode != "minibatch":
         from argosy.services.driver import fullgraph_config
+        from argosy.shared.malloc import huge_page_env
         cmd = [sys.executable, "-m", "argosy.services.trainer.fullgraph", "--config", str(fullgraph_config(args))]
-        return subprocess.call(cmd + (["--json"] if args.json else []))
+        return subprocess.call(cmd + (["--json"] if args.json else []), env=huge_page_env())
     from argosy.services.driver import run_local
     res = run_local(args)
     _print_result(res, args.json)

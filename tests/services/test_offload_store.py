@@ -145,3 +145,18 @@ def test_prefetch_turns_misses_into_hits(tmp_path):
             hits[pf] = s.stats()
     assert hits[True]["hits"] > hits[False]["hits"]
     assert hits[True]["prefetch_loads"] > 0
+
+
+def test_released_spill_files_go_and_a_new_block_of_the_key_is_its_own(tmp_path):
+    """Released blocks' spill files are unlinked in the background; a block put again under the same
+    key gets its own file, so the old file's late unlink cannot take the new contents."""
+    with OffloadStore(cache_bytes=0, spill_dir=str(tmp_path)) as s:  # every block goes to disk
+        for round_ in range(3):
+            s.put("act", 1, 0, blk(round_))
+            assert torch.equal(s.get("act", 1, 0), blk(round_))
+            s.release("act", 1, 0)
+        s.put("act", 1, 0, blk(7))
+        s._gc_pool.submit(lambda: None).result()  # the queued unlinks have run
+        assert len(list(tmp_path.iterdir())) == 1
+        assert torch.equal(s.get("act", 1, 0), blk(7))
+    assert not list(tmp_path.iterdir())

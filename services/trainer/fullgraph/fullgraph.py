@@ -22,13 +22,14 @@ blocks, so every byte read is a byte used: each pass moves about ``alpha * n * D
 bytes whatever the partition's shape (an earlier design kept one export block per
 owner, read whole by every reader and read-modified-written by every gradient
 contribution: 37 GB of disk traffic per epoch on a 1.2M-vertex DCSBM graph cut
-into 16 parts).  Layer 0 keeps only pair blocks (``feath``: the features' rows;
-``acth`` at layer 0: the same after the epoch's dropout): a part's own feature
-rows are read from the source (the store's ``features.npy``, :mod:`.source`)
-when a gather needs them and its dropout mask regenerated, so the features are
-never held whole nor copied into the store every epoch. The access order of both passes is handed to the
-store in advance (:meth:`OffloadTrainer.train_schedule`) so it can run
-Belady eviction and exact prefetch.
+into 16 parts).  Layer 0 keeps only pair blocks (``feath``: the features' rows, written once): a
+part's own feature rows are read from the source (the store's ``features.npy``, :mod:`.source`)
+when a gather needs them, and in training the epoch's dropout mask is applied to the gathered rows
+(own and halo) in place, so the features are never held whole nor copied into the store every
+epoch.  Dropout masks are drawn once per (epoch, layer, part) and kept as bits
+(:mod:`.dropout`): 1/32 of the float mask, applied by one fused pass wherever the schedule needs
+it again.  The access order of both passes is handed to the store in advance
+(:meth:`OffloadTrainer.train_schedule`) so it can run Belady eviction and exact prefetch.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ from argosy.shared.models import GNN
 from .graph import GraphData, PartPlan
 from .source import GraphSource, part_tensors
 from .kernels import SpMM
-from .model import ModelSpec, dropout_mask, layer_forward, masked_loss_sum, post_activation
+from .dropout import apply_dropout, dropout_bits, relu_dropout
+from .model import ModelSpec, layer_forward, masked_loss_sum
 from argosy.shared.malloc import trim_heap
 from argosy.services.offload.policy import Access, Schedule
 from argosy.services.offload.store import OffloadStore
@@ -91,6 +93,8 @@ class OffloadTrainer:
                 x = self._features(q)
                 for p in self.readers[q]:
                     store.put("feath", 0, self._pair(q, p), x.index_select(0, self._rows[p][q]))
+        self._bits: dict[tuple[int, int], np.ndarray | None] = {}  # this epoch's masks, (layer, part)
+        self._bits_epoch = -1
         self._train_sched = Schedule(self.train_schedule())
         self._eval_sched = Schedule(self.eval_schedule())
         store.flush()
@@ -100,8 +104,8 @@ class OffloadTrainer:
         return q * self.P + p
 
     def _sources(self, kind: str, l: int, p: int) -> list[tuple[str, int, None]]:
-        """Blocks a gather of part ``p``'s layer-``l`` input reads (layer 0: the halos only)."""
-        halo = [(kind + "h", self._pair(q, p), None) for q in self.plan.deps[p]]
+        """Blocks a gather of part ``p``'s layer-``l`` input reads (layer 0: the feature halos only)."""
+        halo = [("feath" if l == 0 else kind + "h", self._pair(q, p), None) for q in self.plan.deps[p]]
         return halo if l == 0 else [(kind, p, None)] + halo
 
     def _features(self, p: int, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -134,9 +138,6 @@ class OffloadTrainer:
     def train_schedule(self) -> list[Access]:
         """Planned block accesses of one training step, in execution order."""
         L, P, s = self.spec.num_layers, self.P, []
-        if self.spec.dropout > 0:
-            for q in range(P):
-                s += self._writes("act", 0, q, own=False)
         for l in range(L - 1):
             for p in range(P):
                 s += self._gather_reads(self._in_kind(l, True), l, p) + self._writes("act", l + 1, p)
@@ -166,25 +167,38 @@ class OffloadTrainer:
         m, mt = self.plan.matrix[p], self.plan.matrix_t[p]
         return layer_forward(self.model, l, lambda x: SpMM.apply(x, m, mt), g, g[: self.sizes[p]])
 
-    def _mask(self, epoch: int, l: int, p: int) -> torch.Tensor | None:
-        return dropout_mask((self.sizes[p], self.spec.dims[l]), self.spec.dropout, self.seed,
-                            epoch, l, p, self.device)
+    def _mask(self, epoch: int, l: int, p: int) -> np.ndarray | None:
+        """Part ``p``'s dropout mask of layer-``l`` inputs this epoch, as bits (drawn once, kept for the step)."""
+        if epoch != self._bits_epoch:
+            self._bits.clear()
+            self._bits_epoch = epoch
+        if (l, p) not in self._bits:
+            self._bits[(l, p)] = dropout_bits((self.sizes[p], self.spec.dims[l]), self.spec.dropout, self.seed,
+                                              epoch, l, p)
+        return self._bits[(l, p)]
 
     def _gather(self, kind: str, l: int, p: int, epoch: int = 0) -> torch.Tensor:
         """Part ``p``'s expanded layer-``l`` input: own rows, then its dependencies' boundary rows.
 
-        Layer 0's own rows come from the source (times the epoch's dropout mask for ``act``), its
-        boundary rows from the halo blocks, written straight into one output tensor."""
+        Layer 0's own rows come from the source, its boundary rows from the feature halo blocks,
+        written straight into one output tensor, then (``act``) times the epoch's dropout masks of
+        their owners."""
         if l > 0:
             return self.store.gather(kind, l, self._sources(kind, l, p)).to(self.device)
         n_p = self.sizes[p]
         out = torch.empty((self.plan.expanded_size(p), self.spec.dims[0]), dtype=torch.float32)
         self._features(p, out[:n_p])
-        if kind == "act":
-            out[:n_p].mul_(self._mask(epoch, 0, p).cpu())
         src = self._sources(kind, 0, p)
         if src:
             self.store.gather(kind, 0, src, out=out[n_p:])
+        if kind == "act":
+            prob = self.spec.dropout
+            apply_dropout(out[:n_p], self._mask(epoch, 0, p), prob)
+            off = n_p
+            for q in self.plan.deps[p]:
+                rows = self.plan.boundary[p][q]
+                apply_dropout(out[off:off + len(rows)], self._mask(epoch, 0, q), prob, rows)
+                off += len(rows)
         return out.to(self.device)
 
     def _grad_of(self, l: int, p: int) -> torch.Tensor:
@@ -213,16 +227,12 @@ class OffloadTrainer:
         st, spec, L, P = self.store, self.spec, self.spec.num_layers, self.P
         st.plan(self._train_sched)
         st.begin_epoch()
-        if spec.dropout > 0:  # this epoch's layer-0 pair blocks; own rows are masked as they are gathered
-            for q in range(P):
-                if self.readers[q]:
-                    self._put_with_halo("act", 0, q, self._features(q).mul_(self._mask(epoch, 0, q).cpu()), own=False)
         with torch.no_grad():
             for l in range(L - 1):
                 kind = self._in_kind(l, True)
                 for p in range(P):
                     z = self._layer(l, p, self._gather(kind, l, p, epoch))
-                    self._put_with_halo("act", l + 1, p, post_activation(z, self._mask(epoch, l + 1, p)))
+                    self._put_with_halo("act", l + 1, p, relu_dropout(z, self._mask(epoch, l + 1, p), spec.dropout))
                 trim_heap()
         total = 0.0
         for l in reversed(range(L)):
@@ -237,7 +247,7 @@ class OffloadTrainer:
                     loss.backward()
                     total += float(loss.detach())
                 else:
-                    a = post_activation(z, self._mask(epoch, l + 1, p))
+                    a = relu_dropout(z, self._mask(epoch, l + 1, p), spec.dropout)
                     a.backward(self._grad_of(l + 1, p))
                 if l > 0:
                     gg = g.grad.detach().cpu()
@@ -249,9 +259,10 @@ class OffloadTrainer:
                         st.put_async("gradh", l, self._pair(q, p), gg[off:off + k])
                         off += k
                 del g, z
-            if l > 0 or spec.dropout > 0:
+            if l > 0:
                 self._release("act", l)
         st.sync()
+        self._bits.clear()
         return total
 
     @torch.no_grad()

@@ -24,10 +24,13 @@ logger = logging.getLogger(__name__)
 
 
 @numba.njit(parallel=True, cache=True)
-def _spmm_kernel(indptr, indices, data, x, out):  # pragma: no cover - compiled
+def _spmm_kernel(indptr, indices, data, x, out, accumulate):  # pragma: no cover - compiled
     nrows = out.shape[0]
     ncols = x.shape[1]
     for i in numba.prange(nrows):
+        if not accumulate:  # zero the row here, while it is in cache, instead of a separate pass
+            for f in range(ncols):
+                out[i, f] = 0.0
         for k in range(indptr[i], indptr[i + 1]):
             j = indices[k]
             v = data[k]
@@ -129,11 +132,12 @@ def spmm(a: CSR, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tens
         prod = torch.sparse.mm(a.to_torch(x.device), x)
         return prod if out is None else out.add_(prod)
     xc = x.detach().contiguous()
+    accumulate = out is not None
     if out is None:
-        out = torch.zeros((a.shape[0], x.shape[1]), dtype=x.dtype)
-    if a.nnz and x.shape[1]:
+        out = torch.empty((a.shape[0], x.shape[1]), dtype=x.dtype)
+    if x.shape[1] and a.shape[0]:
         _spmm_kernel(a.indptr, a.indices, a.data.astype(xc.numpy().dtype, copy=False),
-                     xc.numpy(), out.numpy())
+                     xc.numpy(), out.numpy(), accumulate)
     return out
 
 

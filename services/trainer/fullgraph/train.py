@@ -32,7 +32,8 @@ from .inmemory import InMemoryTrainer
 from .kernels import warm_up
 from .loop import fit, save_best
 from argosy.shared.rss import peak_rss_bytes, rss_bytes
-from argosy.services.trainer.core import pick_device
+from argosy.services.trainer.core import pick_device, set_threads
+from argosy.shared.envs import torch_threads
 
 from .model import full_graph_model
 from .sar import launch_sar
@@ -50,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 def run(job: JobConfig, fg: FullGraphConfig) -> dict:
     """Train, write ``best.pt`` and the report into ``job.run_dir`` (if set); return the result."""
+    if fg.mode != "sar":  # SAR splits the cores between its ranks itself
+        set_threads(torch_threads())  # ARGOSY_TORCH_THREADS, or 1 when the load already fills the cores
     warm_up()  # fixed per-process costs belong to the baseline
     base_rss = rss_bytes()
     t_start = time.time()
@@ -79,6 +82,7 @@ def run(job: JobConfig, fg: FullGraphConfig) -> dict:
                        rank_base_rss_bytes=[r["base_rss_bytes"] for r in ranks],
                        rank_parts=[r["parts"] for r in ranks], launcher_peak_rss_bytes=peak_rss_bytes())
         else:
+            out["threads"] = torch.get_num_threads()
             held = _run_single(job, fg, out, made)
             epochs = held.pop("epochs")
             out.update(peak_rss_bytes=peak_rss_bytes(), base_rss_bytes=base_rss)
