@@ -120,6 +120,13 @@ def applied_units(fb: FeatureBatch, num_nodes: int) -> np.ndarray:
     return pair_keys(ends[:, 0], ends[:, 1], num_nodes) * 2 + lp[:, 2]
 
 
+def _host_bytes(a: Arrival) -> int:
+    """Host memory a waiting batch holds: its message, and its staged features when on the CPU
+    (float16 on the wire are a float32 copy there: 3x the wire's feature bytes in all)."""
+    x = a.staged.x
+    return a.wire_bytes + (x.element_size() * x.nelement() if x.device.type == "cpu" else 0)
+
+
 class TrainerProc:
     def __init__(self, ctx: ServiceContext, rank: int):
         self.ctx = ctx
@@ -222,7 +229,7 @@ class TrainerProc:
         pending: dict[int, Arrival] = {}
         later_acks: dict[int, list[tuple[str, str]]] = {}   # re-deliveries of a pending batch: acked after it
         window = max(1, self.cfg.trainer.reorder_window)
-        # ... and past `reorder_bytes` of waiting batches (large batches under a memory budget), too
+        # ... and past `reorder_bytes` of waiting batches' host memory (large batches under a memory budget), too
         held, max_held, out_of_order = [0], self.reorder_bytes, [0]
         nxt = 0
         last_progress = time.monotonic()
@@ -298,7 +305,7 @@ class TrainerProc:
                 later_acks.setdefault(fb.batch_id, []).append((fb.work_stream, fb.work_id))
                 return
             pending[fb.batch_id] = a
-            held[0] += a.wire_bytes
+            held[0] += _host_bytes(a)
 
         early, self._early = self._early, []
         for a in early:
@@ -312,7 +319,7 @@ class TrainerProc:
                     nxt += 1
                 if nxt < len(order) and order[nxt] in pending:
                     a = pending.pop(order[nxt])
-                    held[0] -= a.wire_bytes
+                    held[0] -= _host_bytes(a)
                     apply(a)
                     continue
                 if len(pending) >= window or (len(pending) > 1 and held[0] > max_held):
@@ -322,7 +329,7 @@ class TrainerProc:
                     else:
                         out_of_order[0] += 1
                     a = pending.pop(first)
-                    held[0] -= a.wire_bytes
+                    held[0] -= _host_bytes(a)
                     apply(a)
                     continue
                 t0 = time.perf_counter()
