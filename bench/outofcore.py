@@ -185,6 +185,10 @@ def main(argv=None) -> int:
     ap.add_argument("--train-batches", type=int, default=0, help="train GraphSAGE for at least this many batches "
                                                                  "(whole epochs; 0 = no training step)")
     ap.add_argument("--fanouts", default="15,10,5")
+    ap.add_argument("--eval-fanouts", default=None, help="validation/test fanouts (default: the training ones, as "
+                                                          "GraphBolt's papers100M example samples its evaluation; "
+                                                          "full neighbourhoods of a power-law graph's hubs are "
+                                                          "millions of rows per batch)")
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--generate-only", action="store_true", help="stop after the generate step")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -277,6 +281,7 @@ def _train(args, rec: dict, steps: list, cg, work: Path, graph: Path, store: Pat
     shutil.rmtree(work / "run", ignore_errors=True)
     s = run_step("train", [py, "-m", "argosy.services.launch", "train", "--store", str(store),
                            "--model", "sage", "--fanouts", args.fanouts, "--batch-size", str(args.batch_size),
+                           "--eval-fanouts", args.eval_fanouts or args.fanouts,
                            "--epochs", str(epochs), "--patience", "0", "--run-dir", str(work / "run"),
                            *(["--memory-budget", args.memory_budget] if args.memory_budget else []),
                            "--json"], cg, work / "train.log")

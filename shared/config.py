@@ -138,8 +138,8 @@ class TrainerConfig:
     reorder_window: int = 32
     """Batches that may wait for an earlier one so updates follow the plan order (reproducible runs)."""
     reorder_bytes: int = 512 << 20
-    """...and at most this many received bytes of them (an eighth of the job's memory budget when one
-    is in force, if less): past it the earliest waiting batch is applied, so big batches (a 3-hop
+    """...and at most this many bytes of host memory (message and staged features; a 16th of the
+    job's memory budget when one is in force, if less): past it the earliest waiting batch is applied, so big batches (a 3-hop
     15,10,5 batch of 1024 seeds on a power-law graph is ~165 MB) cannot pile up 32 deep."""
     edge_weights: bool = True
     """Use the store's edge weights when it has them (GCN: weighted normalisation, SAGE: weighted

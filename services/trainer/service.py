@@ -153,7 +153,7 @@ class TrainerProc:
         self.feature_cache = hot.published(budget) if hot is not None else {"rows": 0, "budget": budget}
         """What this rank registers: loaders leave these rows out of its batches (:mod:`shared.hot_rows`)."""
         budget_bytes, _ = memory_budget(self.cfg.memory_budget)
-        self.reorder_bytes = tc.reorder_bytes if budget_bytes is None else min(tc.reorder_bytes, budget_bytes // 8)
+        self.reorder_bytes = tc.reorder_bytes if budget_bytes is None else min(tc.reorder_bytes, budget_bytes // 16)
         """Bytes of received batches that may wait for an earlier one (the window's second bound)."""
         retain_large_buffers(budget=budget_bytes)   # 33 MB batches reuse freed buffers instead of faulting in new pages
         # one libzmq I/O thread receives ~5 GB/s here; several loaders' connections spread over a few

@@ -32,7 +32,7 @@ __all__ = ["FIT_FRACTION", "ROW_CACHE_FRACTION", "cgroup_memory_limit", "memory_
 
 FIT_FRACTION = 0.5
 """Parts fit when their bytes are at most this fraction of the budget (the rest: processes, buffers)."""
-ROW_CACHE_FRACTION = 0.25
+ROW_CACHE_FRACTION = 0.125
 """Out of core, the host's loaders keep hot feature rows worth this fraction of the budget."""
 BUDGET_QUEUE_DEPTH = 2
 """Under a memory budget, the batch queues towards and inside a trainer hold at most this many

@@ -161,7 +161,7 @@ def test_train_with_curve_encryption(cora_store, redis_url, tmp_path):
 
 def test_parts_over_the_memory_budget_train_from_disk(cora_store, redis_url, tmp_path):
     """A budget far below the store: samplers and loaders serve their parts from disk (loader
-    row cache), waiting batches are capped at an eighth of the budget (applied in arrival order
+    row cache), waiting batches are capped at a 16th of the budget (applied in arrival order
     past it), and every planned seed is still trained exactly once, at the in-memory accuracy."""
     common = ["train", "--store", str(cora_store), "--epochs", "3", "--samplers", "2", "--batch-size", "32",
               "--redis", redis_url, "--seed", "3", "--json"]

@@ -4,7 +4,7 @@ import pytest
 
 from argosy.shared.hot_rows import HotRows, hottest
 from argosy.shared.store import PartitionStore
-from argosy.shared.store.residency import (FIT_FRACTION, DiskCounters, Residency, cgroup_memory_limit,
+from argosy.shared.store.residency import (FIT_FRACTION, ROW_CACHE_FRACTION, DiskCounters, Residency, cgroup_memory_limit,
                                            disk_summary, memory_budget, plan_residency)
 from argosy.shared.store.row_cache import RowCache
 from argosy.services.loader.core import LoaderCore
@@ -46,7 +46,7 @@ def test_plan_counts_the_part_files(small_store):
     assert plan_residency(store, range(4), int(total / FIT_FRACTION)).fits
     small = plan_residency(store, range(4), int(total / FIT_FRACTION) - 1)
     assert not small.fits and small.part_bytes == total and small.mode == "out-of-core"
-    assert small.row_cache_bytes(2) == int(small.budget * 0.25) // 2
+    assert small.row_cache_bytes(2) == int(small.budget * ROW_CACHE_FRACTION) // 2
     assert Residency(None, "none", 10**12).fits
 
 
