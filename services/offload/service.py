@@ -267,6 +267,9 @@ class RemoteStore:
                    rows=_np(rows).astype(np.int64) if rows is not None else np.empty(0, np.int64),
                    num_rows=-1 if num_rows is None else int(num_rows))
 
+    def gather_async(self, kind, layer, sources, out=None) -> Future:
+        return _done(self.gather(kind, layer, sources, out))
+
     def put_async(self, kind, layer, part, tensor) -> Future:
         return _done(self.put(kind, layer, part, tensor))
 

@@ -258,21 +258,58 @@ class OffloadStore:
 
         Shapes:
             each block ``[n_q, f]``; rows ``int64[b_q]``; returns ``[sum b_q, f]``.
+
+        Every piece is written straight into the output: a block on disk is read into its rows
+        (no staging buffer, no concatenation), a cached or prefetched one copied once.
         """
-        pieces = []
+        return self._gather(kind, layer, sources, out, True)
+
+    def gather_async(self, kind: str, layer: int, sources: Sequence[tuple], out: torch.Tensor | None = None
+                     ) -> Future:
+        """:meth:`gather` on the I/O thread, after the writes queued before it; the reads count as
+        happening now (the plan's order is the caller's program order, whenever the thread runs them)."""
+        with self._lock:
+            self._check_open()
+            for src in sources:
+                k, part, _ = src if len(src) == 3 else (kind, *src)
+                self._touch(_key(k, layer, part))
+        return self._pool.submit(self._gather, kind, layer, sources, out, False)
+
+    def _gather(self, kind: str, layer: int, sources: Sequence[tuple], out: torch.Tensor | None,
+                touch: bool) -> torch.Tensor:
+        srcs = []
         for src in sources:
             k, part, rows = src if len(src) == 3 else (kind, *src)
-            data, _ = self._acquire(_key(k, layer, part), pin=False)
-            if rows is None:
-                pieces.append(data)
-            else:
-                idx = torch.as_tensor(rows, dtype=torch.int64)
-                pieces.append(data.index_select(0, idx))
+            srcs.append((_key(k, layer, part), rows))
+        with self._lock:
+            self._check_open()
+            for k, _ in srcs:
+                self._wait_pending(k)  # a queued write of the block creates or replaces it
+            missing = [k for k, _ in srcs if k not in self._blocks]
+            if missing:
+                raise BlockNotFoundError(f"offload store has no block {missing[0]} (never written or released)")
+            shapes = [self._blocks[k].shape for k, _ in srcs]
+            dtype = self._blocks[srcs[0][0]].dtype if srcs else torch.float32
+        lens = [sh[0] if rows is None else len(rows) for sh, (_, rows) in zip(shapes, srcs)]
+        tail = tuple(shapes[0][1:]) if shapes else (0,)
+        if out is None:
+            out = torch.empty((sum(lens),) + tail, dtype=dtype)
+        elif out.shape[0] != sum(lens):
+            raise ValueError(f"gather: out has {out.shape[0]} rows, the sources {sum(lens)}")
+        off = 0
+        for (key, rows), k in zip(srcs, lens):
+            dst = out[off:off + k]
+            off += k
+            data, _ = self._acquire(key, pin=False, touch=touch,
+                                    into=dst if rows is None and dst.is_contiguous() else None)
+            if data is not dst:
+                if rows is None:
+                    dst.copy_(data)
+                else:
+                    torch.index_select(data, 0, torch.as_tensor(rows, dtype=torch.int64), out=dst)
             with self._lock:
                 self._after_access()
-        if out is not None:
-            return torch.cat(pieces, dim=0, out=out)
-        return torch.cat(pieces, dim=0) if len(pieces) > 1 else pieces[0].clone()
+        return out
 
     def scatter_add(self, kind: str, layer: int, part: int, rows: np.ndarray | torch.Tensor | None,
                     src: torch.Tensor, num_rows: int | None = None, _touch: bool = True) -> None:
@@ -403,9 +440,6 @@ class OffloadStore:
     def get_async(self, kind: str, layer: int, part: int) -> Future:
         return self._pool.submit(self.get, kind, layer, part)
 
-    def gather_async(self, kind: str, layer: int, sources) -> Future:
-        return self._pool.submit(self.gather, kind, layer, sources)
-
     def prefetch(self, keys: Iterable[BlockKey]) -> list[Future]:
         """Load blocks into the cache in the background (explicit prefetch)."""
         futs = []
@@ -495,12 +529,16 @@ class OffloadStore:
         return INF
 
     def _acquire(self, key: BlockKey, pin: bool, count: bool = True,
-                 must_pin: bool = False, touch: bool = True) -> tuple[torch.Tensor, bool]:
+                 must_pin: bool = False, touch: bool = True,
+                 into: torch.Tensor | None = None) -> tuple[torch.Tensor, bool]:
         """Resident data of ``key`` (reading it from disk on a miss). Returns (data, cached).
 
         With ``pin`` a resident block is pinned (caller unpins); a block that
         cannot be admitted is returned uncached (read-through) unless
-        ``must_pin``, which raises :class:`CacheBudgetError` instead.
+        ``must_pin``, which raises :class:`CacheBudgetError` instead.  With
+        ``into`` (a contiguous tensor of the block's shape; not with ``pin``) a
+        miss is read straight into it and ``into`` returned (copied into the
+        cache only if the policy admits the block).
         """
         with self._lock:
             self._check_open()
@@ -532,7 +570,7 @@ class OffloadStore:
                 self._stats.miss_bytes += blk.nbytes
             blk.loading = True
         try:
-            data = self._read(blk)
+            data = self._read(blk, into)
         except BaseException:
             with self._cond:
                 blk.loading = False
@@ -541,6 +579,13 @@ class OffloadStore:
         with self._cond:
             blk.loading = False
             self._cond.notify_all()
+            if data is into:  # the caller's buffer: the cache keeps its own copy, if it keeps one
+                self._admit(blk, into, dirty=False)
+                if blk.data is into:
+                    blk.data = into.clone()
+                else:
+                    self._stats.bypass_reads += 1
+                return into, blk.data is not None
             return self._settle(blk, data, pin, must_pin)
 
     def _settle(self, blk: _Block, data: torch.Tensor, pin: bool, must_pin: bool) -> tuple[torch.Tensor, bool]:
@@ -686,8 +731,8 @@ class OffloadStore:
         self._stats.disk_bytes += grow
         self._stats.peak_disk_bytes = max(self._stats.peak_disk_bytes, self._stats.disk_bytes)
 
-    def _read(self, b: _Block) -> torch.Tensor:
-        buf = torch.empty(b.shape, dtype=b.dtype)
+    def _read(self, b: _Block, into: torch.Tensor | None = None) -> torch.Tensor:
+        buf = torch.empty(b.shape, dtype=b.dtype) if into is None else into
         t0 = time.perf_counter()
         if b.nbytes:
             with open(self._path(b), "rb", buffering=0) as f:

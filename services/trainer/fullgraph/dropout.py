@@ -26,7 +26,7 @@ def _threshold(prob: float) -> int:
     return min(65535, round(prob * 65536))
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _pack_keep(u, thr, out):  # pragma: no cover - compiled
     n, d = u.shape
     for i in numba.prange(n):
@@ -39,7 +39,7 @@ def _pack_keep(u, thr, out):  # pragma: no cover - compiled
             out[i, b] = v
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _masked(x, bits, rows, scale, relu, out):  # pragma: no cover - compiled
     n, d = x.shape
     for i in numba.prange(n):
@@ -54,7 +54,7 @@ def _masked(x, bits, rows, scale, relu, out):  # pragma: no cover - compiled
                 out[i, j] = 0.0
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _passed_grad(y, g, scale, out):  # pragma: no cover - compiled
     n, d = y.shape
     for i in numba.prange(n):

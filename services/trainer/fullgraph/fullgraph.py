@@ -35,6 +35,7 @@ it again.  The access order of both passes is handed to the store in advance
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -95,6 +96,7 @@ class OffloadTrainer:
                     store.put("feath", 0, self._pair(q, p), x.index_select(0, self._rows[p][q]))
         self._bits: dict[tuple[int, int], np.ndarray | None] = {}  # this epoch's masks, (layer, part)
         self._bits_epoch = -1
+        self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fullgraph-ahead")
         self._train_sched = Schedule(self.train_schedule())
         self._eval_sched = Schedule(self.eval_schedule())
         store.flush()
@@ -135,31 +137,41 @@ class OffloadTrainer:
     def _writes(self, kind: str, l: int, q: int, own: bool = True) -> list[Access]:
         return [(kind, l, q, "w")] * own + [(kind + "h", l, self._pair(q, p), "w") for p in self.readers[q]]
 
+    def _pass(self, kind: str, l: int, rest) -> list[Access]:
+        """One layer's accesses over all parts as :meth:`_inputs` issues them: part ``p + 1``'s gather
+        before part ``p``'s other accesses ``rest(p)``."""
+        s = self._gather_reads(kind, l, 0) if self.P else []
+        for p in range(self.P):
+            if p + 1 < self.P:
+                s += self._gather_reads(kind, l, p + 1)
+            s += rest(p)
+        return s
+
     def train_schedule(self) -> list[Access]:
         """Planned block accesses of one training step, in execution order."""
-        L, P, s = self.spec.num_layers, self.P, []
+        L, s = self.spec.num_layers, []
         for l in range(L - 1):
-            for p in range(P):
-                s += self._gather_reads(self._in_kind(l, True), l, p) + self._writes("act", l + 1, p)
+            s += self._pass(self._in_kind(l, True), l, lambda p: self._writes("act", l + 1, p))
+
+        def backward(l: int, p: int) -> list[Access]:
+            r: list[Access] = []
+            if l < L - 1:
+                r.append(("grad", l + 1, p, "r"))
+                r += [("gradh", l + 1, self._pair(p, q), "r") for q in self.readers[p]]
+            if l > 0:
+                r.append(("grad", l, p, "w"))
+                r += [("gradh", l, self._pair(q, p), "w") for q in self.plan.deps[p]]
+            return r
+
         for l in reversed(range(L)):
-            for p in range(P):
-                s += self._gather_reads(self._in_kind(l, True), l, p)
-                if l < L - 1:
-                    s.append(("grad", l + 1, p, "r"))
-                    s += [("gradh", l + 1, self._pair(p, r), "r") for r in self.readers[p]]
-                if l > 0:
-                    s.append(("grad", l, p, "w"))
-                    s += [("gradh", l, self._pair(q, p), "w") for q in self.plan.deps[p]]
+            s += self._pass(self._in_kind(l, True), l, lambda p: backward(l, p))
         return s
 
     def eval_schedule(self) -> list[Access]:
         """Planned block accesses of one inference pass."""
-        L, P, s = self.spec.num_layers, self.P, []
+        L, s = self.spec.num_layers, []
         for l in range(L):
-            for p in range(P):
-                s += self._gather_reads(self._in_kind(l, False), l, p)
-                if l < L - 1:
-                    s += self._writes("eval", l + 1, p)
+            s += self._pass(self._in_kind(l, False), l, lambda p: self._writes("eval", l + 1, p) if l < L - 1 else [])
         return s
 
     # ------------------------------------------------------------------ compute
@@ -177,29 +189,47 @@ class OffloadTrainer:
                                               epoch, l, p)
         return self._bits[(l, p)]
 
-    def _gather(self, kind: str, l: int, p: int, epoch: int = 0) -> torch.Tensor:
-        """Part ``p``'s expanded layer-``l`` input: own rows, then its dependencies' boundary rows.
+    def _inputs(self, kind: str, l: int, epoch: int = 0):
+        """``(p, part p's expanded layer-l input)`` for every part, each gather started while the
+        caller still computes the previous part (the store's I/O thread reads the blocks straight
+        into the buffer; layer 0's own rows and masks are this trainer's helper thread's work)."""
+        nxt = self._gather(kind, l, 0, epoch) if self.P else None
+        for p in range(self.P):
+            cur = nxt
+            if p + 1 < self.P:
+                nxt = self._gather(kind, l, p + 1, epoch)
+            yield p, cur.result().to(self.device)
+            del cur
+
+    def _gather(self, kind: str, l: int, p: int, epoch: int = 0) -> Future:
+        """Start gathering part ``p``'s expanded layer-``l`` input: own rows, then its dependencies'
+        boundary rows, into one tensor.
 
         Layer 0's own rows come from the source, its boundary rows from the feature halo blocks,
-        written straight into one output tensor, then (``act``) times the epoch's dropout masks of
-        their owners."""
+        then (``act``) times the epoch's dropout masks of their owners."""
         if l > 0:
-            return self.store.gather(kind, l, self._sources(kind, l, p)).to(self.device)
+            return self.store.gather_async(kind, l, self._sources(kind, l, p))
         n_p = self.sizes[p]
         out = torch.empty((self.plan.expanded_size(p), self.spec.dims[0]), dtype=torch.float32)
-        self._features(p, out[:n_p])
         src = self._sources(kind, 0, p)
-        if src:
-            self.store.gather(kind, 0, src, out=out[n_p:])
-        if kind == "act":
+        halo = self.store.gather_async(kind, 0, src, out=out[n_p:]) if src else None
+        masks = [self._mask(epoch, 0, q) for q in [p] + self.plan.deps[p]] if kind == "act" else []
+        return self._ahead.submit(self._layer0_input, out, halo, p, masks)
+
+    def _layer0_input(self, out: torch.Tensor, halo: Future | None, p: int, masks: list) -> torch.Tensor:
+        n_p = self.sizes[p]
+        self._features(p, out[:n_p])
+        if halo is not None:
+            halo.result()
+        if masks:
             prob = self.spec.dropout
-            apply_dropout(out[:n_p], self._mask(epoch, 0, p), prob)
+            apply_dropout(out[:n_p], masks[0], prob)
             off = n_p
-            for q in self.plan.deps[p]:
+            for q, bits in zip(self.plan.deps[p], masks[1:]):
                 rows = self.plan.boundary[p][q]
-                apply_dropout(out[off:off + len(rows)], self._mask(epoch, 0, q), prob, rows)
+                apply_dropout(out[off:off + len(rows)], bits, prob, rows)
                 off += len(rows)
-        return out.to(self.device)
+        return out
 
     def _grad_of(self, l: int, p: int) -> torch.Tensor:
         """Full gradient block of part ``p``'s layer-``l`` input: own + halo contributions."""
@@ -229,16 +259,14 @@ class OffloadTrainer:
         st.begin_epoch()
         with torch.no_grad():
             for l in range(L - 1):
-                kind = self._in_kind(l, True)
-                for p in range(P):
-                    z = self._layer(l, p, self._gather(kind, l, p, epoch))
+                for p, x in self._inputs(self._in_kind(l, True), l, epoch):
+                    z = self._layer(l, p, x)
+                    del x
                     self._put_with_halo("act", l + 1, p, relu_dropout(z, self._mask(epoch, l + 1, p), spec.dropout))
                 trim_heap()
         total = 0.0
         for l in reversed(range(L)):
-            kind = self._in_kind(l, True)
-            for p in range(P):
-                g = self._gather(kind, l, p, epoch)
+            for p, g in self._inputs(self._in_kind(l, True), l, epoch):
                 if l > 0:
                     g.requires_grad_(True)
                 z = self._layer(l, p, g)
@@ -275,9 +303,9 @@ class OffloadTrainer:
         count = {k: 0 for k in self.masks}
         val_loss = 0.0
         for l in range(L):
-            kind = self._in_kind(l, False)
-            for p in range(P):
-                z = self._layer(l, p, self._gather(kind, l, p))
+            for p, x in self._inputs(self._in_kind(l, False), l):
+                z = self._layer(l, p, x)
+                del x
                 if l < L - 1:
                     self._put_with_halo("eval", l + 1, p, torch.relu(z))
                 else:

@@ -23,7 +23,7 @@ __all__ = ["CSR", "SpMM", "spmm", "csr_from_coo", "csr_rows", "warm_up"]
 logger = logging.getLogger(__name__)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _spmm_kernel(indptr, indices, data, x, out, accumulate):  # pragma: no cover - compiled
     nrows = out.shape[0]
     ncols = x.shape[1]
