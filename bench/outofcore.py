@@ -218,6 +218,7 @@ def main(argv=None) -> int:
     py = sys.executable
     steps = []
     rec = {"scale": args.scale, "parts": args.parts, "memory_limit_bytes": None if cg is None else cg.limit,
+           "fanouts": args.fanouts, "batch_size": args.batch_size, "memory_budget": args.memory_budget,
            "host": platform.node(), "cores": os.cpu_count(), "load_before": os.getloadavg()[0],
            "time": time.strftime("%Y-%m-%d %H:%M:%S")}
     try:
@@ -364,8 +365,16 @@ def render(records: Path = RECORDS) -> None:
                            f"{_gib(r.get('store_bytes'))} GiB on disk")
             if s["step"] == "train" and s.get("result"):
                 x = s["result"]
-                out.append(f"- scale {r['scale']:g}: GraphSAGE {x['batches']} batches ({x['epochs']} epochs), test "
-                           f"accuracy {x['test_accuracy']}, features-only MLP {r.get('mlp_test_accuracy'):.3f}; "
+                mlp = r.get("mlp_test_accuracy")
+                disk = x.get("disk_read_bytes_per_epoch") or []
+                hit = x.get("row_cache_hit_rate")
+                out.append(f"- scale {r['scale']:g}{' (FAILED)' if s['rc'] else ''}: GraphSAGE fanouts "
+                           f"{r.get('fanouts', '?')}, {x['batches']} batches ({x['epochs']} epochs), epoch "
+                           f"{x.get('epoch_seconds') or 0:.0f} s, test accuracy {x['test_accuracy']}, features-only "
+                           f"MLP {'n/a' if mlp is None else f'{mlp:.3f}'}; disk read per epoch "
+                           f"{', '.join(_gib(b) for b in disk)} GiB, major faults per epoch "
+                           f"{x.get('major_faults_per_epoch')}, row-cache hit rate "
+                           f"{'n/a (parts fit)' if hit is None else f'{hit:.3f}'}; "
                            f"{s['throughput']['seeds_per_s_per_core']} seeds/s/core (GraphBolt's published "
                            f"papers100M figure: {s['throughput']['graphbolt_seeds_per_s_per_core']} per core, "
                            f"32 cores + A10G; a reference, not a same-machine ratio)")
