@@ -295,8 +295,8 @@ class TrainerCore:
             b = DeviceBatch(x=x, blocks=blocks, y=y, count=int(np.count_nonzero(np.asarray(fb.labels) >= 0)))
             if self.link is not None:
                 b.pairs, b.count, b.ids = pairs.long(), int(fb.link_pairs.shape[0]), ids
-                if fb.phase == "train":
-                    b.positives = self._positives(b.count)
+                if fb.phase == "train" and self.link.loss == "margin":
+                    b.positives = self._positives(fb.link_pairs)
             if side:
                 b.ready = torch.cuda.Event()
                 b.ready.record(staging.stream)
@@ -304,12 +304,15 @@ class TrainerCore:
                     ([b.pairs] if b.pairs is not None else []) + ([ids] if ids is not None else [])
         return b
 
-    def _positives(self, pairs: int) -> int:
-        """Positives of a link training batch of ``pairs`` rows (``p`` positives and ``p * K`` negatives)."""
-        k = self.link.negatives
-        if pairs % (1 + k):
-            raise ValueError(f"a link training batch holds p positives and p * {k} negatives (got {pairs} pairs)")
-        return pairs // (1 + k)
+    def _positives(self, lp: np.ndarray) -> int:
+        """``p`` when the pairs ``lp`` int32[P, 3] have the sampler's training layout (``p`` positives,
+        then ``K`` negatives each), else 0 (the margin loss then ranks every positive against every
+        negative of the batch, as for val/test batches)."""
+        n, k = lp.shape[0], self.link.negatives
+        p = n // (1 + k)
+        if n % (1 + k) or not (lp[:p, 2] == 1).all() or (lp[p:, 2] != 0).any():
+            return 0
+        return p
 
     def to_device(self, fb: FeatureBatch) -> tuple[torch.Tensor, Blocks, torch.Tensor]:
         """``(x, blocks, y)`` on the device, copied on the current stream (no staging)."""

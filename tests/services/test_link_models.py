@@ -61,6 +61,8 @@ def test_margin_loss_is_the_ranking_hinge(tmp_path):
         s, loss, _ = tr._forward(tr.model, b)
     brute = np.mean([max(0.0, 0.5 - float(s[i]) + float(s[P + i * 3 + j])) for i in range(P) for j in range(3)])
     assert float(loss) / b.count == pytest.approx(brute, rel=1e-5)
+    fb.link_pairs = fb.link_pairs[::-1].copy()          # not the sampler's layout: ranked as a whole batch
+    assert tr.stage(fb).positives == 0
     ev = tr.stage(_batches(store, link, "val")[0])
     assert ev.positives == 0
     with torch.no_grad():
