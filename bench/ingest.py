@@ -78,6 +78,27 @@ def baseline_tree(rev: str, work: Path) -> Path:
     return pkg
 
 
+SPEC_FIELDS = r"""
+import dataclasses, json
+from argosy.shared.config import JobConfig
+top = {f.name: f for f in dataclasses.fields(JobConfig)}
+print(json.dumps({n: ([g.name for g in dataclasses.fields(f.default_factory)] if f.default_factory is not dataclasses.MISSING
+                      and dataclasses.is_dataclass(f.default_factory) else None) for n, f in top.items()}))
+"""
+
+
+def spec_for_tree(spec: dict, pythonpath: str) -> dict:
+    """``spec`` without the fields an older tree's ``JobConfig`` does not know (they take its defaults there)."""
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    known = json.loads(subprocess.run([sys.executable, "-c", SPEC_FIELDS], env=env, cwd=tempfile.gettempdir(),
+                                      capture_output=True, text=True, check=True).stdout)
+    out = {}
+    for k, v in spec.items():
+        if k in known:
+            out[k] = {a: b for a, b in v.items() if a in known[k]} if isinstance(v, dict) and known[k] is not None else v
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a process, all its threads (``/proc/PID/stat`` fields 14 and 15)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -182,8 +203,8 @@ def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str, gpu_
     coord = Coordinator(redis_url, job)
     coord.delete_job()
     spec = json.loads(cfg.to_json())
-    if pythonpath:                                        # the baseline predates trainer.prefetch
-        spec["trainer"].pop("prefetch", None)
+    if pythonpath:                                        # the baseline's spec has fewer fields
+        spec = spec_for_tree(spec, pythonpath)
     from argosy.shared import keys
     coord.r.set(keys.spec(job), json.dumps(spec))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -372,7 +393,8 @@ def main() -> None:
         bt = res["ingest"][0]["batch"]
         md += [f"One trainer on one core (`taskset -c {a.trainer_cpu}`), GPU step simulated at 1 µs, device {a.device}; "
                f"batches of {bt['rows']:,} feature rows x {a.feature_dim} ({bt['feature_bytes'] / 1e6:.1f} MB), "
-               f"{bt['edges']:,} edges, replayed over ZeroMQ/TCP loopback. Median of epochs 1..{a.epochs - 1}; "
+               f"{bt['edges']:,} edges, replayed over ZeroMQ as a loader on the same host sends them (this tree: ipc://; "
+               f"a baseline without it: TCP loopback). Median of epochs 1..{a.epochs - 1}; "
                "*one core* = batches per trainer CPU-second.", "",
                "| code | batches/s | GB/s | trainer CPU ms/batch | one core: batches/s |", "|---|---|---|---|---|"]
         for r in res["ingest"]:

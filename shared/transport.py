@@ -270,12 +270,20 @@ def bind_local(sock: zmq.Socket) -> str | None:
     import tempfile
     if not zmq.has("ipc") or not host_boot_id():
         return None
-    d = tempfile.mkdtemp(prefix="argosy-")          # mode 0700
-    path = os.path.join(d, "s")
-    if len(path) > 100:                              # sun_path holds 108 bytes
-        os.rmdir(d)
+    try:
+        d = tempfile.mkdtemp(prefix="argosy-")      # mode 0700
+    except OSError as e:                             # say, a read-only /tmp: TCP only
+        logger.info("no Unix-domain endpoint (%s): peers on this host connect over TCP", e)
         return None
-    sock.bind(f"ipc://{path}")
+    path = os.path.join(d, "s")
+    try:
+        if len(path) > 100:                          # sun_path holds 108 bytes
+            raise OSError(f"socket path {path!r} is too long")
+        sock.bind(f"ipc://{path}")
+    except (OSError, zmq.ZMQError) as e:
+        logger.info("no Unix-domain endpoint (%s): peers on this host connect over TCP", e)
+        unbind_local(f"ipc://{path}")
+        return None
     return f"ipc://{path}"
 
 
