@@ -192,18 +192,18 @@ def _scale_md(res: dict) -> list[str]:
          "`/usr/bin/time` reports it. Above imports: the training process's peak minus its RSS after "
          "imports and kernel warm-up. Epoch: median of the epochs after the first.", "",
          "| graph | run | parts (alpha) | epoch s | x in-memory | whole-process peak MiB | x in-memory | "
-         "above imports MiB | x in-memory | disk MB/epoch | write MB/s | read MB/s | disk busy s/epoch |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "above imports MiB | x in-memory | disk MB/epoch | write MB/s | read MB/s | disk busy s/epoch | load after |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in sc.items():
         m, o = r["memory"], r["offload"]
         L.append(f"| {name} | in-memory | 1 | {steady_epoch(m):.2f} | 1.00 | {m['whole_peak_rss_bytes'] / MiB:.0f} | "
-                 f"1.00 | {above(m) / MiB:.0f} | 1.00 | | | | |")
+                 f"1.00 | {above(m) / MiB:.0f} | 1.00 | | | | | {m.get('loadavg_after', 0):.1f} |")
         f = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
         L.append(f"| {name} | offload {o['cache_bytes'] / MiB:.0f} MiB cache | {o['parts']} ({o['alpha']:.2f}) | "
                  f"{steady_epoch(o):.2f} | **{r['time_ratio']:.2f}** | {o['whole_peak_rss_bytes'] / MiB:.0f} | "
                  f"**{r['whole_ratio']:.2f}** | {above(o) / MiB:.0f} | {r['above_ratio']:.2f} | "
                  f"{o.get('disk_MB_per_epoch', 0):.0f} | {f(o.get('disk_write_MBps'))} | {f(o.get('disk_read_MBps'))} | "
-                 f"{o.get('disk_seconds_per_epoch', 0):.1f} |")
+                 f"{o.get('disk_seconds_per_epoch', 0):.1f} | {o.get('loadavg_after', 0):.1f} |")
     L += ["", "Where the training process's peak goes (MiB; `compute` is the rest: the layers' tensors while they "
           "run, the whole graph's activations under autograd in-memory, one part's in the offloaded schedule, "
           "and allocator slack):", "",
