@@ -16,6 +16,9 @@ Part ``cache``: the same replay into this tree's trainer without a feature cache
 ``--cache-fraction`` of the rows, and with every row (``--gpu-cache``; the producer leaves the
 cached rows out, as a loader does): bytes per batch into the trainer, hit rate and trainer CPU per batch.
 
+Part ``transport``: the socket alone, TCP loopback against ``ipc://`` (what a loader on the
+trainer's host uses): receiver CPU per message of ``--transport-mb`` MB, receiver on one core.
+
 Part 2, ``job``: ``argosy train`` with 1 sampler + 1 loader + 1 trainer and the GPU step simulated
 (``--job-step``, default 1 ms); per-process CPU time (``/proc/PID/stat``) over the steady state
 (between 20 % and 90 % of the batches the trainer applied): trainer CPU / loader CPU (goal <= 0.2).
@@ -259,6 +262,64 @@ def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str, gpu_
             **({k: med(k) for k in ("bytes_per_batch", "cache_hit_rate")} if not pythonpath else {}), "gpu_cache": gpu_cache}
 
 
+# ---------------------------------------------------------------------------------------------- transport
+def _transport_send(endpoint: str, cpus: set, nbytes: int, count: int) -> None:
+    import zmq
+    os.sched_setaffinity(0, cpus)
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.PUSH)
+    s.setsockopt(zmq.SNDHWM, 4)
+    s.connect(endpoint)
+    buf = np.ones(nbytes, np.uint8)
+    for _ in range(count):
+        s.send_multipart([b"h" * 500, memoryview(buf)], copy=False)
+    time.sleep(1)
+    s.close()
+    ctx.term()
+
+
+def _transport_receive(kind: str, cpu: int, nbytes: int, count: int, out) -> None:
+    """Receiver on one core, as the trainer's socket is set up (buffers reused); CPU s per message."""
+    import multiprocessing as mp
+    import zmq
+    from argosy.shared.transport import bind_local, retain_large_buffers, unbind_local
+    retain_large_buffers()
+    os.sched_setaffinity(0, {cpu})
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.PULL)
+    s.setsockopt(zmq.RCVHWM, 8)
+    ep = bind_local(s) if kind == "ipc" else f"tcp://127.0.0.1:{s.bind_to_random_port('tcp://127.0.0.1')}"
+    warm = 5
+    snd = mp.Process(target=_transport_send, args=(ep, (set(range(os.cpu_count() or 1)) - {cpu}) or {cpu}, nbytes,
+                                                    count + warm))
+    snd.start()
+    for _ in range(warm):
+        s.recv_multipart(copy=False)
+    c0 = time.process_time()
+    for _ in range(count):
+        s.recv_multipart(copy=False)
+    out.put((time.process_time() - c0) / count)
+    snd.join()
+    s.close()
+    ctx.term()
+    unbind_local(ep if kind == "ipc" else None)
+
+
+def transport_run(a) -> list[dict]:
+    """Receiver CPU per message of ``--transport-mb`` MB over TCP loopback and ``ipc://``, interleaved."""
+    import multiprocessing as mp
+    rows = []
+    for _ in range(a.transport_repeats):
+        for kind in ("tcp", "ipc"):
+            q = mp.Queue()
+            p = mp.Process(target=_transport_receive, args=(kind, a.trainer_cpu, int(a.transport_mb * 1e6), 100, q))
+            p.start()
+            rows.append({"kind": kind, "receiver_cpu_ms_per_message": 1000 * q.get(timeout=600)})
+            p.join()
+            print(f"transport {kind}: {rows[-1]['receiver_cpu_ms_per_message']:.2f} ms", file=sys.stderr)
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------- part 2
 def job_run(a, store: Path, pythonpath: str = "", label: str = "this tree") -> dict:
     """1 sampler + 1 loader + 1 trainer, GPU step simulated: per-process CPU over the steady state.
@@ -334,7 +395,9 @@ def main() -> None:
     ap.add_argument("--job-step", default="1ms", help="simulated GPU step of the 1+1+1 job")
     ap.add_argument("--job-baseline-rev", default="", help="also run the job with this revision's code (same bench run)")
     ap.add_argument("--job-repeats", type=int, default=1, help="runs of the job (each with the baseline first, if any)")
-    ap.add_argument("--parts-to-run", default="ingest,cache,job", help="comma list of ingest, cache, job")
+    ap.add_argument("--parts-to-run", default="ingest,cache,transport,job", help="comma list of ingest, cache, transport, job")
+    ap.add_argument("--transport-mb", type=float, default=45.3, help="transport part: message size")
+    ap.add_argument("--transport-repeats", type=int, default=2, help="transport part: runs of each kind")
     ap.add_argument("--cache-fraction", type=float, default=0.25, help="cache part: the partial cache, a fraction of the rows' bytes")
     ap.add_argument("--cache-repeats", type=int, default=1, help="cache part: runs of each cache size")
     ap.add_argument("--work", default="/tmp/argosy-bench-ingest")
@@ -347,7 +410,7 @@ def main() -> None:
     store = make_store(Path(a.work), a.nodes, a.degree, a.feature_dim, a.parts)
     prev = json.loads((OUT / "ingest.json").read_text()) if (OUT / "ingest.json").exists() else {}
     res = {"setting": {k: getattr(a, k) for k in ("nodes", "degree", "feature_dim", "parts", "fanouts", "batch_size", "device",
-                                                  "baseline_rev", "trainer_cpu", "job_step", "job_baseline_rev")},
+                                                  "baseline_rev", "trainer_cpu", "job_step")},
            "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg(), "when": time.strftime("%Y-%m-%d %H:%M")}
     todo = a.parts_to_run.split(",")
     if "ingest" in todo:
@@ -375,6 +438,8 @@ def main() -> None:
                     runs.append({**ingest_run(f"cache-{label.split()[0]}", a, store, srv.url, "", gpu_cache=size),
                                  "label": label})
         res["cache"] = runs
+    if "transport" in todo:
+        res["transport"] = transport_run(a)
     if "job" in todo:
         runs = []
         for _ in range(a.job_repeats):
@@ -384,7 +449,7 @@ def main() -> None:
             print("job: 1 sampler + 1 loader + 1 trainer ...", file=sys.stderr)
             runs.append(job_run(a, store))
         res["job"] = runs
-    for part in ("ingest", "ingest_speedup", "cache", "job"):         # a part not run this time: keep the last figures
+    for part in ("ingest", "ingest_speedup", "cache", "transport", "job"):         # a part not run this time: keep the last figures
         if part not in res and part in prev and prev.get("setting") == res["setting"]:
             res[part] = prev[part]
     (OUT / "ingest.json").write_text(json.dumps(res, indent=1))
@@ -417,6 +482,13 @@ def main() -> None:
             md.append(f"| {r['label']} ({(r['gpu_cache'] or 0) / 1e6:.0f} MB) | {r['cache_hit_rate']:.3f} | "
                       f"{r['bytes_per_batch'] / 1e6:.2f} | {r['cpu_ms_per_batch']:.1f} | {r['batches_per_second']:.1f} | "
                       f"{r['cpu_ms_per_batch'] / base:.2f}x |")
+        md.append("")
+    if "transport" in res:
+        md += [f"Transport alone: libzmq PUSH -> PULL of {a.transport_mb:g} MB messages (+ a 500-byte header frame), the "
+               f"receiver on one core (`{a.trainer_cpu}`) with buffers reused as in the trainer, the sender on the others; "
+               "receiver CPU per message over 100 messages", "",
+               "| endpoint | receiver CPU ms / message |", "|---|---|"]
+        md += [f"| {r['kind']} | {r['receiver_cpu_ms_per_message']:.2f} |" for r in res["transport"]]
         md.append("")
     if "job" in res:
         jobs = res["job"] if isinstance(res["job"], list) else [res["job"]]

@@ -263,8 +263,8 @@ def bind_local(sock: zmq.Socket) -> str | None:
 
     Peers on the same host connect there (:func:`connect_endpoint`) instead of over TCP loopback:
     the kernel copies a message once on each side either way, but skips the TCP/IP stack
-    (segments, acknowledgements, netfilter), which cost a receiving trainer more CPU than the copy
-    itself (``docs/gpu-pipeline.md``).  Only this user can connect (the directory's mode); the
+    (segments, acknowledgements, netfilter): ~6 % less receiver CPU for 45 MB messages here, and
+    steadier (``docs/gpu-pipeline.md``).  Only this user can connect (the directory's mode); the
     socket keeps its ZAP/CURVE settings and size limits.  None where ``ipc://`` is not available.
     """
     import tempfile
