@@ -367,6 +367,24 @@ def _raise_stop(signum, frame):
     raise _Stop()
 
 
+def _sampled_eval_out_of_core(args, cfg, store) -> None:
+    """One host whose store does not fit its memory budget evaluates with the training fanouts unless
+    ``--eval-fanouts`` says otherwise: full neighbourhoods of a power-law graph's hubs are millions of
+    rows per batch (they OOM-killed the loader of a 27.8M-vertex job in a 3 GiB cgroup)."""
+    if getattr(args, "eval_fanouts", None) is not None or getattr(args, "hosts", 0):
+        return
+    from argosy.shared.store import PartitionStore
+    from argosy.shared.store.residency import plan_residency
+    st = PartitionStore(store)
+    res = plan_residency(st, range(st.num_parts), cfg.memory_budget)
+    if res.fits or all(f != -1 for f in cfg.sampler.eval_fanouts):
+        return
+    cfg.sampler.eval_fanouts = tuple(cfg.sampler.fanouts)
+    print(f"argosy: the store is out of core here ({res.describe()}): validation and test are sampled with "
+          f"the training fanouts {','.join(map(str, cfg.sampler.fanouts))} (pass --eval-fanouts -1,... for full "
+          "neighbourhoods)", file=sys.stderr)
+
+
 def run_local(args) -> dict:
     """``train``/``demo``: partition (if needed), start Redis (if needed) and every role, drive to the end, report.
 
@@ -415,6 +433,7 @@ def run_local(args) -> dict:
             raise ArgosyError("give --data FILE (a graph to partition) or --store DIR (an existing store)")
         cfg = job_config(args, store, job, run_dir)
         cfg.resume = bool(getattr(args, "resume", False))
+        _sampled_eval_out_of_core(args, cfg, store)
         try:
             check_trainable(store, cfg)           # before any service starts: no silent fallbacks
         except ArgosyError as e:

@@ -166,7 +166,9 @@ def test_parts_over_the_memory_budget_train_from_disk(cora_store, redis_url, tmp
     common = ["train", "--store", str(cora_store), "--epochs", "3", "--samplers", "2", "--batch-size", "32",
               "--redis", redis_url, "--seed", "3", "--json"]
     mem = last_json(argosy(*common, "--run-dir", str(tmp_path / "mem")))
-    res = last_json(argosy(*common, "--memory-budget", "2M", "--run-dir", str(tmp_path / "ooc")))
+    proc = argosy(*common, "--memory-budget", "2M", "--run-dir", str(tmp_path / "ooc"))
+    res = last_json(proc)
+    assert "validation and test are sampled with the training fanouts" in proc.stderr
     assert res["seeds_planned"] == res["seeds_trained"] == 3 * 140 and res["duplicates"] == 0
     logs = "".join(p.read_text() for p in (tmp_path / "ooc" / "logs").glob("*.log"))
     assert logs.count("out-of-core: held parts") == 3         # 2 samplers, 1 loader
