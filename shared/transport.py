@@ -270,8 +270,9 @@ def bind_local(sock: zmq.Socket) -> str | None:
     import tempfile
     if not zmq.has("ipc") or not host_boot_id():
         return None
+    _sweep_stale_local()
     try:
-        d = tempfile.mkdtemp(prefix="argosy-")      # mode 0700
+        d = tempfile.mkdtemp(prefix=f"{_IPC_PREFIX}{os.getpid()}-")      # mode 0700
     except OSError as e:                             # say, a read-only /tmp: TCP only
         logger.info("no Unix-domain endpoint (%s): peers on this host connect over TCP", e)
         return None
@@ -285,6 +286,31 @@ def bind_local(sock: zmq.Socket) -> str | None:
         unbind_local(f"ipc://{path}")
         return None
     return f"ipc://{path}"
+
+
+_IPC_PREFIX = "argosy-ipc-"
+
+
+def _sweep_stale_local() -> None:
+    """Remove the socket directories of this user's processes that died without :func:`unbind_local`
+    (a SIGKILLed trainer): named ``argosy-ipc-PID-*``, removed when no process PID exists."""
+    import tempfile
+    root = tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(_IPC_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        try:
+            pid = int(name[len(_IPC_PREFIX):].split("-", 1)[0])
+            path = os.path.join(root, name)
+            if os.stat(path).st_uid != os.getuid():
+                continue
+            os.kill(pid, 0)                          # alive (or not ours to signal): keep it
+        except ProcessLookupError:
+            unbind_local(f"ipc://{os.path.join(root, name, 's')}")
+        except (ValueError, OSError):
+            continue
 
 
 def unbind_local(endpoint: str | None) -> None:

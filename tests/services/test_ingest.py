@@ -1,4 +1,5 @@
 """The trainer's ingest thread over a real ZeroMQ socket and a real Redis: validate, claim, stage, ack."""
+import os
 import time
 
 import numpy as np
@@ -124,3 +125,30 @@ def test_same_host_peers_connect_over_a_unix_socket(env):
     ing.rx.sock.unbind(local)
     unbind_local(local)
     assert not os.path.exists(os.path.dirname(path))
+
+
+def test_a_dead_trainers_socket_directory_is_swept(tmp_path, monkeypatch):
+    """A trainer SIGKILLed before unbind_local leaves argosy-ipc-PID-*; the next bind removes it
+    (and leaves a live process's directory alone)."""
+    import subprocess
+    import tempfile
+    from argosy.shared.transport import bind_local, unbind_local
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"argosy-ipc-{dead.pid}-x"
+    stale.mkdir()
+    (stale / "s").write_text("")
+    alive = tmp_path / f"argosy-ipc-{os.getpid()}-y"
+    alive.mkdir()
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PULL)
+    try:
+        ep = bind_local(sock)
+        assert ep is not None and ep.startswith(f"ipc://{tmp_path}/argosy-ipc-{os.getpid()}-")
+        assert not stale.exists() and alive.exists()
+    finally:
+        sock.close(0)
+        ctx.term()
+        unbind_local(ep)
