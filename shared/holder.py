@@ -28,7 +28,7 @@ from argosy.shared.ownership import Membership, host_label
 from argosy.shared.records import STOP_STATES
 from argosy.shared.rss import memory_fields, rss_bytes
 from argosy.shared.malloc import keep_heap
-from argosy.shared.store.residency import DiskCounters, memory_budget
+from argosy.shared.store.residency import DiskCounters, tight_budget
 from argosy.shared.traffic import WireCounter
 
 __all__ = ["PartHolder"]
@@ -54,10 +54,10 @@ class PartHolder:
         self.ctx, self.role = ctx, role
         self.host = host_label()
         self.base_rss = rss_bytes()              # before any part is loaded: the interpreter and libraries
-        budget = memory_budget(ctx.cfg.memory_budget)[0]
-        if budget:
-            keep_heap(budget=budget)            # under a budget, freed heap goes back (shared/malloc.py)
         self.source = PartSource(ctx.cfg.store, envs.get(envs.LOCAL_STORE))
+        budget = tight_budget(ctx.cfg.memory_budget, self.source.src_store)
+        if budget:
+            keep_heap(budget=budget)            # parts served from disk: freed heap goes back (shared/malloc.py)
         self.store = self.source.open([])
         self.zctx = zmq.Context()
         self.wire = WireCounter()

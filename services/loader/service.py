@@ -17,7 +17,7 @@ import zmq
 from argosy.shared.errors import ConfigError, RequestFailedError
 from argosy.shared.hot_rows import HotRows
 from argosy.shared.store import PartitionStore
-from argosy.shared.store.residency import memory_budget, queue_depth
+from argosy.shared.store.residency import queue_depth, tight_budget
 from argosy.shared.holder import PartHolder
 from argosy.shared.traffic import frames_bytes
 from argosy.shared.lifecycle import ServiceContext
@@ -50,7 +50,7 @@ class LoaderProc(PartHolder):
         self.hot: dict[int, HotRows | None] = {}
         """Each trainer rank's feature cache (rows to leave out of its batches), None = send every row."""
         self._known_caches: dict[int, HotRows] = {}
-        self.budget = memory_budget(self.cfg.memory_budget)[0]
+        self.budget = tight_budget(self.cfg.memory_budget, PartitionStore(self.cfg.store))
         self.whole_store = PartitionStore(self.cfg.store)   # every part's degrees (read once per cache size)
         self.counters = {"loader_batches": 0.0, "feature_bytes": 0.0, "remote_feature_rows": 0.0,
                          "feature_rows": 0.0, "load_seconds": 0.0, "bad_messages": 0.0,

@@ -41,7 +41,7 @@ from argosy.shared.plan import PHASES, WorkItem
 from argosy.shared.validate import job_plan
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.store import PartitionStore
-from argosy.shared.store.residency import memory_budget, queue_depth
+from argosy.shared.store.residency import queue_depth, tight_budget
 from argosy.shared.transport import (bind_local, bind_random, host_boot_id, make_socket, rendezvous_store,
                                      retain_large_buffers, unbind_local)
 from argosy.services.trainer.core import TrainerCore, cache_budget, resolved
@@ -152,7 +152,7 @@ class TrainerProc:
         hot = self.core.fill_cache(self.store, budget)   # before the ingest thread: its validator knows the cache
         self.feature_cache = hot.published(budget) if hot is not None else {"rows": 0, "budget": budget}
         """What this rank registers: loaders leave these rows out of its batches (:mod:`shared.hot_rows`)."""
-        budget_bytes, _ = memory_budget(self.cfg.memory_budget)
+        budget_bytes = tight_budget(self.cfg.memory_budget, self.store)
         self.reorder_bytes = tc.reorder_bytes if budget_bytes is None else min(tc.reorder_bytes, budget_bytes // 16)
         """Bytes of received batches that may wait for an earlier one (the window's second bound)."""
         retain_large_buffers(budget=budget_bytes)   # 33 MB batches reuse freed buffers instead of faulting in new pages

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["FIT_FRACTION", "ROW_CACHE_FRACTION", "cgroup_memory_limit", "memory_budget", "Residency",
-           "plan_residency", "advise", "DiskCounters", "disk_summary", "queue_depth"]
+           "plan_residency", "advise", "DiskCounters", "disk_summary", "queue_depth", "tight_budget"]
 
 FIT_FRACTION = 0.5
 """Parts fit when their bytes are at most this fraction of the budget (the rest: processes, buffers)."""
@@ -97,6 +97,14 @@ def memory_budget(configured: int = 0) -> tuple[int | None, str]:
         return int(configured), "--memory-budget"
     lim = cgroup_memory_limit()
     return (lim, "cgroup limit") if lim is not None else (None, "none")
+
+
+def tight_budget(configured: int, store) -> int | None:
+    """The memory budget when the whole store does not fit it (some host serves parts from disk),
+    else None.  What bounds queues, waiting batches and kept heap: a job whose parts fit runs as
+    if no budget were set."""
+    res = plan_residency(store, range(store.num_parts), configured)
+    return None if res.fits else res.budget
 
 
 def queue_depth(configured: int, budget: int | None) -> int:

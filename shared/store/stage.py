@@ -101,6 +101,11 @@ class PartSource:
             stage_parts(self.src, self.local, [])
         self.store = PartitionStore(self.local or self.src, parts=[])
 
+    @property
+    def src_store(self) -> PartitionStore:
+        """The job's whole store (every part's files: what a host's share is measured against)."""
+        return PartitionStore(self.src)
+
     def open(self, parts) -> PartitionStore:
         parts = sorted(int(p) for p in parts)
         if self.local is not None:

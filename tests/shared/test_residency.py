@@ -153,3 +153,14 @@ def test_pooled_gather_equals_the_serial_one(dtype):
         gather_feature_rows(feats, parts, rows, dst, pooled, pool)
     np.testing.assert_array_equal(pooled, serial)
     np.testing.assert_array_equal(serial[dst], np.stack([feats[p][r] for p, r in zip(parts, rows)]))
+
+
+def test_a_budget_the_store_fits_bounds_nothing(small_store):
+    """Queues, waiting batches and kept heap follow the budget only when the store does not fit it."""
+    from argosy.shared.store.residency import queue_depth, tight_budget
+    _, root = small_store
+    store = PartitionStore(root)
+    total = _store_bytes(root)
+    assert tight_budget(int(total / FIT_FRACTION) + 1, store) is None
+    assert tight_budget(total, store) == total
+    assert queue_depth(8, None) == 8 and queue_depth(8, total) == 2 and queue_depth(1, total) == 1
