@@ -14,6 +14,9 @@ was chosen.
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
+import sys
 
 import logging
 from dataclasses import dataclass, field
@@ -26,7 +29,8 @@ from argosy.shared.config import JobConfig
 from argosy.shared.errors import ArgosyError, ConfigError
 from argosy.shared.store import PartitionStore
 
-__all__ = ["TrainInputError", "Preflight", "JobInputs", "check_trainable", "check_job", "probe_model"]
+__all__ = ["TrainInputError", "Preflight", "JobInputs", "check_trainable", "check_job", "probe_model",
+           "probe_model_isolated"]
 
 logger = logging.getLogger("argosy")
 
@@ -290,6 +294,36 @@ def probe_model(cfg, in_dim: int, num_classes: int, nodes: int = 6) -> list[str]
     return []
 
 
+_PROBE_CHILD = ("import json, sys\n"
+                "from argosy.shared.config import JobConfig\n"
+                "from argosy.shared.preflight import probe_model\n"
+                "a = json.loads(sys.stdin.read())\n"
+                "print(json.dumps(probe_model(JobConfig.from_json(a['cfg']), a['dim'], a['classes'])))\n")
+
+
+def probe_model_isolated(cfg, in_dim: int, num_classes: int) -> list[str]:
+    """:func:`probe_model` in a child process when torch is not loaded here: the launcher then never
+    imports torch, ~120 MB it would otherwise hold for the whole job (it counts against a memory
+    budget).  Same problems, same sentences (the child runs in this working directory)."""
+    if "torch" in sys.modules:
+        return probe_model(cfg, in_dim, num_classes)
+    what = f"--model {cfg.trainer.model}"
+    try:
+        r = subprocess.run([sys.executable, "-c", _PROBE_CHILD], capture_output=True, text=True, timeout=600,
+                           input=json.dumps({"cfg": cfg.to_json(), "dim": int(in_dim), "classes": int(num_classes)}))
+    except subprocess.TimeoutExpired:
+        return [f"{what}: building it and running it once on a 6-vertex test graph took over 600 s"]
+    lines = r.stdout.strip().splitlines()
+    try:
+        problems = json.loads(lines[-1]) if r.returncode == 0 and lines else None
+    except ValueError:
+        problems = None
+    if not isinstance(problems, list):
+        tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
+        return [f"{what}: checking the model failed (exit {r.returncode}): {tail[0]}"]
+    return [str(p) for p in problems]
+
+
 def _device_problems(cfg) -> list[str]:
     if cfg.trainer.device == "cuda":
         import torch
@@ -328,7 +362,7 @@ def check_job(cfg: JobConfig, inputs: JobInputs, remote: bool = False) -> Prefli
         out.warnings.append("torch is not installed here: the model is checked by the trainer when it starts")
         logger.info("torch is not installed here: the model is checked by the trainer when it starts")
     elif dim and classes:
-        for p in probe_model(cfg, dim, classes):
+        for p in probe_model_isolated(cfg, dim, classes):
             if remote and "cannot import" in p:
                 out.warnings.append(p)
                 logger.warning("%s (checked on the services' side when they start)", p)

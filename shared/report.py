@@ -162,6 +162,9 @@ class EpochLog:
         self.why = ""
         self._w = None
         try:
+            import importlib.util
+            if importlib.util.find_spec("tensorboard") is None:   # checked first: importing torch's writer
+                raise ImportError("tensorboard")                     # loads torch (~120 MB in the launcher)
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
             self.why = "no TensorBoard event files: the tensorboard package is not installed (pip install tensorboard)"

@@ -196,3 +196,26 @@ def test_a_factory_signature_error_is_deterministic_in_the_trainer_too(models):
     from argosy.shared.usermodel import with_cwd_on_path
     with with_cwd_on_path(), pytest.raises(_CANNOT_START, match=r"unexpected keyword argument 'in_channels'"):
         build_model("usermodels:wrong_signature", 8, 16, 3, 2)
+
+
+def test_the_model_check_runs_in_a_child_when_torch_is_not_loaded(models, graph, monkeypatch):
+    """The launcher never imports torch (the probe runs in a child): same refusals, same sentences."""
+    monkeypatch.delitem(sys.modules, "torch")
+    with pytest.raises(TrainInputError, match=r"--model usermodels:Wide: the model's output has shape \(6, 64\) "
+                                              r"on 6 vertices, expected \(6, 3\)"):
+        check_job(_cfg("usermodels:Wide"), JobInputs(data=str(graph)))
+    check_job(_cfg("usermodels:Fine"), JobInputs(data=str(graph)))
+    assert "torch" not in sys.modules
+
+
+def test_a_launcher_process_checks_a_job_without_importing_torch(graph):
+    import subprocess
+    code = ("import sys\n"
+            "from argosy.shared.config import JobConfig, SamplerConfig, TrainerConfig\n"
+            "from argosy.shared.preflight import JobInputs, check_job\n"
+            "check_job(JobConfig(sampler=SamplerConfig(fanouts=(5, 5)), trainer=TrainerConfig(model='sage', "
+            "device='cpu')), JobInputs(data=sys.argv[1]))\n"
+            "print('torch' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(graph)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "False"
