@@ -50,8 +50,8 @@ class LoaderProc(PartHolder):
         self.hot: dict[int, HotRows | None] = {}
         """Each trainer rank's feature cache (rows to leave out of its batches), None = send every row."""
         self._known_caches: dict[int, HotRows] = {}
-        self.budget = tight_budget(self.cfg.memory_budget, PartitionStore(self.cfg.store))
         self.whole_store = PartitionStore(self.cfg.store)   # every part's degrees (read once per cache size)
+        self.budget = tight_budget(self.cfg.memory_budget, self.whole_store)
         self.counters = {"loader_batches": 0.0, "feature_bytes": 0.0, "remote_feature_rows": 0.0,
                          "feature_rows": 0.0, "load_seconds": 0.0, "bad_messages": 0.0,
                          "loader_send_stall_seconds": 0.0, "halo_fetch_failures": 0.0}
