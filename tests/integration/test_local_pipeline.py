@@ -163,15 +163,17 @@ def test_parts_over_the_memory_budget_train_from_disk(cora_store, redis_url, tmp
     """A budget far below the store: samplers and loaders serve their parts from disk (loader
     row cache), waiting batches are capped at a 16th of the budget (applied in arrival order
     past it), and every planned seed is still trained exactly once, at the in-memory accuracy."""
-    common = ["train", "--store", str(cora_store), "--epochs", "3", "--samplers", "2", "--batch-size", "32",
-              "--redis", redis_url, "--seed", "3", "--json"]
-    mem = last_json(argosy(*common, "--run-dir", str(tmp_path / "mem")))
+    common = ["train", "--store", str(cora_store), "--epochs", "20", "--patience", "0", "--samplers", "2",
+              "--batch-size", "32", "--redis", redis_url, "--seed", "3", "--json"]
+    # the in-memory run evaluates as the out-of-core one does by default (sampled with the training fanouts)
+    mem = last_json(argosy(*common, "--eval-fanouts", "25,10", "--run-dir", str(tmp_path / "mem")))
     proc = argosy(*common, "--memory-budget", "2M", "--run-dir", str(tmp_path / "ooc"))
     res = last_json(proc)
     assert "validation and test are sampled with the training fanouts" in proc.stderr
-    assert res["seeds_planned"] == res["seeds_trained"] == 3 * 140 and res["duplicates"] == 0
+    assert res["seeds_planned"] == res["seeds_trained"] == 20 * 140 and res["duplicates"] == 0
     logs = "".join(p.read_text() for p in (tmp_path / "ooc" / "logs").glob("*.log"))
     assert logs.count("out-of-core: held parts") == 3         # 2 samplers, 1 loader
     assert mem["row_cache_hit_rate"] is None and 0 < res["row_cache_hit_rate"] < 1
     assert len(res["row_cache_hit_rate_per_epoch"]) >= 3
-    assert abs(res["test_accuracy"] - mem["test_accuracy"]) <= 0.05
+    # same data and evaluation; updates may follow arrival order past the 128 KB waiting-batch bound
+    assert abs(res["test_accuracy"] - mem["test_accuracy"]) <= 0.04, (res["test_accuracy"], mem["test_accuracy"])
