@@ -55,9 +55,10 @@ class PartHolder:
         self.host = host_label()
         self.base_rss = rss_bytes()              # before any part is loaded: the interpreter and libraries
         self.source = PartSource(ctx.cfg.store, envs.get(envs.LOCAL_STORE))
-        budget = tight_budget(ctx.cfg.memory_budget, self.source.src_store)
-        if budget:
-            keep_heap(budget=budget)            # parts served from disk: freed heap goes back (shared/malloc.py)
+        self.budget = tight_budget(ctx.cfg.memory_budget, self.source.src_store)
+        """The memory budget when the job's store does not fit it, else None (what bounds heap and queues)."""
+        if self.budget:
+            keep_heap(budget=self.budget)       # parts served from disk: freed heap goes back (shared/malloc.py)
         self.store = self.source.open([])
         self.zctx = zmq.Context()
         self.wire = WireCounter()
@@ -130,7 +131,7 @@ class PartHolder:
     def flush_metrics(self) -> None:
         """Add the counters, the wire bytes and the core's stats to the job's metrics; zero them."""
         io = self.disk.take()
-        per_epoch = {**io, **{k: v for k, v in self.core.stats.items() if k.startswith("feature_cache_")}}
+        per_epoch = {**io, **{k: v for k, v in self.core.stats.items() if k.startswith("row_cache_")}}
         c = {**self.counters, **self.wire.drain(), **self.core.stats, **io}
         if self.epoch is not None:
             c.update({f"{k}_e{self.epoch}": v for k, v in per_epoch.items() if v})

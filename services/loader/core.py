@@ -56,7 +56,6 @@ class LoaderCore:
         self.memory_budget = memory_budget
         self.residency: Residency | None = None
         self.row_cache: RowCache | None = None
-        self._cached_parts: list[int] = []
         self._io_pool: ThreadPoolExecutor | None = None
         """Out of core: threads that fault a batch's map rows in parallel (:func:`gather_feature_rows`)."""
         m = store.manifest
@@ -72,8 +71,8 @@ class LoaderCore:
         self._feats: dict[int, np.ndarray] = {}
         self._labels: dict[int, np.ndarray | None] = {}
         self.cache: FeatureCache | None = None
-        self.stats = {"halo_cache_hits": 0.0, "halo_cache_misses": 0.0, "feature_cache_hits": 0.0,
-                      "feature_cache_misses": 0.0}
+        self.stats = {"halo_cache_hits": 0.0, "halo_cache_misses": 0.0, "row_cache_hits": 0.0,
+                      "row_cache_misses": 0.0}
         self.set_held(list(range(k)) if held_parts is None else held_parts)
 
     def set_held(self, parts: list[int]) -> None:
@@ -100,14 +99,12 @@ class LoaderCore:
         self.held = np.zeros(held.shape[0], np.bool_)
         self._feats, self._labels = feats, labels
         self.held = held
-        if self.residency is None or res.fits != self.residency.fits or set(parts) != set(self._cached_parts):
-            self.row_cache = None                     # dropped before the new one is built: never two at once
-            budget = res.row_cache_bytes(self.replicas_on_host)
-            if not res.fits and self._io_pool is None:
-                self._io_pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="row-io")
-            self.row_cache = RowCache(self.store, feats, budget, self._io_pool) \
-                if budget and feats and not self.featureless else None
-            self._cached_parts = parts
+        self.row_cache = None                         # dropped before the new one is built: never two at once
+        if not res.fits and self._io_pool is None:
+            self._io_pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="row-io")
+        budget = res.row_cache_bytes(self.replicas_on_host)
+        self.row_cache = RowCache(self.store, feats, budget, self._io_pool) \
+            if budget and feats and not self.featureless else None
         self.residency = res
         self.cache = FeatureCache(self._assign.shape[0], self.feature_dim, self.dtype, self.cache_bytes) \
             if self.cache_bytes and not self.held.all() and not self.featureless else None
@@ -128,12 +125,14 @@ class LoaderCore:
             hit = slots >= 0
             nhit = int(np.count_nonzero(hit))
             gather_feature_rows((rc.buf,), np.zeros(nhit, np.int64), slots[hit].astype(np.int64), dst[hit], out)
-            self.stats["feature_cache_hits"] += nhit
-            self.stats["feature_cache_misses"] += ids.shape[0] - nhit
+            self.stats["row_cache_hits"] += nhit
+            self.stats["row_cache_misses"] += ids.shape[0] - nhit
             miss = np.flatnonzero(~hit)
-            miss = miss[np.lexsort((rows[miss], parts[miss]))]     # each map read forward, in row order
-            parts, rows, dst = parts[miss], rows[miss], dst[miss]
-        gather_feature_rows(self._feats, parts, rows, dst, out, pool=self._io_pool if rc is not None else None)
+            miss = miss[np.argsort(rows[miss], kind="stable")]   # the gather groups by part stably: each
+            parts, rows, dst = parts[miss], rows[miss], dst[miss]  # map is then read forward, in row order
+        res = self.residency
+        gather_feature_rows(self._feats, parts, rows, dst, out,
+                            pool=None if res is None or res.fits else self._io_pool)
 
     def gather_rows(self, nodes: np.ndarray, epoch: int = 0) -> np.ndarray:
         """Feature rows of global ``nodes`` in order.  Shapes: nodes int64[N] -> float[N, F]."""

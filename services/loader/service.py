@@ -17,7 +17,7 @@ import zmq
 from argosy.shared.errors import ConfigError, RequestFailedError
 from argosy.shared.hot_rows import HotRows
 from argosy.shared.store import PartitionStore
-from argosy.shared.store.residency import queue_depth, tight_budget
+from argosy.shared.store.residency import queue_depth
 from argosy.shared.holder import PartHolder
 from argosy.shared.traffic import frames_bytes
 from argosy.shared.lifecycle import ServiceContext
@@ -51,7 +51,6 @@ class LoaderProc(PartHolder):
         """Each trainer rank's feature cache (rows to leave out of its batches), None = send every row."""
         self._known_caches: dict[int, HotRows] = {}
         self.whole_store = PartitionStore(self.cfg.store)   # every part's degrees (read once per cache size)
-        self.budget = tight_budget(self.cfg.memory_budget, self.whole_store)
         self.counters = {"loader_batches": 0.0, "feature_bytes": 0.0, "remote_feature_rows": 0.0,
                          "feature_rows": 0.0, "load_seconds": 0.0, "bad_messages": 0.0,
                          "loader_send_stall_seconds": 0.0, "halo_fetch_failures": 0.0}

@@ -205,10 +205,10 @@ def disk_summary(metrics: dict[str, float]) -> dict:
     """What the job's samplers and loaders read from disk, in total and per epoch, with the hot-row
     cache's hit rate (rows of held parts served from it; None when no loader was out of core)."""
     from argosy.shared.traffic import per_epoch_values
-    hits, misses = per_epoch_values(metrics, "feature_cache_hits_e"), per_epoch_values(metrics, "feature_cache_misses_e")
+    hits, misses = per_epoch_values(metrics, "row_cache_hits_e"), per_epoch_values(metrics, "row_cache_misses_e")
     n = max(len(hits), len(misses))
     hits, misses = hits + [0.0] * (n - len(hits)), misses + [0.0] * (n - len(misses))
-    h, m = metrics.get("feature_cache_hits", 0.0), metrics.get("feature_cache_misses", 0.0)
+    h, m = metrics.get("row_cache_hits", 0.0), metrics.get("row_cache_misses", 0.0)
     return {"disk_read_bytes": metrics.get("disk_read_bytes", 0.0),
             "disk_read_bytes_per_epoch": per_epoch_values(metrics, "disk_read_bytes_e"),
             "major_faults": int(metrics.get("major_faults", 0.0)),

@@ -62,10 +62,6 @@ class RowCache:
     def rows(self) -> int:
         return int(self.buf.shape[0])
 
-    @property
-    def nbytes(self) -> int:
-        return int(self.buf.nbytes + self.slot.nbytes)
-
     def lookup(self, parts: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Cache row of each (part, local row) of a held part; -1 = not cached."""
         return self.slot[self._off[parts] + rows]

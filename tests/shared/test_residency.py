@@ -97,12 +97,12 @@ def test_out_of_core_loader_gathers_the_same_rows(small_store):
     assert fit.residency.fits and fit.row_cache is None
     ref = fit.gather_rows(nodes)
     np.testing.assert_array_equal(ref, g.features[nodes].astype(ref.dtype))
-    assert fit.stats["feature_cache_hits"] == fit.stats["feature_cache_misses"] == 0
+    assert fit.stats["row_cache_hits"] == fit.stats["row_cache_misses"] == 0
     ooc = LoaderCore(PartitionStore(root), held_parts=list(range(4)), memory_budget=need)
     assert not ooc.residency.fits and ooc.row_cache is not None
     assert 0 < ooc.row_cache.rows < g.num_nodes
     np.testing.assert_array_equal(ooc.gather_rows(nodes), ref)
-    hits, misses = ooc.stats["feature_cache_hits"], ooc.stats["feature_cache_misses"]
+    hits, misses = ooc.stats["row_cache_hits"], ooc.stats["row_cache_misses"]
     assert hits > 0 and misses > 0 and hits + misses == nodes.shape[0]
 
 
@@ -128,9 +128,9 @@ def test_disk_counters_see_a_read(tmp_path):
 
 def test_disk_summary_per_epoch():
     m = {"disk_read_bytes": 30.0, "disk_read_bytes_e0": 10.0, "disk_read_bytes_e1": 20.0, "major_faults": 5.0,
-         "major_faults_e1": 5.0, "feature_cache_hits": 6.0, "feature_cache_misses": 2.0,
-         "feature_cache_hits_e0": 3.0, "feature_cache_misses_e0": 1.0, "feature_cache_hits_e1": 3.0,
-         "feature_cache_misses_e1": 1.0}
+         "major_faults_e1": 5.0, "row_cache_hits": 6.0, "row_cache_misses": 2.0,
+         "row_cache_hits_e0": 3.0, "row_cache_misses_e0": 1.0, "row_cache_hits_e1": 3.0,
+         "row_cache_misses_e1": 1.0}
     s = disk_summary(m)
     assert s["disk_read_bytes_per_epoch"] == [10.0, 20.0] and s["major_faults_per_epoch"] == [0, 5]
     assert s["row_cache_hit_rate"] == 0.75 and s["row_cache_hit_rate_per_epoch"] == [0.75, 0.75]
