@@ -230,7 +230,7 @@ class TrainerProc:
         later_acks: dict[int, list[tuple[str, str]]] = {}   # re-deliveries of a pending batch: acked after it
         window = max(1, self.cfg.trainer.reorder_window)
         # ... and past `reorder_bytes` of waiting batches' host memory (large batches under a memory budget), too
-        held, max_held, out_of_order = [0], self.reorder_bytes, [0]
+        max_held, out_of_order = self.reorder_bytes, [0]
         nxt = 0
         last_progress = time.monotonic()
         gathered = [0]                 # seeds since the last optimizer step
@@ -305,7 +305,6 @@ class TrainerProc:
                 later_acks.setdefault(fb.batch_id, []).append((fb.work_stream, fb.work_id))
                 return
             pending[fb.batch_id] = a
-            held[0] += _host_bytes(a)
 
         early, self._early = self._early, []
         for a in early:
@@ -318,19 +317,16 @@ class TrainerProc:
                 while nxt < len(order) and order[nxt] in done:
                     nxt += 1
                 if nxt < len(order) and order[nxt] in pending:
-                    a = pending.pop(order[nxt])
-                    held[0] -= _host_bytes(a)
-                    apply(a)
+                    apply(pending.pop(order[nxt]))
                     continue
-                if len(pending) >= window or (len(pending) > 1 and held[0] > max_held):
+                if len(pending) >= window or (len(pending) > 1 and
+                                              sum(map(_host_bytes, pending.values())) > max_held):
                     first = min(pending, key=rank_of.__getitem__)
                     if len(pending) >= window:
                         logger.warning("batch %d still missing; applying batch %d out of plan order", order[nxt], first)
                     else:
                         out_of_order[0] += 1
-                    a = pending.pop(first)
-                    held[0] -= _host_bytes(a)
-                    apply(a)
+                    apply(pending.pop(first))
                     continue
                 t0 = time.perf_counter()
                 a = self.ingest.get(0.2)             # staged by the ingest thread; the wait is idle time
