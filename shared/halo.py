@@ -226,10 +226,12 @@ class HaloClient:
                 out[p] = pick[zlib.crc32(f"{me}/{p}".encode()) % len(pick)]
         return out
 
-    def fetch(self, what: str, ids: np.ndarray, epoch: int) -> Message:
+    def fetch(self, what: str, ids: np.ndarray, epoch: int, values: np.ndarray | None = None) -> Message:
         """Rows of ``ids`` (any order, held elsewhere), as one reply in ``ids`` order.
 
-        Returns :class:`AdjacencyRows` (``adjacency``/``degree``) or :class:`FeatureRows`.
+        ``values`` float32[m, D]: one row per id sent along (``embedding_grads``: each holder gets
+        the rows of its ids).  Returns :class:`AdjacencyRows` (``adjacency``/``degree``) or
+        :class:`FeatureRows` (an empty one for ``embedding_grads``).
         Raises:
             RequestFailedError: no holder answered within ``timeout`` (holders are re-read from
                 the registry and the request re-sent meanwhile).
@@ -257,10 +259,14 @@ class HaloClient:
                 sel = todo[holder_of == sid]
                 rid = next(self._ids)
                 req = HaloRequest(request_id=rid, what=what, epoch=epoch, host=self.host, ids=ids[sel])
+                if values is not None:
+                    req.values = np.ascontiguousarray(values[sel])
                 sock = self._sock(sid)
                 frames = encode(req)
                 cross = self.members.members[sid].get("host_label") != self.host
-                if not sock.poll(int(max(deadline - time.monotonic(), 0.05) * 1000), zmq.POLLOUT):
+                # at most a second per try: a holder that died keeps its registry entry until its
+                # heartbeat expires, and the next try re-reads the registry and routes around it
+                if not sock.poll(int(min(max(deadline - time.monotonic(), 0.05), 1.0) * 1000), zmq.POLLOUT):
                     failed.append(sel)
                     last_err = "holder not accepting requests"
                     continue
@@ -338,7 +344,9 @@ class HaloClient:
         for sel, r in results:
             if not isinstance(r, FeatureRows):
                 raise RequestFailedError(f"halo {what}: reply is a {type(r).__name__}")
-            if what == "features":
+            if what == "embedding_grads":
+                continue                                 # applied by the holder: nothing comes back
+            if what in ("features", "embeddings"):
                 if r.features.ndim != 2 or r.features.shape[0] != sel.size:
                     raise RequestFailedError("halo features: reply rows do not match the request")
                 if feats is None:

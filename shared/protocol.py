@@ -30,10 +30,11 @@ __all__ = ["PROTOCOL_VERSION", "MsgKind", "Message", "SampledBatch", "FeatureBat
            "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS",
            "HaloRequest", "AdjacencyRows", "FeatureRows", "HALO_WHAT"]
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 """2: SampledBatch carries dst_ptr (the blocks' CSR offsets); 3: and link_pairs (link prediction);
 4: edge weights (SampledBatch.edge_weight, weighted_degrees; AdjacencyRows.weights, weighted_degrees);
-5: FeatureBatch.feature_cache (rows the trainer caches are left out of ``features``)."""
+5: FeatureBatch.feature_cache (rows the trainer caches are left out of ``features``);
+6: HaloRequest.values and the trainers' ``embeddings``/``embedding_grads`` requests."""
 
 
 class MsgKind(IntEnum):
@@ -231,8 +232,9 @@ MESSAGE_TYPES.update({cls.KIND: cls for cls in (StoreRequest, StoreReply)})
 
 
 # --------------------------------------------------------------------------- halo exchange
-HALO_WHAT = frozenset({"adjacency", "degree", "features", "labels"})
-"""What a :class:`HaloRequest` asks the owner of some vertices for."""
+HALO_WHAT = frozenset({"adjacency", "degree", "features", "labels", "embeddings", "embedding_grads"})
+"""What a :class:`HaloRequest` asks the owner of some vertices for (the last two: a trainer asks the
+trainer owning their rows of learned node embeddings, :mod:`services.trainer.embedding_shards`)."""
 
 
 @dataclass
@@ -240,20 +242,24 @@ class HaloRequest(Message):
     """Sampler -> sampler or loader -> loader: rows of vertices the receiver owns, one request per
     owner and per hop (never per vertex).
 
-    ``what``: ``adjacency`` (CSR rows), ``degree`` (row lengths only), ``features`` or ``labels``.
+    ``what``: ``adjacency`` (CSR rows), ``degree`` (row lengths only), ``features`` or ``labels``;
+    between trainers, ``embeddings`` (rows of learned node embeddings) or ``embedding_grads``
+    (their gradients, ``values``, for the owner to apply).
     ``epoch`` and ``host`` only attribute the traffic (bytes per epoch, same host or not).
 
     Shapes:
-        ids: int64[m] global vertex ids, all owned by the receiver.
+        ids: int64[m] global vertex ids, all owned by the receiver; values: float32[m, D] for
+        ``embedding_grads`` (empty ``(0, 0)`` otherwise).
     """
 
     KIND: ClassVar[MsgKind] = MsgKind.HALO_REQUEST
-    ARRAYS: ClassVar[tuple[str, ...]] = ("ids",)
+    ARRAYS: ClassVar[tuple[str, ...]] = ("ids", "values")
     request_id: int = 0
     what: str = ""
     epoch: int = 0
     host: str = ""
     ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    values: np.ndarray = field(default_factory=lambda: np.empty((0, 0), np.float32))
 
 
 @dataclass

@@ -29,6 +29,7 @@ from argosy.shared.errors import ArgosyError
 
 __all__ = ["BEST_FILE", "CHECKPOINT_FILE", "RUN_MARKER", "LOGS_DIR", "STORE_DIR", "BEST_FORMAT",
            "CHECKPOINT_FORMAT", "default_run_dir", "best_path", "checkpoint_path", "save_best", "load_best",
+           "shard_path", "save_shard", "load_shard",
            "save_checkpoint", "load_checkpoint", "run_files"]
 
 RUNS_ROOT = Path("runs")
@@ -107,6 +108,30 @@ def save_checkpoint(run_dir: str | Path, state: dict) -> Path:
     path = checkpoint_path(run_dir)
     _write(path, {**state, "format": CHECKPOINT_FORMAT}, ".tmp")
     return path
+
+
+def shard_path(run_dir: str | Path, rank: int, world: int) -> Path:
+    """Where trainer ``rank`` of ``world`` keeps its rows of learned node embeddings between epochs."""
+    return Path(run_dir) / f"checkpoint.embeddings-{rank}-of-{world}.pt"
+
+
+def save_shard(run_dir: str | Path, rank: int, world: int, state: dict) -> Path:
+    """Atomically write one trainer's embedding rows and their optimizer state (beside ``checkpoint.pt``)."""
+    path = shard_path(run_dir, rank, world)
+    _write(path, {**state, "format": CHECKPOINT_FORMAT}, f".tmp{rank}")
+    return path
+
+
+def load_shard(run_dir: str | Path, rank: int, world: int) -> dict:
+    import torch
+    path = shard_path(run_dir, rank, world)
+    if not path.exists():
+        raise ArgosyError(f"{path}: missing (a checkpoint of {world} trainers with split node embeddings "
+                          f"resumes with {world} trainers; use another --run-dir to start afresh)")
+    ck = torch.load(path, map_location="cpu", weights_only=True)
+    if ck.get("format") != CHECKPOINT_FORMAT:
+        raise ArgosyError(f"{path}: unknown checkpoint format {ck.get('format')!r} (expected {CHECKPOINT_FORMAT})")
+    return ck
 
 
 def load_checkpoint(run_dir: str | Path, device: Any = "cpu") -> dict | None:

@@ -192,13 +192,14 @@ class TrainerCore:
         in_dim: input feature width (0: a store without features).  num_classes: output width.
         num_layers: = number of hops.
         num_nodes: the graph's vertices (the rows of a link model's learned node embeddings).
-        sparse_embeddings: step learned node embeddings with sparse gradients (``SparseAdam``: only
-            the batch's rows); False gives them dense gradients (what DDP all-reduces with several trainers).
+        shard_embeddings: learned node embeddings are split between several trainers: the model gets
+            them from :meth:`attach_embeddings` (:mod:`services.trainer.embedding_shards`); else the
+            model holds the whole table, stepped by ``SparseAdam`` (a step touches the batch's rows).
     """
 
     def __init__(self, cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int = 0,
                  device: torch.device | None = None, link: LinkConfig | None = None, num_nodes: int = 0,
-                 sparse_embeddings: bool = True):
+                 shard_embeddings: bool = False):
         torch.manual_seed(seed)
         set_threads(torch_threads())
         self.cfg = cfg
@@ -218,7 +219,7 @@ class TrainerCore:
         self.model = build_model(cfg.model, self.in_dim, cfg.hidden, self.out_dim, num_layers, cfg.dropout,
                                  heads=cfg.heads, aggregator=cfg.aggregator)
         if self.link is not None:
-            emb = NodeEmbedding(num_nodes, self.embedding_dim, sparse=sparse_embeddings) if self.embedding_dim else None
+            emb = NodeEmbedding(num_nodes, self.embedding_dim) if self.embedding_dim and not shard_embeddings else None
             self.model = LinkModel(self.model, make_scorer(self.link.scorer, cfg.hidden), emb)
         self.model = self.model.to(self.device)
         self.module: torch.nn.Module = self.model          # replaced by a DDP wrapper when distributed
@@ -229,11 +230,9 @@ class TrainerCore:
         else:
             self.opt = make_optimizer(self.model.encoder, cfg)
             extra = list(self.model.scorer.parameters())
-            if self.model.embedding is not None and not sparse_embeddings:
-                extra += list(self.model.embedding.parameters())
             if extra:
                 self.opt.add_param_group({"params": extra, "weight_decay": 0.0})
-            if self.model.embedding is not None and sparse_embeddings:
+            if self.model.embedding is not None:
                 self.sparse_opt = torch.optim.SparseAdam(list(self.model.embedding.parameters()), lr=cfg.lr)
         self._pending = 0
         """Labelled seeds whose gradient is accumulated and not yet stepped on (see :meth:`train_step`)."""
@@ -437,6 +436,13 @@ class TrainerCore:
             out["scores"] = logits.float().cpu().numpy()
             out["labels"] = b.pairs[:, 2].cpu().numpy().astype(np.int8)
         return out
+
+    def attach_embeddings(self, embedding: torch.nn.Module) -> None:
+        """Give a link model built with ``shard_embeddings`` its learned inputs (before DDP wraps it):
+        a :class:`~services.trainer.embedding_shards.ShardedNodeEmbedding`, which steps its own rows."""
+        if self.link is None or not self.embedding_dim or self.model.embedding is not None:
+            raise ConfigError("attach_embeddings: the model has no sharded node embeddings to attach")
+        self.model.embedding = embedding
 
     def user_model(self) -> torch.nn.Module:
         """The model as its author wrote it (a ``MODULE:FACTORY`` model without Argosy's adapter)."""

@@ -45,6 +45,7 @@ from argosy.shared.store.residency import queue_depth, tight_budget
 from argosy.shared.transport import (bind_local, bind_random, host_boot_id, make_socket, rendezvous_store,
                                      retain_large_buffers, unbind_local)
 from argosy.services.trainer.core import TrainerCore, cache_budget, resolved
+from argosy.services.trainer.embedding_shards import ShardedEmbeddings
 from argosy.services.trainer.ingest import Arrival, Ingest
 
 __all__ = ["TrainerProc", "PhaseStats"]
@@ -137,14 +138,15 @@ class TrainerProc:
             raise ValueError(f"--rank must be in [0, {self.world}) (got {rank})")
         self.store = PartitionStore(self.cfg.store)
         m = self.store.manifest
-        # learned node embeddings: sparse gradients (SparseAdam) on one trainer; with several, dense
-        # ones that DDP all-reduces like every other parameter (n x dim per step: docs/link-prediction.md)
+        # learned node embeddings: the whole table on one trainer; with several, each holds its parts'
+        # rows (ShardedEmbeddings, attached in init_distributed; docs/link-prediction.md)
         self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
                                 len(self.cfg.sampler.fanouts), seed=self.cfg.seed, link=self.cfg.link,
-                                num_nodes=m.num_nodes, sparse_embeddings=self.world == 1)
+                                num_nodes=m.num_nodes, shard_embeddings=self.world > 1)
+        self.shards: ShardedEmbeddings | None = None
         tc = self.cfg.trainer
         logger.info("edge weights: %s", json.dumps(tc.edge_weights_used(m.edge_weights)))
-        if self.core.embedding_dim:
+        if self.core.embedding_dim and self.world == 1:
             logger.info("node embeddings: %d x %d learned (%.1f MB, and twice that for Adam's moments)",
                         m.num_nodes, self.core.embedding_dim, m.num_nodes * self.core.embedding_dim * 4 / 1e6)
         budget = cache_budget(tc.gpu_cache, self.core.device, m.num_nodes * m.feature_dim *
@@ -192,6 +194,13 @@ class TrainerProc:
         logger.info("joining torch.distributed %s world=%d rank=%d via %s", backend, self.world, self.rank, url)
         dist.init_process_group(backend, store=store, world_size=self.world, rank=self.rank,
                                 timeout=__import__("datetime").timedelta(seconds=self.cfg.coord.peer_timeout))
+        if self.core.embedding_dim:
+            self.shards = ShardedEmbeddings(self.ctx, self.store, self.zctx, self.rank, self.world,
+                                            self.core.embedding_dim, self.cfg.trainer.lr, self.cfg.seed,
+                                            self.core.device, self.cfg.coord.peer_timeout)
+            self.core.attach_embeddings(self.shards.module)
+            if self.resumed_from is not None:
+                self.shards.resume(self.cfg.run_dir, self.resumed_from - 1)
         self.core.module = DDP(self.core.model, device_ids=None if backend == "gloo" else [self.core.device.index])
 
     # ---- the receive/apply loop ---------------------------------------------------------------
@@ -402,6 +411,12 @@ class TrainerProc:
                         dist.barrier()
                     self._record(rec, phase, st, secs)
                 improved = self._track_best(epoch, rec)
+                every = cfg.trainer.checkpoint_every
+                table = None
+                if self.shards is not None:       # collective: every rank's rows saved / gathered alike
+                    due = bool(cfg.run_dir) and bool(every) and (epoch + 1) % every == 0
+                    table = self.shards.end_epoch(improved and bool(cfg.run_dir), cfg.run_dir if due else None, epoch)
+                    rec.update(self.shards.traffic())
                 self.epochs.append(rec)
                 if self.rank == 0:
                     coord.append_epoch(rec)
@@ -413,10 +428,11 @@ class TrainerProc:
                         logger.info("epoch %d: val auc %.4f ap %.4f hits@%d %.4f mrr %.4f", epoch, rec["val_auc"],
                                     rec["val_ap"], cfg.link.hits_k, rec["val_hits"], rec["val_mrr"])
                     if improved:
-                        self._save_best(epoch, rec)
-                    every = cfg.trainer.checkpoint_every
+                        self._save_best(epoch, rec, table)
                     if every and (epoch + 1) % every == 0:
                         self._save_checkpoint(epoch)
+            if self.shards is not None and last >= 0 and cfg.run_dir:
+                rundir.save_shard(cfg.run_dir, self.rank, self.world, {**self.shards.shard.state(), "epoch": last})
             if self.rank == 0:
                 if last >= 0:
                     self._save_checkpoint(last)
@@ -430,6 +446,8 @@ class TrainerProc:
         finally:
             coord.deregister("trainer", ctx.service_id)
             self.ingest.close()
+            if self.shards is not None:
+                self.shards.close()
             self.rx.flush(force=True)
             self.pull.close(0)
             self.zctx.term()
@@ -515,6 +533,10 @@ class TrainerProc:
             "task": self.cfg.trainer.task,
             **({"scorer": self.cfg.link.scorer, "link_loss": self.cfg.link.loss,
                 "node_embeddings": self.core.embedding_dim} if self.link else {}),
+            # split node embeddings: the rows each trainer holds (by rank), and what crossed between them
+            **({"node_embedding_rows": list(self.shards.rows_of),
+                "embedding_rows_pulled": self.epochs[-1].get("embedding_rows_pulled", 0),
+                "embedding_bytes": self.epochs[-1].get("embedding_bytes", 0)} if self.shards is not None else {}),
             "simulated_gpu_step_seconds": self.cfg.trainer.simulate_gpu_step or None,
             "simulation": ("SIMULATED GPU: forward/backward replaced by a fixed wait per batch; accuracies are meaningless"
                            if self.cfg.trainer.simulate_gpu_step > 0 else None),
@@ -523,13 +545,17 @@ class TrainerProc:
     def _best_path(self) -> Path:
         return rundir.best_path(self.cfg.run_dir)
 
-    def _save_best(self, epoch: int, rec: dict) -> None:
+    def _save_best(self, epoch: int, rec: dict, table: torch.Tensor | None = None) -> None:
         """The best-validation weights with what rebuilds the model (:func:`argosy.load_model`,
-        ``argosy predict``), through :func:`argosy.shared.rundir.save_best`."""
+        ``argosy predict``), through :func:`argosy.shared.rundir.save_best`; ``table``: the learned
+        node embeddings gathered from every trainer, saved as one table (as one trainer's)."""
         if not self.cfg.run_dir:
             return
         m = self.store.manifest
-        rundir.save_best(self.cfg.run_dir, self.core.user_model().state_dict(), epoch=epoch,
+        state = self.core.user_model().state_dict()
+        if table is not None:
+            state["embedding.table.weight"] = table
+        rundir.save_best(self.cfg.run_dir, state, epoch=epoch,
                          val_accuracy=rec["val_accuracy"], test_accuracy=rec["test_accuracy"], spec=self.cfg.to_json(),
                          in_dim=m.feature_dim, num_classes=self.core.out_dim,
                          num_layers=len(self.cfg.sampler.fanouts), store=str(self.cfg.store),

@@ -98,20 +98,6 @@ def test_featureless_store_learns_node_embeddings_sparsely(tmp_path):
     assert tr2.sparse_opt.state_dict()["state"].keys() == tr.sparse_opt.state_dict()["state"].keys()
 
 
-def test_dense_embeddings_for_several_trainers(tmp_path):
-    """With several trainers the table has dense gradients (DDP all-reduces them) and Adam steps it."""
-    _, store, _ = link_store(tmp_path, n=300, m=2000, features=8)
-    link = LinkConfig(node_embeddings=16)                 # on a store WITH features: concatenated after them
-    tr = TrainerCore(TrainerConfig(task="link", normalize_features=False), 8, 1, 2, link=link,
-                     num_nodes=store.manifest.num_nodes, sparse_embeddings=False)
-    assert tr.in_dim == 24 and tr.sparse_opt is None
-    assert any(p is tr.model.embedding.table.weight for g in tr.opt.param_groups for p in g["params"])
-    fb = _batches(store, link)[0]
-    losses = [tr.train_step(fb)["loss"] for _ in range(20)]
-    grad = tr.model.embedding.table.weight.grad
-    assert losses[-1] < 0.7 * losses[0] and grad is not None and not grad.is_sparse
-
-
 def test_featureless_needs_embeddings_and_node_task_is_unchanged(tmp_path):
     _, store, _ = link_store(tmp_path, n=200, m=1200, features=0)
     off = JobConfig(store=str(store.root), trainer=TrainerConfig(task="link"), link=LinkConfig(node_embeddings=0))
