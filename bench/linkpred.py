@@ -91,7 +91,7 @@ def heuristics(store, pairs: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def run_snap(dataset: str, seed: int, epochs: int, run_root: Path, inputs: str = "learned") -> dict:
+def run_snap(dataset: str, seed: int, epochs: int, run_root: Path, inputs: str = "learned", trainers: int = 1) -> dict:
     import argosy
     from argosy.linkpredict import test_pairs
     from argosy.shared.linkmetrics import link_metrics
@@ -100,6 +100,8 @@ def run_snap(dataset: str, seed: int, epochs: int, run_root: Path, inputs: str =
     shutil.rmtree(run_dir, ignore_errors=True)
     t0 = time.time()
     extra = {"random_features": 64} if inputs == "random" else {}     # else: 64-d learned node embeddings
+    if trainers > 1:
+        extra["trainers"] = trainers                                  # the table split between them by part
     res = argosy.train(DATASETS / f"{dataset}.npz", task="link", edge_split=SPLIT, seed=seed, run_dir=run_dir,
                        epochs=epochs, **extra)
     train_s = time.time() - t0
@@ -111,7 +113,8 @@ def run_snap(dataset: str, seed: int, epochs: int, run_root: Path, inputs: str =
            "test_pairs": int(pairs.shape[0]), "train_edges": res["seeds_trained"] // max(res["epochs"], 1),
            "train_edges_per_second": res["seeds_trained"] / max(res["epoch_seconds"] * res["epochs"], 1e-9),
            "argosy": {k: pred[f"test_{k}"] for k in ("auc", "ap", "hits", "mrr")}, "wall_seconds": train_s,
-           "commit": _commit(), "host": platform.node(), "cpus": os.cpu_count()}
+           "commit": _commit(), "host": platform.node(), "cpus": os.cpu_count(), "trainers": trainers,
+           **{k: res[k] for k in ("node_embedding_rows", "embedding_bytes", "embedding_rows_pulled") if k in res}}
     for name, s in heuristics(store, pairs).items():
         rec[name] = link_metrics(s, labels, 50)
     return rec
@@ -177,6 +180,7 @@ def main(argv=None) -> int:
                     help="--snap: learned node embeddings (default) or 64 random features")
     ap.add_argument("--scorer", default=None, help="citation graphs: this scorer instead of the default")
     ap.add_argument("--link-loss", default=None, help="citation graphs: this loss instead of the default")
+    ap.add_argument("--trainers", type=int, default=1, help="--snap: trainers (>1: node embeddings split by part)")
     ap.add_argument("--run-root", default="/tmp/argosy-bench-linkpred")
     ap.add_argument("--render", action="store_true")
     a = ap.parse_args(argv)
@@ -185,7 +189,7 @@ def main(argv=None) -> int:
         seeds = [int(s) for s in a.seeds.split(",")]
         if a.snap:
             for s in seeds:
-                rec = run_snap(a.snap, s, a.epochs, root, a.snap_inputs)
+                rec = run_snap(a.snap, s, a.epochs, root, a.snap_inputs, a.trainers)
                 _append(rec)
                 print(json.dumps(rec), flush=True)
         else:
