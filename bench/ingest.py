@@ -166,6 +166,20 @@ while not coord.services("trainer"):
     time.sleep(0.05)
 push = make_socket(ctx, zmq.PUSH, sndhwm=4)
 push.connect(connect_endpoint(coord.services("trainer")[0]))   # as a loader does: ipc:// on one host
+ring = None
+if {ring!r}:                                         # as a loader on the trainer's host does: rows through its ring
+    from argosy.shared.shm_ring import RingWriter
+    from argosy.shared.validate import BatchBounds
+    ring = RingWriter(coord.services("trainer")[0]["ring_dir"], cfg.loader.shm_ring_slots,
+                      BatchBounds.from_job(cfg, store).ring_slot_bytes)
+
+def send(fb):
+    if ring is not None:                             # (a loader gathers into the slot; this replay copies)
+        lease = ring.acquire(fb.features.nbytes, 60.0)
+        ring.rows(lease, fb.features.shape, fb.features.dtype)[:] = fb.features
+        fb.features, fb.ring, fb.ring_slot, fb.ring_seq, fb.ring_bytes = (fb.features[:0], ring.name, lease.slot,
+                                                                          lease.seq, fb.features.nbytes)
+    push.send_multipart(encode(fb), copy=False)
 hot = None
 if {cache!r}:                                        # the trainer's feature cache, derived as a loader does
     from argosy.shared.hot_rows import HotRows
@@ -185,16 +199,21 @@ while coord.get_state() not in ("done", "failed"):
         k = (it.epoch if it.phase == "train" else 0, it.phase, it.part)
         if k not in orders:
             orders[k] = split_order(store, it.part, it.phase, cfg.seed, it.epoch)
-        push.send_multipart(encode(batch(it)), copy=False)
+        send(batch(it))
 print(json.dumps({{"end": time.time()}}), flush=True)
+if ring is not None:
+    ring.close()
 """
 
 
-def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str, gpu_cache: int | None = None) -> dict:
+def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str, gpu_cache: int | None = None,
+               ring: bool = False) -> dict:
     """One trainer (pinned to CPU ``a.trainer_cpu``) fed by a replaying producer; returns its epoch figures.
 
     ``gpu_cache``: the trainer's feature cache in bytes (this tree only; the producer then leaves the
-    cached rows out, as a loader does); None = the config's default."""
+    cached rows out, as a loader does); None = the config's default.  ``ring``: the producer puts
+    the rows in a shared-memory ring in the trainer's directory, as a loader on its host does (this
+    tree only)."""
     from argosy.shared.config import JobConfig, SamplerConfig, TrainerConfig
     from argosy.shared.coord import Coordinator
     job = f"ingest-{label}-{os.getpid()}"
@@ -219,7 +238,8 @@ def ingest_run(label: str, a, store: Path, redis_url: str, pythonpath: str, gpu_
                           stdout=subprocess.DEVNULL, stderr=open(Path(a.work) / f"{label}-trainer.log", "w"))
     prod_cpus = set(range(os.cpu_count() or 1)) - {a.trainer_cpu} or {0}
     # the producer speaks the trainer's protocol version: same code (PYTHONPATH) as the trainer
-    pr = subprocess.Popen([sys.executable, "-c", PRODUCER.format(redis=redis_url, job=job, cpus=prod_cpus, cache=bool(gpu_cache))],
+    pr = subprocess.Popen([sys.executable, "-c", PRODUCER.format(redis=redis_url, job=job, cpus=prod_cpus, cache=bool(gpu_cache),
+                                                                       ring=ring)],
                           stdout=subprocess.PIPE, text=True, cwd=tempfile.gettempdir(), env=env)
     marks = []                                            # (phase key, wall, trainer cpu) at each phase start
     info = None
@@ -418,14 +438,18 @@ def main() -> None:
         old = baseline_tree(a.baseline_rev, Path(a.work))
         with EmbeddedRedis() as srv:
             runs = []
-            for label, path in (("before", str(old)), ("after", ""), ("before", str(old)), ("after", "")):
+            for label, path in (("before", str(old)), ("after", ""), ("after-ring", ""), ("before", str(old)),
+                                ("after", ""), ("after-ring", "")):
                 print(f"ingest: {label} ...", file=sys.stderr)
-                runs.append(ingest_run(label, a, store, srv.url, path))
+                runs.append(ingest_run(label, a, store, srv.url, path, ring=label == "after-ring"))
         res["ingest"] = runs
         b = [r for r in runs if r["label"] == "before"]
         f = [r for r in runs if r["label"] == "after"]
         mean = lambda rs, k: float(np.mean([r[k] for r in rs]))
         res["ingest_speedup"] = {k: mean(f, k) / mean(b, k) for k in ("batches_per_second", "one_core_batches_per_second")}
+        g = [r for r in runs if r["label"] == "after-ring"]
+        if g:
+            res["ingest_speedup_ring"] = {k: mean(g, k) / mean(b, k) for k in ("batches_per_second", "one_core_batches_per_second")}
     if "cache" in todo:
         from argosy.shared.redis_server import EmbeddedRedis
         whole = a.nodes * a.feature_dim * 4
@@ -449,7 +473,7 @@ def main() -> None:
             print("job: 1 sampler + 1 loader + 1 trainer ...", file=sys.stderr)
             runs.append(job_run(a, store))
         res["job"] = runs
-    for part in ("ingest", "ingest_speedup", "cache", "transport", "job"):         # a part not run this time: keep the last figures
+    for part in ("ingest", "ingest_speedup", "ingest_speedup_ring", "cache", "transport", "job"):         # a part not run this time: keep the last figures
         if part not in res and part in prev and prev.get("setting") == res["setting"]:
             res[part] = prev[part]
     (OUT / "ingest.json").write_text(json.dumps(res, indent=1))
@@ -463,11 +487,17 @@ def main() -> None:
                "*one core* = batches per trainer CPU-second.", "",
                "| code | batches/s | GB/s | trainer CPU ms/batch | one core: batches/s |", "|---|---|---|---|---|"]
         for r in res["ingest"]:
-            name = f"before ({a.baseline_rev})" if r["label"] == "before" else "after"
+            name = {"before": f"before ({a.baseline_rev})", "after-ring": "after, rows through a shared-memory ring"}.get(
+                r["label"], "after")
             md.append(f"| {name} | {r['batches_per_second']:.1f} | {r['gb_per_second']:.2f} | {r['cpu_ms_per_batch']:.1f} | "
                       f"{r['one_core_batches_per_second']:.1f} |")
         s = res["ingest_speedup"]
-        md += ["", f"after / before: batches/s **{s['batches_per_second']:.2f}x**, one core **{s['one_core_batches_per_second']:.2f}x**", ""]
+        md += ["", f"after / before: batches/s **{s['batches_per_second']:.2f}x**, one core **{s['one_core_batches_per_second']:.2f}x**"]
+        if "ingest_speedup_ring" in res:
+            s = res["ingest_speedup_ring"]
+            md.append(f"after (ring) / before: batches/s **{s['batches_per_second']:.2f}x**, one core "
+                      f"**{s['one_core_batches_per_second']:.2f}x**")
+        md.append("")
     if "cache" in res:
         bt = res["cache"][0]["batch"]
         off = [r for r in res["cache"] if not r["gpu_cache"]]

@@ -94,6 +94,10 @@ def hostile_set(store: PartitionStore, cfg, job: str, huge_nodes: int) -> dict[s
     y[0] = 10**6
     out["labels_out_of_classes"] = {"loader": _frames(sb), "trainer": _frames(_replace(fb, labels=y))}
     out["labels_out_of_classes"]["loader"] = out["id_minus5"]["loader"]       # loaders carry no labels
+    for name, ring in (("ring_missing", "ring-1-00000000000000ff"), ("ring_path", "../s")):   # rows "in" a ring
+        out[name] = {"loader": out["id_minus5"]["loader"],
+                     "trainer": _frames(_replace(fb, features=fb.features[:0], ring=ring, ring_slot=0, ring_seq=1,
+                                                 ring_bytes=fb.features.nbytes))}
     return out
 
 

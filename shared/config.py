@@ -73,6 +73,14 @@ class LoaderConfig:
     recv_hwm: int = 8
     halo_cache_bytes: int = 64 << 20
     """Bytes of remote feature rows a loader keeps (hottest halo vertices first; 0 = no cache)."""
+    shm_ring_slots: int = 4
+    """Batches a loader may have in flight through its shared-memory ring to a trainer on its host
+    (:mod:`shared.shm_ring`: the rows are written to shared memory, only the header crosses the
+    socket); 0 = features always cross the socket."""
+
+    def __post_init__(self):
+        if not 0 <= int(self.shm_ring_slots) <= 64:
+            raise ValueError(f"loader.shm_ring_slots must be in [0, 64] (got {self.shm_ring_slots})")
 
 
 SAGE_AGGREGATORS = ("mean", "gcn")
@@ -388,6 +396,7 @@ class JobConfig:
             d["trainer"].pop("task")
         d["trainer"].pop("prefetch")           # how far ingest runs ahead does not change results
         d["trainer"].pop("gpu_cache")          # nor where the feature rows come from
+        d["loader"].pop("shm_ring_slots")      # nor how they travel
         if d["trainer"]["edge_weights"]:       # the default: fingerprints of earlier jobs stay the same
             d["trainer"].pop("edge_weights")
         for k, v in (("loss", "bce"), ("margin", 1.0), ("node_embeddings", None)):

@@ -81,6 +81,8 @@ COUNTERS: dict[str, MetricSpec] = {s.field: s for s in (
     _C("bad_messages", "argosy_bad_messages_total", "loader", "Malformed or unexpected messages dropped."),
     _C("loader_send_stall_seconds", "argosy_send_stall_seconds_total", "loader",
        "Seconds a sender was blocked at the downstream high-water mark.", hop="loader_trainer"),
+    _C("loader_ring_batches", "argosy_loader_ring_batches_total", "loader",
+       "Batches whose feature rows went to a trainer on the same host through a shared-memory ring."),
     _C("row_cache_hits", "argosy_loader_row_cache_hits_total", "loader",
        "Feature rows of held out-of-core parts served from the loader's resident hot-row cache."),
     _C("row_cache_misses", "argosy_loader_row_cache_misses_total", "loader",

@@ -30,11 +30,12 @@ __all__ = ["PROTOCOL_VERSION", "MsgKind", "Message", "SampledBatch", "FeatureBat
            "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS",
            "HaloRequest", "AdjacencyRows", "FeatureRows", "HALO_WHAT"]
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 """2: SampledBatch carries dst_ptr (the blocks' CSR offsets); 3: and link_pairs (link prediction);
 4: edge weights (SampledBatch.edge_weight, weighted_degrees; AdjacencyRows.weights, weighted_degrees);
 5: FeatureBatch.feature_cache (rows the trainer caches are left out of ``features``);
-6: HaloRequest.values and the trainers' ``embeddings``/``embedding_grads`` requests."""
+6: HaloRequest.values and the trainers' ``embeddings``/``embedding_grads`` requests;
+7: FeatureBatch.ring, ring_slot, ring_seq, ring_bytes (the rows wait in a shared-memory ring)."""
 
 
 class MsgKind(IntEnum):
@@ -138,7 +139,8 @@ class FeatureBatch(SampledBatch):
         features: float32|float16[N, F] rows aligned with ``nodes``, or, when ``feature_cache`` is
         set, float32|float16[M, F]: the rows of the M nodes the trainer's cache lacks, in node order
         (:meth:`shared.hot_rows.HotRows.lookup`: the receiver derives which, nothing on the wire
-        says so); labels: int64[B] for the seeds.
+        says so), or, when ``ring`` is set, float32|float16[0, F]: the rows are in the sender's
+        shared-memory ring instead (:mod:`shared.shm_ring`); labels: int64[B] for the seeds.
     """
 
     KIND: ClassVar[MsgKind] = MsgKind.FEATURE_BATCH
@@ -150,6 +152,15 @@ class FeatureBatch(SampledBatch):
     feature_cache: str = ""
     """Digest of the trainer's feature cache (:class:`shared.hot_rows.HotRows`) whose rows were left
     out of ``features``; "" = every row is sent."""
+    ring: str = ""
+    """The loader's shared-memory ring holding the feature rows (a file name in the trainer's ring
+    directory, :mod:`shared.shm_ring`); "" = the rows travel inline in ``features``."""
+    ring_slot: int = 0
+    """The ring's slot holding the rows."""
+    ring_seq: int = 0
+    """The slot's sequence number (rises with every batch the ring carries: a reference is used once)."""
+    ring_bytes: int = 0
+    """Bytes of the rows in the slot (the rows ``features`` would carry, times F, times the dtype's width)."""
     features: np.ndarray = field(default_factory=lambda: np.empty((0, 0), np.float32))
     labels: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 

@@ -57,7 +57,8 @@ def per_epoch_values(metrics: dict[str, float], prefix: str) -> list[float]:
 
 def wire_summary(metrics: dict[str, float]) -> dict:
     """``wire_bytes`` (cross-host), ``ipc_bytes``, ``halo_bytes``, per epoch and in total, with the
-    halo cache hit rate, from the job's Redis metrics hash."""
+    halo cache hit rate and the batches whose rows went through a shared-memory ring (not counted
+    in ``ipc_bytes``), from the job's Redis metrics hash."""
     def per_epoch(prefix: str) -> list[float]:
         return per_epoch_values(metrics, prefix)
     hits = metrics.get("halo_cache_hits", 0.0)
@@ -66,6 +67,7 @@ def wire_summary(metrics: dict[str, float]) -> dict:
             "ipc_bytes": metrics.get("ipc_bytes_sent", 0.0), "ipc_bytes_per_epoch": per_epoch("ipc_bytes_e"),
             "halo_bytes": metrics.get("halo_bytes_sent", 0.0), "halo_bytes_per_epoch": per_epoch("halo_bytes_e"),
             "halo_rows": metrics.get("halo_rows", 0.0),
+            "ring_batches": metrics.get("loader_ring_batches", 0.0),
             "halo_cache_hit_rate": hits / (hits + misses) if hits + misses else 0.0,
             "peak_rss_bytes": {k.split(":", 1)[1]: v for k, v in metrics.items() if k.startswith("peak_rss_bytes:")},
             "base_rss_bytes": {k.split(":", 1)[1]: v for k, v in metrics.items() if k.startswith("base_rss_bytes:")}}

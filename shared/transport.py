@@ -22,7 +22,8 @@ from argosy.shared.wire import DEFAULT_LIMITS, Limits, decode, encode
 
 __all__ = ["make_socket", "bind_random", "send_msg", "recv_msg", "advertise_host", "create_keys", "CurveKeys",
            "ZapHandler", "Receiver", "peer_of", "rendezvous_store",
-           "bind_host", "retain_large_buffers", "bind_local", "unbind_local", "connect_endpoint", "host_boot_id"]
+           "bind_host", "retain_large_buffers", "bind_local", "unbind_local", "connect_endpoint", "host_boot_id",
+           "local_ring_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -266,15 +267,23 @@ def bind_local(sock: zmq.Socket) -> str | None:
     (segments, acknowledgements, netfilter): ~6 % less receiver CPU for 45 MB messages here, and
     steadier (``docs/gpu-pipeline.md``).  Only this user can connect (the directory's mode); the
     socket keeps its ZAP/CURVE settings and size limits.  None where ``ipc://`` is not available.
+
+    The directory is made in shared memory (``/dev/shm``) where there is one, else in the temporary
+    directory; in shared memory it also holds the peers' rings (:func:`local_ring_dir`).
     """
     import tempfile
     if not zmq.has("ipc") or not host_boot_id():
         return None
     _sweep_stale_local()
-    try:
-        d = tempfile.mkdtemp(prefix=f"{_IPC_PREFIX}{os.getpid()}-")      # mode 0700
-    except OSError as e:                             # say, a read-only /tmp: TCP only
-        logger.info("no Unix-domain endpoint (%s): peers on this host connect over TCP", e)
+    d, err = None, None
+    for root in _local_roots():
+        try:
+            d = tempfile.mkdtemp(prefix=f"{_IPC_PREFIX}{os.getpid()}-", dir=root)      # mode 0700
+            break
+        except OSError as e:                         # say, a read-only /tmp: the next root, or TCP only
+            err = e
+    if d is None:
+        logger.info("no Unix-domain endpoint (%s): peers on this host connect over TCP", err)
         return None
     path = os.path.join(d, "s")
     try:
@@ -289,38 +298,61 @@ def bind_local(sock: zmq.Socket) -> str | None:
 
 
 _IPC_PREFIX = "argosy-ipc-"
+SHM_ROOT = "/dev/shm"
+"""Where :func:`bind_local` makes its directory when it can (memory, not disk: rings live there)."""
+
+
+def _local_roots() -> list[str]:
+    """Directories :func:`bind_local` may use, preferred first: shared memory, then the temporary directory."""
+    import tempfile
+    roots = [SHM_ROOT] if os.path.isdir(SHM_ROOT) and os.access(SHM_ROOT, os.W_OK | os.X_OK) else []
+    return roots + [tempfile.gettempdir()]
+
+
+def local_ring_dir(endpoint: str | None) -> str | None:
+    """The directory of :func:`bind_local`'s endpoint if it is in shared memory: where loaders on
+    this host put their rings (:mod:`shared.shm_ring`); None otherwise (their rows cross the socket)."""
+    if not endpoint or not endpoint.startswith("ipc://"):
+        return None
+    d = os.path.dirname(endpoint[len("ipc://"):])
+    return d if os.path.dirname(d) == SHM_ROOT else None
 
 
 def _sweep_stale_local() -> None:
     """Remove the socket directories of this user's processes that died without :func:`unbind_local`
     (a SIGKILLed trainer): named ``argosy-ipc-PID-*``, removed when no process PID exists."""
-    import tempfile
-    root = tempfile.gettempdir()
-    try:
-        names = [n for n in os.listdir(root) if n.startswith(_IPC_PREFIX)]
-    except OSError:
-        return
-    for name in names:
+    for root in dict.fromkeys(_local_roots()):
         try:
-            pid = int(name[len(_IPC_PREFIX):].split("-", 1)[0])
-            path = os.path.join(root, name)
-            if os.stat(path).st_uid != os.getuid():
-                continue
-            os.kill(pid, 0)                          # alive (or not ours to signal): keep it
-        except ProcessLookupError:
-            unbind_local(f"ipc://{os.path.join(root, name, 's')}")
-        except (ValueError, OSError):
+            names = [n for n in os.listdir(root) if n.startswith(_IPC_PREFIX)]
+        except OSError:
             continue
+        for name in names:
+            try:
+                pid = int(name[len(_IPC_PREFIX):].split("-", 1)[0])
+                path = os.path.join(root, name)
+                if os.stat(path).st_uid != os.getuid():
+                    continue
+                os.kill(pid, 0)                      # alive (or not ours to signal): keep it
+            except ProcessLookupError:
+                unbind_local(f"ipc://{os.path.join(root, name, 's')}")
+            except (ValueError, OSError):
+                continue
 
 
 def unbind_local(endpoint: str | None) -> None:
-    """Remove what :func:`bind_local` created (call after the socket is closed)."""
+    """Remove what :func:`bind_local` created, and the rings peers left in it (call after the socket is closed)."""
     if endpoint and endpoint.startswith("ipc://"):
         path = endpoint[len("ipc://"):]
+        d = os.path.dirname(path)
         with contextlib.suppress(OSError):
             os.unlink(path)                          # libzmq removes it on close; here in case it did not
         with contextlib.suppress(OSError):
-            os.rmdir(os.path.dirname(path))
+            for name in os.listdir(d):
+                if name.startswith("ring-"):         # rings of loaders that did not remove them (killed)
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(d, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
 
 
 def connect_endpoint(registration: dict) -> str | None:

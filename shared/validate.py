@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 import re
 import threading
 from collections import OrderedDict
@@ -35,9 +36,13 @@ from argosy.shared.transport import Receiver
 from argosy.shared.wire import Limits
 
 __all__ = ["BatchBounds", "MessageValidator", "PlanIndex", "check_sampled_batch", "check_feature_batch",
-           "check_feature_values", "nonfinite_features", "all_finite", "check_work_ref", "job_plan", "job_receiver"]
+           "check_feature_values", "nonfinite_features", "all_finite", "read_finite", "check_ring_ref", "RING_NAME",
+           "check_work_ref", "job_plan", "job_receiver"]
 
 _WORK_ID = re.compile(r"\d{1,20}-\d{1,20}")
+RING_NAME = re.compile(r"ring-\d{1,10}-[0-9a-f]{16}")
+"""A shared-memory ring's file name (:mod:`shared.shm_ring`): the loader's pid and 64 random bits,
+so a name is a plain file name of the receiver's own ring directory, never a path."""
 _INT_DTYPES = {"nodes": "int64", "hop_nodes": "int64", "hop_edges": "int64", "degrees": "int32",
                "edge_src": "int32", "edge_dst": "int32", "dst_ptr": "int32", "labels": "int64"}
 
@@ -70,6 +75,16 @@ class BatchBounds:
     task: str = "node"
     max_pairs: int = 0
     """Most ``link_pairs`` rows of a batch (0: node classification, none allowed)."""
+    ring_slots: int = 0
+    """Slots of a loader's shared-memory ring (``loader.shm_ring_slots``; 0: features always inline)."""
+
+    @property
+    def ring_slot_bytes(self) -> int:
+        """Bytes of one ring slot: the most feature bytes a valid batch can carry, whole pages.
+        Both ends derive it from the job, so the file's layout is never read from the file."""
+        most = min(self.max_nodes * self.feature_dim * np.dtype(self.feature_dtype or "float32").itemsize,
+                   self.max_message_bytes)
+        return max(4096, -(-most // 4096) * 4096)
 
     @classmethod
     def from_job(cls, cfg: JobConfig, store: PartitionStore) -> "BatchBounds":
@@ -98,7 +113,7 @@ class BatchBounds:
                    feature_dtype=str(m.feature_dtype or "float32"), hops=len(train_f), eval_hops=len(eval_f), epochs=int(cfg.trainer.epochs),
                    trainers=int(cfg.num_trainers), max_seeds=max_seeds, max_nodes=min(nodes, n),
                    max_edges=edges, max_degree=min(nnz, 2**31 - 1), max_message_bytes=int(cfg.wire.max_message_bytes),
-                   task=cfg.trainer.task, max_pairs=max_pairs)
+                   task=cfg.trainer.task, max_pairs=max_pairs, ring_slots=int(cfg.loader.shm_ring_slots))
 
 
 def check_work_ref(b: SampledBatch, job: str, bounds: BatchBounds) -> None:
@@ -229,18 +244,22 @@ def check_dst_ptr(b: SampledBatch) -> None:
         raise _bad(b, "dst_ptr offsets fall within a hop")
 
 
-def check_feature_batch(fb: FeatureBatch, bounds: BatchBounds, values: bool = True, hot: HotRows | None = None) -> None:
+def check_feature_batch(fb: FeatureBatch, bounds: BatchBounds, values: bool = True, hot: HotRows | None = None,
+                        rings: bool = False) -> None:
     """Feature rows aligned with the nodes in the store's width and dtype, finite; labels of the seeds in range.
 
     A batch built for a feature cache (``feature_cache`` set) must name ``hot``, the receiver's
     cache, and carry exactly the rows of the nodes that cache lacks (counted here from the nodes,
-    which :func:`check_sampled_batch` has checked are inside the store).
+    which :func:`check_sampled_batch` has checked are inside the store).  A batch whose rows wait
+    in a shared-memory ring (``ring`` set) carries none inline and a well-formed reference to them
+    (:func:`check_ring_ref`); the receiver's :class:`~shared.shm_ring.RingReader` reads and checks them.
 
     Args:
         hot: the receiving trainer's feature cache (None: it has none).
         values: also check every feature value (:func:`check_feature_values`, the one per-byte
             check).  A caller that passes False must run that check, or its device twin
             (``torch.isfinite`` after the copy), before the batch is used.
+        rings: this receiver reads shared-memory rings (else a ring reference is refused).
     """
     N, S = fb.nodes.shape[0], fb.num_seeds
     x, y = fb.features, fb.labels
@@ -251,9 +270,15 @@ def check_feature_batch(fb: FeatureBatch, bounds: BatchBounds, values: bool = Tr
             raise _bad(fb, f"was built for feature cache {str(fb.feature_cache)[:32]!r}, this trainer caches {mine} "
                            "(a loader with a stale view of the trainer's cache)")
         M = int(np.count_nonzero(hot.slot[fb.nodes] < 0))
-    if x.ndim != 2 or x.shape != (M, bounds.feature_dim) or x.dtype.name != bounds.feature_dtype:
+    inline = M
+    if fb.ring:
+        check_ring_ref(fb, bounds, M, rings)
+        inline = 0
+    if x.ndim != 2 or x.shape != (inline, bounds.feature_dim) or x.dtype.name != bounds.feature_dtype:
         what = f" (the {M} rows its feature cache lacks)" if fb.feature_cache else ""
-        raise _bad(fb, f"features {x.dtype}{list(x.shape)} must be {bounds.feature_dtype}[{M}, {bounds.feature_dim}]{what}")
+        what += " (its rows are in a shared-memory ring)" if fb.ring else ""
+        raise _bad(fb, f"features {x.dtype}{list(x.shape)} must be {bounds.feature_dtype}[{inline}, "
+                       f"{bounds.feature_dim}]{what}")
     if y.ndim != 1 or y.dtype.name != "int64" or y.shape[0] != S:
         raise _bad(fb, f"labels {y.dtype}{list(y.shape)} must be int64[{S}] (one per seed)")
     if S and (int(y.min()) < -1 or int(y.max()) >= bounds.num_classes):
@@ -262,6 +287,25 @@ def check_feature_batch(fb: FeatureBatch, bounds: BatchBounds, values: bool = Tr
         raise _bad(fb, f"remote_feature_rows {fb.remote_feature_rows} outside [0, {N}]")
     if values:
         check_feature_values(fb)
+
+
+def check_ring_ref(fb: FeatureBatch, bounds: BatchBounds, rows: int, rings: bool = True) -> None:
+    """A reference to feature rows in the sender's shared-memory ring: a ring file name (never a
+    path), a slot of the job's ring layout, a sequence number, and exactly the bytes of ``rows``
+    feature rows.  Whether the file, slot and sequence are live is the reader's check."""
+    if not rings or not bounds.ring_slots:
+        raise _bad(fb, "names a shared-memory ring; this receiver reads none (features must travel inline)")
+    if not isinstance(fb.ring, str) or not RING_NAME.fullmatch(fb.ring):
+        raise _bad(fb, f"ring {str(fb.ring)[:80]!r} is not a ring file name (ring-PID-16 hex digits)")
+    if not isinstance(fb.ring_slot, int) or not 0 <= fb.ring_slot < bounds.ring_slots:
+        raise _bad(fb, f"ring slot {fb.ring_slot!r} outside [0, {bounds.ring_slots})")
+    if not isinstance(fb.ring_seq, int) or not 1 <= fb.ring_seq < 2**62:
+        raise _bad(fb, f"ring sequence number {fb.ring_seq!r} outside [1, 2**62)")
+    want = rows * bounds.feature_dim * np.dtype(bounds.feature_dtype).itemsize
+    if not want:
+        raise _bad(fb, "names a shared-memory ring for no feature bytes (a batch without rows sends them inline)")
+    if fb.ring_bytes != want:
+        raise _bad(fb, f"ring reference of {fb.ring_bytes!r} bytes, its {rows} feature rows need {want}")
 
 
 def nonfinite_features(fb: FeatureBatch) -> InvalidMessageError:
@@ -302,6 +346,64 @@ def all_finite(x: np.ndarray) -> bool:
         return bool(np.isfinite(x).all())
     uint, mask = spec
     return not _exponent_all_ones(x.reshape(-1).view(uint), uint(mask))
+
+
+_pread = numba.types.ExternalFunction("pread", numba.types.intp(numba.types.int32, numba.types.uintp,
+                                                                  numba.types.uintp, numba.types.int64))
+"""libc's ``pread(2)``, called from compiled code (resolved by name, so the kernel is cacheable)."""
+
+_READ_CHUNK = 256 << 10
+"""Bytes per ``pread`` of :func:`read_finite`: the chunk is checked while it is still in L2."""
+
+
+@numba.njit(cache=True, nogil=True)
+def _pread_exponent_all_ones(fd, addr, nbytes, pos, bits, mask, chunk):
+    """Read ``nbytes`` of file ``fd`` at ``pos`` into ``addr`` (the buffer ``bits`` views) a chunk at
+    a time, checking each chunk's exponents while it is in cache.  Returns (bytes read, some
+    exponent all ones); fewer bytes on end of file or an error (the caller tells which)."""
+    w = bits.itemsize
+    done, checked, hit = 0, 0, False
+    while done < nbytes:
+        r = _pread(fd, addr + done, min(chunk, nbytes - done), pos + done)
+        if r <= 0:
+            break
+        done += r
+        upto = done // w
+        part = bits[checked:upto]          # a slice from 0: the loop vectorises (an offset index did not)
+        for i in range(part.shape[0]):     # no early exit
+            hit |= (part[i] & mask) == mask
+        checked = upto
+    return done, hit
+
+
+def read_finite(fd: int, pos: int, out: np.ndarray) -> tuple[int, bool]:
+    """Fill ``out`` with the bytes of file ``fd`` from offset ``pos`` and check that they are finite,
+    in one pass: :func:`all_finite`'s kernel fused into a chunked ``pread`` loop (GIL released), so
+    the bytes are checked while they are in cache, and they are the reader's own copy (a writer
+    changing the file afterwards cannot change what was checked).  Never maps the file, so a file
+    truncated under the reader yields a short count, not SIGBUS.
+
+    Returns ``(bytes read, finite)``; fewer than ``out.nbytes`` bytes: the file ends early.
+    Raises OSError when the read fails.
+    """
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError(f"read_finite needs a writeable C-contiguous buffer (got {out.dtype}{list(out.shape)})")
+    n = out.nbytes
+    if not n:
+        return 0, True
+    spec = _EXPONENT_BITS.get(out.dtype.itemsize) if out.dtype.kind == "f" else None
+    if spec is None:                          # not a float of IEEE width: read, then numpy's check
+        got = os.preadv(fd, [memoryview(out.reshape(-1).view(np.uint8))], pos)
+        return got, got < n or all_finite(out)
+    uint, mask = spec
+    bits = out.reshape(-1).view(uint)
+    got, hit = _pread_exponent_all_ones(fd, out.ctypes.data, n, pos, bits, uint(mask), _READ_CHUNK)
+    if got < n:                               # end of file, or an error: the syscall says which
+        more = os.preadv(fd, [memoryview(out.reshape(-1).view(np.uint8))[got:]], pos + got)
+        if more:                              # interrupted, then went on: check the rest too
+            got += more
+            return got, got == n and all_finite(out)
+    return int(got), not hit
 
 
 def job_plan(cfg: JobConfig, store: PartitionStore, epoch: int, phase: str, world: int | None = None) -> list[WorkItem]:
@@ -366,14 +468,17 @@ class MessageValidator:
         check_values: run the per-byte feature check here (False: the caller runs it, see
             :func:`check_feature_batch`).
         hot: the trainer's feature cache (batches built for another one are refused).
+        rings: the receiver reads shared-memory rings (:mod:`shared.shm_ring`); else a batch whose
+            features are in one is refused.
     """
 
     def __init__(self, cfg: JobConfig, role: str, rank: int | None = None, job: str | None = None,
-                 store: PartitionStore | None = None, check_values: bool = True, hot: HotRows | None = None):
+                 store: PartitionStore | None = None, check_values: bool = True, hot: HotRows | None = None,
+                 rings: bool = False):
         if role not in ("loader", "trainer"):
             raise ValueError(f"role must be 'loader' or 'trainer' (got {role!r})")
         self.role, self.rank, self.job = role, rank, job or cfg.job
-        self.check_values, self.hot = check_values, hot
+        self.check_values, self.hot, self.rings = check_values, hot, rings
         # Its own view of the whole store (read lazily, memory-mapped): the plan needs every
         # part's split sizes even in a process that holds only some parts.
         store = store if store is not None and getattr(store, "allowed", None) is None else PartitionStore(cfg.store)
@@ -398,7 +503,7 @@ class MessageValidator:
             raise _bad(b, f"addressed to trainer rank {b.trainer_rank}, this is rank {self.rank}")
         check_sampled_batch(b, self.bounds)
         if isinstance(b, FeatureBatch):
-            check_feature_batch(b, self.bounds, values=self.check_values, hot=self.hot)
+            check_feature_batch(b, self.bounds, values=self.check_values, hot=self.hot, rings=self.rings)
         it = self.plans.item(b.epoch, b.phase, b.batch_id)
         if it is None:
             raise _bad(b, f"is not in the plan of epoch {b.epoch} {b.phase}")
@@ -433,7 +538,7 @@ class MessageValidator:
 
 
 def job_receiver(sock, cfg: JobConfig, coord, role: str, rank: int | None = None, check_values: bool = True,
-                 hot: HotRows | None = None) -> Receiver:
+                 hot: HotRows | None = None, rings: bool = False) -> Receiver:
     """The receive path of a loader or trainer: size limits from ``cfg.wire``, then :class:`MessageValidator`.
 
     libzmq's ``MAXMSGSIZE`` makes a peer that sends a larger frame lose its connection before
@@ -442,6 +547,7 @@ def job_receiver(sock, cfg: JobConfig, coord, role: str, rank: int | None = None
     import zmq
     limit = int(cfg.wire.max_message_bytes)
     sock.setsockopt(zmq.MAXMSGSIZE, limit)
-    check = MessageValidator(cfg, role, rank=rank, job=coord.job if coord is not None else None, check_values=check_values, hot=hot)
+    check = MessageValidator(cfg, role, rank=rank, job=coord.job if coord is not None else None, check_values=check_values,
+                             hot=hot, rings=rings)
     return Receiver(sock, check, limits=Limits(max_frame_bytes=limit, max_message_bytes=limit), coord=coord,
                     cut_off_after=cfg.wire.cut_off_after, name=role if rank is None else f"{role} {rank}")

@@ -134,10 +134,15 @@ class LoaderCore:
         gather_feature_rows(self._feats, parts, rows, dst, out,
                             pool=None if res is None or res.fits else self._io_pool)
 
-    def gather_rows(self, nodes: np.ndarray, epoch: int = 0) -> np.ndarray:
-        """Feature rows of global ``nodes`` in order.  Shapes: nodes int64[N] -> float[N, F]."""
+    def gather_rows(self, nodes: np.ndarray, epoch: int = 0, out: np.ndarray | None = None) -> np.ndarray:
+        """Feature rows of global ``nodes`` in order, into ``out`` if given (say, a shared-memory
+        ring's slot), else into a new array.  Shapes: nodes int64[N] -> float[N, F]."""
         nodes = np.asarray(nodes, np.int64)
-        out = np.empty((nodes.shape[0], self.feature_dim), self.dtype)
+        if out is None:
+            out = np.empty((nodes.shape[0], self.feature_dim), self.dtype)
+        elif out.shape != (nodes.shape[0], self.feature_dim) or out.dtype != self.dtype:
+            raise ValueError(f"gather_rows: out must be {self.dtype}[{nodes.shape[0]}, {self.feature_dim}] "
+                             f"(got {out.dtype}{list(out.shape)})")
         if self.featureless:
             return out
         local = self.held[self._assign[nodes]]
@@ -188,17 +193,19 @@ class LoaderCore:
         self._local_rows(ids, out, np.arange(ids.shape[0]))
         return FeatureRows(features=out, labels=np.empty(0, np.int64))
 
-    def load(self, batch: SampledBatch, hot: HotRows | None = None) -> FeatureBatch:
+    def load(self, batch: SampledBatch, hot: HotRows | None = None,
+             out: Callable[[int], np.ndarray | None] | None = None) -> FeatureBatch:
         """Attach features for every node of ``batch`` and labels for its seeds.
 
         With ``hot`` (the receiving trainer's feature cache) only the rows of nodes it lacks are
         gathered and sent, in node order, and the batch names the cache (``feature_cache``).
+        ``out(rows)`` may give the array the rows are gathered into (a ring slot), or None.
         """
         t0 = time.perf_counter()
         nodes = batch.nodes
         if hot is not None:
             nodes = nodes[hot.lookup(nodes)[1]]
-        feats = self.gather_rows(nodes, batch.epoch)
+        feats = self.gather_rows(nodes, batch.epoch, out(nodes.shape[0]) if out is not None else None)
         labels = self.labels_of(batch.nodes[:batch.num_seeds], batch.epoch)
         remote = int(np.count_nonzero(self._assign[nodes] != batch.part))
         fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}

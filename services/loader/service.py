@@ -6,10 +6,16 @@ answers other hosts' halo requests for them, and fetches the rows of other parts
 (one request per holder per batch).  Samplers send each batch to a loader holding its part.  It binds one PULL socket (samplers find it through the registry)
 and holds one PUSH socket per trainer rank, because each batch is addressed to a rank (DDP needs
 every rank to get its own share).  A malformed message is logged and counted, never fatal.
+
+To a trainer on its own host that offers a ring directory (``ring_dir`` in its registration), a
+loader gathers the rows straight into a slot of its shared-memory ring and sends only the header
+(:mod:`shared.shm_ring`); when no slot frees up within :data:`RING_WAIT`, or a batch does not fit,
+the rows travel inline as to any other trainer.
 """
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import zmq
@@ -22,6 +28,7 @@ from argosy.shared.holder import PartHolder
 from argosy.shared.traffic import frames_bytes
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.protocol import SampledBatch
+from argosy.shared.shm_ring import Lease, RingWriter
 from argosy.shared.transport import bind_random, connect_endpoint, make_socket
 from argosy.shared.validate import job_receiver
 from argosy.shared.wire import encode
@@ -30,6 +37,10 @@ from argosy.services.loader.core import LoaderCore
 __all__ = ["LoaderProc"]
 
 logger = logging.getLogger(__name__)
+
+
+RING_WAIT = 5.0
+"""Seconds a loader waits for its trainer to release a ring slot before sending a batch's rows inline."""
 
 
 class _CacheChanged(Exception):
@@ -47,13 +58,15 @@ class LoaderProc(PartHolder):
         self.endpoint = bind_random(self.pull, ctx.port)
         self.rx = job_receiver(self.pull, self.cfg, ctx.coord, "loader")
         self.trainers: dict[int, tuple[str, zmq.Socket, str]] = {}
+        self.rings: dict[int, RingWriter | None] = {}
+        """The shared-memory ring towards each trainer rank on this host (None: rows go inline)."""
         self.hot: dict[int, HotRows | None] = {}
         """Each trainer rank's feature cache (rows to leave out of its batches), None = send every row."""
         self._known_caches: dict[int, HotRows] = {}
         self.whole_store = PartitionStore(self.cfg.store)   # every part's degrees (read once per cache size)
         self.counters = {"loader_batches": 0.0, "feature_bytes": 0.0, "remote_feature_rows": 0.0,
                          "feature_rows": 0.0, "load_seconds": 0.0, "bad_messages": 0.0,
-                         "loader_send_stall_seconds": 0.0, "halo_fetch_failures": 0.0}
+                         "loader_send_stall_seconds": 0.0, "halo_fetch_failures": 0.0, "loader_ring_batches": 0.0}
 
     def refresh(self) -> None:
         self.refresh_parts()
@@ -70,7 +83,28 @@ class LoaderProc(PartHolder):
                 sock.connect(ep)
                 self.trainers[rank] = (ep, sock, s.get("host_label", s.get("host", "")))
                 self.hot[rank] = self._trainer_cache(rank, s.get("feature_cache"))
-                logger.info("connected to trainer rank %d at %s", rank, ep)
+                self._close_ring(rank)
+                self.rings[rank] = self._open_ring(ep, s.get("ring_dir"))
+                logger.info("connected to trainer rank %d at %s%s", rank, ep,
+                            " (rows through a shared-memory ring)" if self.rings[rank] is not None else "")
+
+    def _open_ring(self, endpoint: str, ring_dir) -> RingWriter | None:
+        """A ring in the trainer's ring directory, if it listens there (``ipc://`` in that directory:
+        so this loader runs on its kernel and sees its files) and the job uses rings."""
+        slots = self.cfg.loader.shm_ring_slots
+        if (not slots or not isinstance(ring_dir, str) or not endpoint.startswith("ipc://")
+                or os.path.dirname(endpoint[len("ipc://"):]) != ring_dir or not os.path.isdir(ring_dir)):
+            return None
+        try:
+            return RingWriter(ring_dir, slots, self.rx.check.bounds.ring_slot_bytes)
+        except OSError as e:
+            logger.info("no shared-memory ring in %s (%s): rows go over the socket", ring_dir, e)
+            return None
+
+    def _close_ring(self, rank: int) -> None:
+        ring = self.rings.pop(rank, None)
+        if ring is not None:
+            ring.close()
 
     def _trainer_cache(self, rank: int, published: dict | None) -> HotRows | None:
         """The feature cache trainer ``rank`` published, if this loader derives the same set
@@ -98,6 +132,8 @@ class LoaderProc(PartHolder):
 
     def on_exit(self) -> None:
         self.rx.flush(force=True)
+        for rank in list(self.rings):
+            self._close_ring(rank)
 
     def step(self, now: float) -> None:
         """Receive one SampledBatch (waiting at most 200 ms), load its features, send them on."""
@@ -117,35 +153,72 @@ class LoaderProc(PartHolder):
         if rank not in self.trainers:
             self.refresh()              # learn the trainer (and its feature cache) before gathering rows
         hot = self.hot.get(rank)
-        try:
-            fb = self.core.load(batch, hot)
-        except RequestFailedError as e:
-            logger.warning("batch %d: halo fetch failed (%s); dropped (its work item will be re-claimed)",
-                           batch.batch_id, e)
-            self.counters["halo_fetch_failures"] += 1
-            return
-        fb.loader_id = self.ctx.service_id
-        frames = encode(fb)
-        t_send = time.perf_counter()
+        ring = self.rings.get(rank)
+        if ring is not None and not ring.alive():            # its file was removed: a new one
+            self._close_ring(rank)
+            ring = self.rings[rank] = self._open_ring(self.trainers[rank][0], os.path.dirname(ring.path))
+        lease: list[Lease] = []
+        waited = [0.0]
 
-        def target() -> tuple[zmq.Socket, str] | None:
-            # a trainer that died and came back has a new endpoint: send() re-reads the registry
-            ent = self.trainers.get(rank)
-            if ent is not None and hot is not None and self.hot.get(rank) is not hot:
-                raise _CacheChanged           # a batch built for the trainer's previous cache would be refused
-            return None if ent is None else (ent[1], ent[2])
+        def slot(rows: int):
+            """The ring slot the rows are gathered into (None: a new array, sent inline)."""
+            nbytes = rows * self.core.feature_dim * self.core.dtype.itemsize
+            if ring is None or not nbytes:
+                return None
+            t = time.perf_counter()
+            got = ring.acquire(nbytes, RING_WAIT, self.ctx.stop)
+            waited[0] = time.perf_counter() - t
+            if got is None:
+                return None
+            lease.append(got)
+            return ring.rows(got, (rows, self.core.feature_dim), self.core.dtype)
+
+        sent = False
         try:
-            peer_host = self.send(frames, target, f"batch {batch.batch_id} to trainer rank {rank}")
-        except _CacheChanged:
-            logger.info("trainer rank %d changed its feature cache: batch %d gathered again", rank, batch.batch_id)
-            return self.handle(batch)
-        if peer_host is None:
-            return                      # dropped: its work item will be re-claimed and re-sent
+            try:
+                fb = self.core.load(batch, hot, slot)
+            except RequestFailedError as e:
+                logger.warning("batch %d: halo fetch failed (%s); dropped (its work item will be re-claimed)",
+                               batch.batch_id, e)
+                self.counters["halo_fetch_failures"] += 1
+                return
+            fb.loader_id = self.ctx.service_id
+            fb.load_seconds = max(0.0, fb.load_seconds - waited[0])   # the wait for a slot is a stall, not work
+            feats = fb.features
+            if lease:                     # the rows are in the slot: the message names it
+                fb.features = feats[:0]
+                fb.ring, fb.ring_slot, fb.ring_seq, fb.ring_bytes = ring.name, lease[0].slot, lease[0].seq, feats.nbytes
+            frames = encode(fb)
+            t_send = time.perf_counter()
+
+            def target() -> tuple[zmq.Socket, str] | None:
+                # a trainer that died and came back has a new endpoint: send() re-reads the registry
+                ent = self.trainers.get(rank)
+                if ent is not None and hot is not None and self.hot.get(rank) is not hot:
+                    raise _CacheChanged           # a batch built for the trainer's previous cache would be refused
+                if lease and self.rings.get(rank) is not ring:
+                    raise _CacheChanged           # a new trainer: the slot is in its predecessor's ring
+                return None if ent is None else (ent[1], ent[2])
+            try:
+                peer_host = self.send(frames, target, f"batch {batch.batch_id} to trainer rank {rank}")
+            except _CacheChanged:
+                logger.info("trainer rank %d changed (restarted, or its feature cache did): batch %d gathered again",
+                            rank, batch.batch_id)
+                if lease:
+                    ring.cancel(lease.pop())
+                return self.handle(batch)
+            if peer_host is None:
+                return                      # dropped: its work item will be re-claimed and re-sent
+            sent = True
+        finally:
+            if lease and not sent:
+                ring.cancel(lease[0])
         self.wire.add(frames_bytes(frames), sent=True, cross_host=peer_host != self.host, epoch=batch.epoch, halo=False)
         c = self.counters
-        c["loader_send_stall_seconds"] += time.perf_counter() - t_send
+        c["loader_send_stall_seconds"] += time.perf_counter() - t_send + waited[0]
         c["loader_batches"] += 1
-        c["feature_bytes"] += fb.features.nbytes
-        c["feature_rows"] += fb.features.shape[0]
+        c["loader_ring_batches"] += bool(lease)
+        c["feature_bytes"] += feats.nbytes
+        c["feature_rows"] += feats.shape[0]
         c["remote_feature_rows"] += fb.remote_feature_rows
         c["load_seconds"] += fb.load_seconds

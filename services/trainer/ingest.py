@@ -4,7 +4,10 @@ One thread per trainer owns the PULL socket.  For each message it
 
 1. receives and decodes it (:class:`~shared.transport.Receiver`; arrays stay views of the frames),
 2. validates it (:class:`~shared.validate.MessageValidator`): the structure on this thread; the
-   per-byte finiteness check here too on the CPU, or on the GPU after the copy on CUDA,
+   per-byte finiteness check here too on the CPU, or on the GPU after the copy on CUDA; a batch
+   whose rows wait in its loader's shared-memory ring (a loader on this host) has them copied
+   into this process with the finiteness check fused into the copy, and the slot released
+   (:class:`~shared.shm_ring.RingReader`),
 3. stages it on the device (:meth:`TrainerCore.stage`): on CUDA one copy from a pinned buffer on a
    side stream (:class:`~services.trainer.core.Staging`), which also runs the finiteness check,
 4. claims its batch id in Redis (``mark_applied``: a re-delivery is known before it is queued), and
@@ -34,6 +37,7 @@ import zmq
 
 from argosy.shared.errors import ProtocolError
 from argosy.shared.protocol import FeatureBatch
+from argosy.shared.shm_ring import RingReader
 from argosy.shared.traffic import frames_bytes
 from argosy.shared.transport import Receiver
 from argosy.shared.validate import job_receiver, nonfinite_features
@@ -71,14 +75,23 @@ class Ingest:
         cfg: the job config.  coord: the job's coordinator (thread-safe redis client).
         rank: this trainer's rank.  core: the trainer core (device, :meth:`TrainerCore.stage`).
         depth: batches staged ahead of the step (the queue's bound).
+        ring_dir: where loaders on this host put their rings (:func:`~shared.transport.local_ring_dir`;
+            None: every batch carries its rows).
     """
 
-    def __init__(self, sock: zmq.Socket, cfg, coord, rank: int, core: TrainerCore, depth: int = 2):
+    def __init__(self, sock: zmq.Socket, cfg, coord, rank: int, core: TrainerCore, depth: int = 2,
+                 ring_dir: str | None = None):
         self.core, self.coord = core, coord
         self.on_cuda = core.device.type == "cuda"
+        rings = bool(ring_dir) and cfg.loader.shm_ring_slots > 0
         # on CUDA the finiteness check runs on the GPU after the copy (Staging.finish)
         self.rx: Receiver = job_receiver(sock, cfg, coord, "trainer", rank=rank, check_values=not self.on_cuda,
-                                    hot=core.hot)
+                                         hot=core.hot, rings=rings)
+        self.validator = self.rx.check
+        self.rings = RingReader(ring_dir, self.validator.bounds) if rings else None
+        if self.rings is not None:
+            self.rx.check = self.rings.wrap(self.validator)
+        self._last_sweep = time.monotonic()
         self.staging = Staging(core.device) if self.on_cuda else None
         self.q: queue.Queue = queue.Queue(maxsize=max(1, depth))
         self._acks: list[tuple[str, str]] = []
@@ -99,7 +112,7 @@ class Ingest:
 
     def set_plan(self, epoch: int, phase: str, plan) -> None:
         """Hand the validator the plan the trainer derived (thread-safe, see ``PlanIndex``)."""
-        self.rx.check.set_plan(epoch, phase, plan)
+        self.validator.set_plan(epoch, phase, plan)
 
     def get(self, timeout: float) -> Arrival | None:
         """The next valid batch, or None after ``timeout`` seconds; re-raises the thread's failure."""
@@ -134,6 +147,8 @@ class Ingest:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._send_acks()
+        if self.rings is not None:
+            self.rings.close()
 
     # ---- the ingest thread --------------------------------------------------------------------
     def _take_acks(self) -> list[tuple[str, str]]:
@@ -159,6 +174,9 @@ class Ingest:
                     self._send_acks()
                     if not self.rx.sock.poll(20, zmq.POLLIN):
                         self.rx.flush()
+                        if self.rings is not None and time.monotonic() - self._last_sweep > 5.0:
+                            self.rings.sweep()         # rings of loaders that left
+                            self._last_sweep = time.monotonic()
                         continue
                 a = self._ingest_one()             # a valid batch's claim carries the pending acks
                 if a is None:

@@ -42,8 +42,8 @@ from argosy.shared.validate import job_plan
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.store import PartitionStore
 from argosy.shared.store.residency import queue_depth, tight_budget
-from argosy.shared.transport import (bind_local, bind_random, host_boot_id, make_socket, rendezvous_store,
-                                     retain_large_buffers, unbind_local)
+from argosy.shared.transport import (bind_local, bind_random, host_boot_id, local_ring_dir, make_socket,
+                                     rendezvous_store, retain_large_buffers, unbind_local)
 from argosy.services.trainer.core import TrainerCore, cache_budget, resolved
 from argosy.services.trainer.embedding_shards import ShardedEmbeddings
 from argosy.services.trainer.ingest import Arrival, Ingest
@@ -165,7 +165,10 @@ class TrainerProc:
         self.endpoint = bind_random(self.pull, ctx.port)
         self.local_endpoint = bind_local(self.pull)
         """The same socket on a Unix-domain path: loaders on this host send there (no TCP stack)."""
-        self.ingest = Ingest(self.pull, self.cfg, ctx.coord, rank, self.core, depth=self.cfg.trainer.prefetch)
+        self.ring_dir = local_ring_dir(self.local_endpoint)
+        """Where loaders on this host put their shared-memory rings (None: rows cross the socket)."""
+        self.ingest = Ingest(self.pull, self.cfg, ctx.coord, rank, self.core, depth=self.cfg.trainer.prefetch,
+                             ring_dir=self.ring_dir)
         self.rx = self.ingest.rx
         self._early: list[Arrival] = []
         """Batches of a later phase that arrived before this trainer reached it (used there)."""
@@ -375,6 +378,7 @@ class TrainerProc:
         ctx, coord, cfg = self.ctx, self.ctx.coord, self.cfg
         coord.register("trainer", ctx.service_id, {"rank": self.rank, "endpoint": self.endpoint,
                                                    "local_endpoint": self.local_endpoint, "boot_id": host_boot_id(),
+                                                   "ring_dir": self.ring_dir,
                                                    "host_label": envs.get(envs.HOST_LABEL) or socket.gethostname(),
                                                    "feature_cache": self.feature_cache},
                        cfg.coord.heartbeat_seconds, cfg.coord.heartbeat_ttl)

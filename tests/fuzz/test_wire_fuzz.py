@@ -23,7 +23,7 @@ def test_hostile_corpus_is_refused(path: Path):
 def test_semantic_classes_are_refused_by_the_validator():
     """Decodable poison is refused by the validator, not by luck in the decoder."""
     for name in ("id_1e12", "id_minus5", "state_key_stream", "duplicate_seeds", "foreign_batch_id", "huge_well_formed",
-                 "cached_rows_short", "foreign_cache"):
+                 "cached_rows_short", "foreign_cache", "ring_reference"):
         with pytest.raises(InvalidMessageError):
             wt.run_one((wt.DIR / f"hostile_{name}.bin").read_bytes())
 

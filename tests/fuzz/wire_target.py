@@ -123,6 +123,8 @@ def hostile_messages() -> dict[str, list[bytes]]:
     cb = cached_batches()[0]
     out["cached_rows_short"] = fr(FeatureBatch(**{**cb.__dict__, "features": cb.features[:-1]}))
     out["foreign_cache"] = fr(FeatureBatch(**{**cb.__dict__, "feature_cache": "0123456789abcdef"}))
+    out["ring_reference"] = fr(FeatureBatch(**{**fb.__dict__, "features": fb.features[:0], "ring": "ring-1-00000000000000ff",
+                                               "ring_slot": 0, "ring_seq": 1, "ring_bytes": fb.features.nbytes}))
     return out
 
 
