@@ -288,10 +288,9 @@ class ShardedEmbeddings:
 
     def traffic(self) -> dict:
         """Collective: rows every trainer pulled from another so far, and the bytes the table's
-        exchange moved (pulls, pushes and their replies, counted by the sender and the receiver)."""
+        exchange sent between trainers (pulls, pushes and their replies, each message once)."""
         import torch.distributed as dist
-        c = self.wire.drain()
-        self.bytes += int(c.get("halo_bytes_sent", 0) + c.get("halo_bytes_received", 0))
+        self.bytes += int(self.wire.drain().get("halo_bytes_sent", 0))
         dev = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
         t = torch.tensor([self.module.rows_pulled, self.bytes], dtype=torch.int64, device=dev)
         dist.all_reduce(t)
