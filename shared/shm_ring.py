@@ -109,8 +109,8 @@ class RingWriter:
         self._next = 0
 
     def in_flight(self) -> int:
-        """Slots holding a batch the trainer has not released."""
-        return int(np.count_nonzero(self.released < self.written))
+        """Slots holding a batch the trainer has not released (0 once closed)."""
+        return 0 if self.released is None else int(np.count_nonzero(self.released < self.written))
 
     def acquire(self, nbytes: int, timeout: float, stop: threading.Event | None = None) -> Lease | None:
         """A free slot for a batch of ``nbytes``, waiting up to ``timeout`` seconds for the trainer to
@@ -214,7 +214,6 @@ class RingReader:
                 self._release_refused(msg)
                 raise
             return self.take(msg)
-        check.__wrapped__ = validate              # type: ignore[attr-defined]
         return check
 
     def take(self, fb: FeatureBatch) -> FeatureBatch:
