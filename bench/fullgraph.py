@@ -53,6 +53,11 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
+def cache_flag(cache: str) -> list[str]:
+    """``--cache-bytes CACHE``, or nothing for ``auto`` (the default a user runs with)."""
+    return [] if cache == "auto" else ["--cache-bytes", cache]
+
+
 def cli(args: list[str], timeout: int = 3600) -> dict:
     """Run one ``argosy train`` in a fresh process and return its JSON line, plus the whole-process
     peak as ``/usr/bin/time`` reports it (``whole_peak_rss_bytes``: ``ru_maxrss`` of the child and
@@ -174,7 +179,7 @@ def section_scale(graphs: dict[str, str], epochs: int, cache: str, common: list[
     for name, store in graphs.items():
         base = ["--store", store, "--epochs", str(epochs), *common]
         mem = cli(base + ["--mode", "memory"])
-        off = cli(base + ["--mode", "fullgraph", "--cache-bytes", cache, "--spill-dir", spill])
+        off = cli(base + ["--mode", "fullgraph", *cache_flag(cache), "--spill-dir", spill])
         row = {"memory": mem, "offload": off,
                "time_ratio": steady_epoch(off) / steady_epoch(mem),
                "whole_ratio": off["whole_peak_rss_bytes"] / mem["whole_peak_rss_bytes"],
@@ -204,6 +209,8 @@ def _scale_md(res: dict) -> list[str]:
                  f"**{r['whole_ratio']:.2f}** | {above(o) / MiB:.0f} | {r['above_ratio']:.2f} | "
                  f"{o.get('disk_MB_per_epoch', 0):.0f} | {f(o.get('disk_write_MBps'))} | {f(o.get('disk_read_MBps'))} | "
                  f"{o.get('disk_seconds_per_epoch', 0):.1f} | {o.get('loadavg_after', 0):.1f} |")
+    L += [""] + [f"Offload cache on {name}: {r['offload']['cache_bytes'] / MiB:.0f} MiB "
+                 f"({r['offload'].get('cache_reason', '--cache-bytes')})." for name, r in sc.items()]
     L += ["", "Where the training process's peak goes (MiB; `compute` is the rest: the layers' tensors while they "
           "run, the whole graph's activations under autograd in-memory, one part's in the offloaded schedule, "
           "and allocator slack):", "",
@@ -311,7 +318,7 @@ def section_cgroup(sizes: list[int], dim: int, parts: int, limit: str, cache: st
                 run_dir = tempfile.mkdtemp(prefix=f"bench-cgroup-{mode}-")
                 argv = [sys.executable, "-W", "ignore", "-m", "argosy.services.launch", "train", "--store", store,
                         "--mode", mode, "--epochs", str(epochs), "--patience", "0", *common, "--run-dir", run_dir,
-                        "--json"] + (["--cache-bytes", cache, "--spill-dir", spill] if mode == "fullgraph" else [])
+                        "--json"] + ([*cache_flag(cache), "--spill-dir", spill] if mode == "fullgraph" else [])
                 log = Path(run_dir) / "bench.log"
                 rec = run_step(f"{mode} {n}", argv, cg, log)
                 r = _json_line(log.read_text())
@@ -464,7 +471,8 @@ def main() -> int:
     ap.add_argument("--scale-nodes", type=int, default=1_200_000, help="vertices of the generated graph (scale)")
     ap.add_argument("--scale-dim", type=int, default=128, help="feature width of the scale section's graphs")
     ap.add_argument("--scale-parts", type=int, default=16, help="GREM parts of the scale section's stores")
-    ap.add_argument("--scale-cache", default="48M", help="offload cache of the scale section")
+    ap.add_argument("--scale-cache", default="auto",
+                    help="offload cache of the scale and cgroup sections (auto: the default `argosy train` sizes)")
     ap.add_argument("--scale-graphs", default="generated,road-ny")
     ap.add_argument("--cgroup-nodes", default="1200000,3000000,6000000",
                     help="cgroup section: generated graph sizes, tried in order until offload fails")

@@ -179,7 +179,8 @@ def add_mode_args(p: argparse.ArgumentParser) -> None:
                         "offloaded to disk (GriNNder-style); sar: --trainers workers, one part each (SAR); "
                         "memory: plain in-memory full-graph training (the baseline fullgraph is measured against)")
     F = FullGraphConfig
-    p.add_argument("--cache-bytes", default=_default(F, "cache_bytes"), help="fullgraph: host cache budget for offloaded blocks")
+    p.add_argument("--cache-bytes", default=_default(F, "cache_bytes"), help="fullgraph: host cache for offloaded blocks, e.g. 512M; auto (default): "
+                        "sized from the graph, the model and the memory budget (docs/fullgraph.md)")
     p.add_argument("--spill-dir", default=_default(F, "spill_dir"), help="fullgraph: where blocks spill (an NVMe path in production)")
     p.add_argument("--eviction", default=_default(F, "eviction"), choices=("belady", "lru"), help="fullgraph: cache eviction policy")
     p.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=_default(F, "prefetch"),

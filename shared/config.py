@@ -290,8 +290,10 @@ class FullGraphConfig:
     mode: Literal["fullgraph", "sar", "memory"] = "fullgraph"
     """``fullgraph``: one process, activations in the offload store; ``sar``: one worker per group of
     parts; ``memory``: plain in-memory full-batch training (the baseline)."""
-    cache_bytes: int | str = "256M"
-    """Host cache of the offload store (``fullgraph``); blocks beyond it spill to ``spill_dir``."""
+    cache_bytes: int | str = "auto"
+    """Host cache of the offload store (``fullgraph``); blocks beyond it spill to ``spill_dir``.
+    ``auto``: sized from the graph, the model and the memory budget
+    (:func:`argosy.services.trainer.fullgraph.budget.auto_cache_bytes`)."""
     disk_bytes: int | str | None = None
     """Spill budget (None = unlimited)."""
     spill_dir: str | None = None
@@ -303,14 +305,17 @@ class FullGraphConfig:
     """Use an offload store served by ``python -m argosy.services.offload`` at this endpoint."""
 
     def __post_init__(self):
-        self.cache_bytes = parse_size(self.cache_bytes)
+        if str(self.cache_bytes).strip().lower() == "auto":
+            self.cache_bytes = "auto"
+        else:
+            self.cache_bytes = parse_size(self.cache_bytes)
         self.disk_bytes = parse_size(self.disk_bytes)
         if self.mode not in ("fullgraph", "sar", "memory"):
             raise ConfigError(f"full-graph mode must be fullgraph, sar or memory (got {self.mode!r})")
         if self.eviction not in ("belady", "lru"):
             raise ConfigError(f"eviction must be belady or lru (got {self.eviction!r})")
-        if self.cache_bytes < 0:
-            raise ConfigError(f"cache_bytes must be >= 0 (got {self.cache_bytes})")
+        if self.cache_bytes != "auto" and self.cache_bytes < 0:
+            raise ConfigError(f"cache_bytes must be auto or >= 0 (got {self.cache_bytes})")
 
 
 @dataclass

@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m argosy.services.offload", description=__doc__.splitlines()[0])
     ap.add_argument("--bind", required=True, help="ZeroMQ endpoint, e.g. tcp://0.0.0.0:5580")
     ap.add_argument("--spill-dir", default=_default("spill_dir"), help="where blocks spill (default: a temporary one)")
-    ap.add_argument("--cache-bytes", default=_default("cache_bytes"), help="host cache budget, e.g. 512M, 2G")
+    ap.add_argument("--cache-bytes", default="256M", help="host cache budget, e.g. 512M, 2G (default 256M: a "
+                    "standalone store does not know the graph that `--cache-bytes auto` sizes from)")
     ap.add_argument("--disk-bytes", default=_default("disk_bytes"), help="spill budget (default unlimited)")
     ap.add_argument("--eviction", choices=["belady", "lru"], default=_default("eviction"))
     return ap

@@ -217,8 +217,9 @@ class OffloadStore:
         if data.device.type != "cpu":
             data = data.to("cpu")
         data = data.contiguous()
-        if data.untyped_storage().nbytes() > data.nelement() * data.element_size():
-            data = data.clone()  # a view would keep its whole base tensor alive in the cache
+        # a view would keep its whole base tensor alive in the cache: copied if the cache keeps it
+        # (a block that goes straight to disk is written from the view)
+        view = data.untyped_storage().nbytes() > data.nelement() * data.element_size()
         with self._lock:
             self._check_open()
             if _touch:
@@ -231,7 +232,7 @@ class OffloadStore:
             self._blocks[key] = blk
             if _touch:
                 self._touch(key)
-            self._admit(blk, data, dirty=True)
+            self._admit(blk, data, dirty=True, copy=view)
             self._after_access()
 
     def get(self, kind: str, layer: int, part: int) -> torch.Tensor:
@@ -580,10 +581,8 @@ class OffloadStore:
             blk.loading = False
             self._cond.notify_all()
             if data is into:  # the caller's buffer: the cache keeps its own copy, if it keeps one
-                self._admit(blk, into, dirty=False)
-                if blk.data is into:
-                    blk.data = into.clone()
-                else:
+                self._admit(blk, into, dirty=False, copy=True)
+                if blk.data is None:
                     self._stats.bypass_reads += 1
                 return into, blk.data is not None
             return self._settle(blk, data, pin, must_pin)
@@ -636,8 +635,9 @@ class OffloadStore:
                 self._stats.peak_staged_bytes = max(self._stats.peak_staged_bytes, self._staged_bytes)
             self._cond.notify_all()
 
-    def _admit(self, blk: _Block, data: torch.Tensor, dirty: bool, allow_bypass: bool = True) -> None:
-        """Make ``data`` resident for ``blk``, evicting per policy, or bypass to disk."""
+    def _admit(self, blk: _Block, data: torch.Tensor, dirty: bool, allow_bypass: bool = True,
+               copy: bool = False) -> None:
+        """Make ``data`` (a copy of it with ``copy``) resident for ``blk``, evicting per policy, or bypass to disk."""
         need = blk.nbytes
         my_next = self._next_use(blk.key)
         victims: list[_Block] = []
@@ -673,7 +673,7 @@ class OffloadStore:
             return
         for v in victims:
             self._evict(v)
-        blk.data = data
+        blk.data = data.clone() if copy else data
         blk.dirty = dirty or not blk.on_disk
         self._stats.resident_bytes += need
         self._stats.peak_resident_bytes = max(self._stats.peak_resident_bytes, self._stats.resident_bytes)

@@ -33,6 +33,7 @@ def test_fullgraph_and_sar_from_a_graph_file(tmp_path):
     fg = _train(common + ["--mode", "fullgraph", "--run-dir", str(tmp_path / "fg"), "--cache-bytes", "20K",
                           "--spill-dir", str(tmp_path), "--eviction", "lru"])
     assert fg["mode"] == "fullgraph" and fg["parts"] == 4 and fg["normalize_features"] is False
+    assert fg["cache_bytes"] == 20 << 10 and fg["cache_reason"] == "--cache-bytes"
     assert fg["bytes_written"] > 0 and 0 <= fg["cache_hit_rate"] <= 1
     assert fg["test_accuracy"] > 0.8  # planted classes are easy
     assert fg["epochs"] == len(fg["epoch_seconds_all"]) <= 25

@@ -26,7 +26,11 @@ into 16 parts).  Layer 0 keeps only pair blocks (``feath``: the features' rows, 
 part's own feature rows are read from the source (the store's ``features.npy``, :mod:`.source`)
 when a gather needs them, and in training the epoch's dropout mask is applied to the gathered rows
 (own and halo) in place, so the features are never held whole nor copied into the store every
-epoch.  Dropout masks are drawn once per (epoch, layer, part) and kept as bits
+epoch.  When layer 0 aggregates its input before projecting it (GCN and SAGE with as many hidden units as
+input features or more), the forward pass also stores each part's aggregated input (``agg``: ``n_p``
+rows of the input width) and the backward pass projects that again instead of regathering layer 0's
+expanded input and aggregating it a second time (:meth:`OffloadTrainer._layer0_backward`).
+Dropout masks are drawn once per (epoch, layer, part) and kept as bits
 (:mod:`.dropout`): 1/32 of the float mask, applied by one fused pass wherever the schedule needs
 it again.  The access order of both passes is handed to the store in advance
 (:meth:`OffloadTrainer.train_schedule`) so it can run Belady eviction and exact prefetch.
@@ -97,9 +101,26 @@ class OffloadTrainer:
         self._bits: dict[tuple[int, int], np.ndarray | None] = {}  # this epoch's masks, (layer, part)
         self._bits_epoch = -1
         self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fullgraph-ahead")
+        self._keep_agg, self._reads_self = self._probe_layer0()
         self._train_sched = Schedule(self.train_schedule())
         self._eval_sched = Schedule(self.eval_schedule())
         store.flush()
+
+    def _probe_layer0(self) -> tuple[bool, bool]:
+        """``(keep_agg, reads_self)``: whether the schedule keeps layer 0's aggregated input (the layer
+        aggregates its input before anything else, and a later layer runs first in the backward
+        pass), and whether layer 0 also reads its destination rows (SAGE-mean's ``lin_self``)."""
+        d, seen = self.spec.dims[0], []
+        src = torch.zeros((2, d), device=self.device)
+        dst = torch.zeros((1, d), device=self.device, requires_grad=True)
+
+        def agg(x: torch.Tensor) -> torch.Tensor:
+            seen.append(x is src)
+            return torch.zeros((1, x.shape[1]), device=x.device)
+
+        z = layer_forward(self.model, 0, agg, src, dst)
+        reads_self = torch.autograd.grad(z.sum(), dst, allow_unused=True)[0] is not None
+        return self.spec.num_layers > 1 and seen == [True], reads_self
 
     def _pair(self, q: int, p: int) -> int:
         """Part id of the halo block of owner ``q``'s rows that reader ``p`` reads."""
@@ -151,7 +172,8 @@ class OffloadTrainer:
         """Planned block accesses of one training step, in execution order."""
         L, s = self.spec.num_layers, []
         for l in range(L - 1):
-            s += self._pass(self._in_kind(l, True), l, lambda p: self._writes("act", l + 1, p))
+            s += self._pass(self._in_kind(l, True), l, lambda p: [("agg", 0, p, "w")] * (l == 0 and self._keep_agg)
+                            + self._writes("act", l + 1, p))
 
         def backward(l: int, p: int) -> list[Access]:
             r: list[Access] = []
@@ -164,7 +186,10 @@ class OffloadTrainer:
             return r
 
         for l in reversed(range(L)):
-            s += self._pass(self._in_kind(l, True), l, lambda p: backward(l, p))
+            if l == 0 and self._keep_agg:
+                s += [a for p in range(self.P) for a in [("agg", 0, p, "r")] + backward(0, p)]
+            else:
+                s += self._pass(self._in_kind(l, True), l, lambda p: backward(l, p))
         return s
 
     def eval_schedule(self) -> list[Access]:
@@ -175,9 +200,42 @@ class OffloadTrainer:
         return s
 
     # ------------------------------------------------------------------ compute
-    def _layer(self, l: int, p: int, g: torch.Tensor) -> torch.Tensor:
+    def _layer(self, l: int, p: int, g: torch.Tensor, keep: list | None = None) -> torch.Tensor:
+        """Layer ``l``'s pre-activation output on part ``p`` from its expanded input ``g``; with
+        ``keep``, the aggregate of ``g`` itself is appended to it."""
         m, mt = self.plan.matrix[p], self.plan.matrix_t[p]
-        return layer_forward(self.model, l, lambda x: SpMM.apply(x, m, mt), g, g[: self.sizes[p]])
+
+        def agg(x: torch.Tensor) -> torch.Tensor:
+            y = SpMM.apply(x, m, mt)
+            if keep is not None and x is g:
+                keep.append(y)
+            return y
+        return layer_forward(self.model, l, agg, g, g[: self.sizes[p]])
+
+    def _layer0_backward(self, epoch: int) -> None:
+        """Layer 0's backward pass from the kept aggregates: project each part's ``agg`` block again
+        (its input needs no gradient, so neither the expanded input nor the aggregation is redone)."""
+        st = self.store
+        for p in range(self.P):
+            h = st.get("agg", 0, p).to(self.device)
+            own = self._own_input(p, epoch) if self._reads_self else h
+
+            def agg(x: torch.Tensor, h: torch.Tensor = h) -> torch.Tensor:
+                if x is not h:
+                    raise AssertionError("layer 0 no longer aggregates its input first")
+                return h
+            z = layer_forward(self.model, 0, agg, h, own)
+            st.release("agg", 0, p)
+            a = relu_dropout(z, self._mask(epoch, 1, p), self.spec.dropout)
+            a.backward(self._grad_of(1, p))
+            del h, own, z, a
+
+    def _own_input(self, p: int, epoch: int) -> torch.Tensor:
+        """Part ``p``'s own layer-0 input rows in training (features times the epoch's mask)."""
+        x = self._features(p)
+        if self._in_kind(0, True) == "act":
+            apply_dropout(x, self._mask(epoch, 0, p), self.spec.dropout)
+        return x.to(self.device)
 
     def _mask(self, epoch: int, l: int, p: int) -> np.ndarray | None:
         """Part ``p``'s dropout mask of layer-``l`` inputs this epoch, as bits (drawn once, kept for the step)."""
@@ -260,12 +318,18 @@ class OffloadTrainer:
         with torch.no_grad():
             for l in range(L - 1):
                 for p, x in self._inputs(self._in_kind(l, True), l, epoch):
-                    z = self._layer(l, p, x)
+                    keep = [] if l == 0 and self._keep_agg else None
+                    z = self._layer(l, p, x, keep)
                     del x
+                    if keep:
+                        st.put_async("agg", 0, p, keep.pop().detach().cpu())
                     self._put_with_halo("act", l + 1, p, relu_dropout(z, self._mask(epoch, l + 1, p), spec.dropout))
                 trim_heap()
         total = 0.0
         for l in reversed(range(L)):
+            if l == 0 and self._keep_agg:
+                self._layer0_backward(epoch)
+                continue
             for p, g in self._inputs(self._in_kind(l, True), l, epoch):
                 if l > 0:
                     g.requires_grad_(True)

@@ -24,8 +24,10 @@ from argosy.shared.errors import ConfigError
 from argosy.shared.preflight import check_trainable
 from argosy.shared.report import write_report
 from argosy.shared.store.reader import PartitionStore
+from argosy.shared.store.residency import memory_budget
 from argosy.shared.models import make_optimizer
 
+from .budget import auto_cache_bytes
 from .fullgraph import OffloadTrainer
 from .graph import build_plan, load_store_graph
 from .inmemory import InMemoryTrainer
@@ -131,6 +133,15 @@ def _model_optimizer_bytes(model: torch.nn.Module, opt: torch.optim.Optimizer) -
     return _nbytes(*ps) * 2 + _nbytes(*state)  # parameters, their gradients, the optimizer's state
 
 
+def _cache_bytes(job: JobConfig, fg: FullGraphConfig, plan, spec) -> tuple[int, str]:
+    """The offload store's cache: ``--cache-bytes`` when given, else sized by :func:`.budget.auto_cache_bytes`."""
+    if fg.cache_bytes != "auto":
+        return int(fg.cache_bytes), "--cache-bytes"
+    budget, source = memory_budget(job.memory_budget)
+    cache, why = auto_cache_bytes(plan, spec, budget, rss_bytes())
+    return cache, f"auto, {why}" + (f" (budget: {source})" if budget is not None else " (no memory budget)")
+
+
 def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str]) -> dict:
     """Train one process; returns the epoch records (``epochs``) and the bytes each part of the
     memory breakdown holds."""
@@ -168,8 +179,11 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
             # write-behind holds up to two of the largest blocks beyond a quarter of the cache, so a
             # part's writes overlap the next part's compute instead of waiting one block at a time
             block = max(plan.expanded_size(p) for p in range(plan.num_parts)) * max(spec.dims) * 4
-            ostore = OffloadStore(fg.cache_bytes, spill, fg.disk_bytes, fg.eviction, fg.prefetch,
-                                  max_pending_bytes=fg.cache_bytes // 4 + 2 * block)
+            cache, why = _cache_bytes(job, fg, plan, spec)
+            logger.info("offload cache %.0f MiB: %s", cache / 2**20, why)
+            out.update(cache_bytes=cache, cache_reason=why)
+            ostore = OffloadStore(cache, spill, fg.disk_bytes, fg.eviction, fg.prefetch,
+                                  max_pending_bytes=cache // 4 + 2 * block)
         trainer = OffloadTrainer(spec, plan, source, ostore, model, job.seed, device)
         held["graph"] = (sum(a.nbytes + b.nbytes for a, b in zip(plan.matrix, plan.matrix_t))
                          + _nbytes(plan.owner, plan.local, *plan.own)
@@ -177,7 +191,7 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
                          + _nbytes(*trainer.labels, *(t for v in trainer.masks.values() for t in v)))
         held["features"] = max(plan.part_sizes()) * m.feature_dim * 4
         out.update(parts=plan.num_parts, alpha=plan.expansion_ratio(),
-                   cache_bytes=fg.cache_bytes, eviction=fg.eviction, prefetch=fg.prefetch)
+                   eviction=fg.eviction, prefetch=fg.prefetch)
         ostore.stats(reset=True)
 
     def on_best(epoch: int, rec: dict) -> None:
