@@ -22,14 +22,11 @@ a queued async write waits for that write, so read-after-write order holds.
 
 from __future__ import annotations
 
-import errno
-import itertools
 import logging
 import os
 import shutil
 import tempfile
 import threading
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
@@ -40,6 +37,7 @@ import torch
 from argosy.shared.errors import BlockNotFoundError, CacheBudgetError, DiskBudgetError, OffloadError
 
 from .policy import INF, Access, BlockKey, Schedule
+from .spill import Block, read_file, unlink, write_file
 
 __all__ = ["OffloadStore", "StoreStats"]
 
@@ -93,37 +91,6 @@ class StoreStats:
         return d
 
 
-_FILE_IDS = itertools.count()
-"""Spill file serials: a released block's file is unlinked in the background, so a new block of the same
-key must not reuse its name."""
-
-
-class _Block:
-    __slots__ = ("key", "shape", "dtype", "nbytes", "data", "on_disk", "dirty", "pins", "loading",
-                 "staged", "version", "fid")
-
-    def __init__(self, key: BlockKey, shape: tuple[int, ...], dtype: torch.dtype) -> None:
-        self.key = key
-        self.fid = next(_FILE_IDS)
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = dtype
-        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
-        self.data: torch.Tensor | None = None
-        self.on_disk = False  # the spill file holds the current contents
-        self.dirty = False  # resident contents differ from disk
-        self.pins = 0
-        self.loading = False
-        self.staged: torch.Tensor | None = None  # prefetched data in a staging buffer, not admitted
-        self.version = 0  # bumped by every spill write: a prefetch of an older version is stale
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
 def _key(kind: str, layer: int, part: int) -> BlockKey:
     return (str(kind), int(layer), int(part))
 
@@ -174,7 +141,7 @@ class OffloadStore:
         self.spill_dir = tempfile.mkdtemp(prefix="argosy-offload-") if self._own_dir else spill_dir
         if self.spill_dir is not None:
             os.makedirs(self.spill_dir, exist_ok=True)
-        self._blocks: dict[BlockKey, _Block] = {}
+        self._blocks: dict[BlockKey, Block] = {}
         self._last_use: dict[BlockKey, int] = {}
         self._clock = 0
         self._schedule: Schedule | None = None
@@ -187,6 +154,7 @@ class OffloadStore:
         self._gc_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offload-unlink")
         self._pending: dict[BlockKey, int] = {}
         self._pending_bytes = 0
+        self._writing_bytes = 0  # evicted blocks being written (out of the cache's count, still in memory)
         self._staged_bytes = 0
         self.max_pending_bytes = int(max_pending_bytes if max_pending_bytes is not None
                                      else max(1, self.cache_bytes // 4))
@@ -228,7 +196,7 @@ class OffloadStore:
             if old is not None:
                 self._wait_loading(old)
                 self._drop(old)
-            blk = _Block(key, tuple(data.shape), data.dtype)
+            blk = Block(key, tuple(data.shape), data.dtype)
             self._blocks[key] = blk
             if _touch:
                 self._touch(key)
@@ -331,7 +299,7 @@ class OffloadStore:
                 created = True
                 n = int(num_rows if num_rows is not None else src.shape[0])
                 data = torch.zeros((n,) + tuple(src.shape[1:]), dtype=src.dtype)
-                blk = _Block(key, tuple(data.shape), data.dtype)
+                blk = Block(key, tuple(data.shape), data.dtype)
                 self._blocks[key] = blk
                 if _touch:
                     self._touch(key)
@@ -510,7 +478,7 @@ class OffloadStore:
         while self._pending.get(key, 0) > 0:
             self._cond.wait()
 
-    def _wait_loading(self, blk: _Block) -> None:
+    def _wait_loading(self, blk: Block) -> None:
         while blk.loading:
             self._cond.wait()
 
@@ -520,9 +488,9 @@ class OffloadStore:
         if self._schedule is not None:
             self._schedule.advance(key)
 
-    def _path(self, b: _Block) -> str:
+    def _path(self, b: Block) -> str:
         assert self.spill_dir is not None
-        return os.path.join(self.spill_dir, f"{b.key[0]}-{b.key[1]}-{b.key[2]}.{b.fid}.blk")
+        return b.path(self.spill_dir)
 
     def _next_use(self, key: BlockKey) -> float:
         if self.policy == "belady" and self._schedule is not None:
@@ -587,7 +555,7 @@ class OffloadStore:
                 return into, blk.data is not None
             return self._settle(blk, data, pin, must_pin)
 
-    def _settle(self, blk: _Block, data: torch.Tensor, pin: bool, must_pin: bool) -> tuple[torch.Tensor, bool]:
+    def _settle(self, blk: Block, data: torch.Tensor, pin: bool, must_pin: bool) -> tuple[torch.Tensor, bool]:
         """Admit freshly read data (or read through it) and pin it if asked. Lock held."""
         self._admit(blk, data, dirty=False, allow_bypass=not must_pin)
         if blk.data is None:
@@ -600,7 +568,7 @@ class OffloadStore:
             blk.pins += 1
         return data, blk.data is not None
 
-    def _unstage(self, blk: _Block) -> torch.Tensor:
+    def _unstage(self, blk: Block) -> torch.Tensor:
         data, blk.staged = blk.staged, None
         self._staged_bytes -= blk.nbytes
         return data
@@ -635,18 +603,18 @@ class OffloadStore:
                 self._stats.peak_staged_bytes = max(self._stats.peak_staged_bytes, self._staged_bytes)
             self._cond.notify_all()
 
-    def _admit(self, blk: _Block, data: torch.Tensor, dirty: bool, allow_bypass: bool = True,
+    def _admit(self, blk: Block, data: torch.Tensor, dirty: bool, allow_bypass: bool = True,
                copy: bool = False) -> None:
         """Make ``data`` (a copy of it with ``copy``) resident for ``blk``, evicting per policy, or bypass to disk."""
         need = blk.nbytes
         my_next = self._next_use(blk.key)
-        victims: list[_Block] = []
+        victims: list[Block] = []
         free = self.cache_bytes - self._stats.resident_bytes
         if need <= self.cache_bytes:
             cands = [b for b in self._blocks.values()
                      if b.data is not None and b.pins == 0 and b is not blk and not b.loading]
             last = self._last_use
-            order: list[_Block]
+            order: list[Block]
             if self.policy == "belady" and self._schedule is not None:
                 order = sorted(cands, key=lambda b: (-self._schedule.next_use(b.key), last.get(b.key, 0)))
             else:
@@ -660,37 +628,50 @@ class OffloadStore:
                 victims.append(v)
                 free += v.nbytes
         if free < need or need > self.cache_bytes:
-            if dirty or not blk.on_disk:
-                if self.spill_dir is None:
-                    raise CacheBudgetError(
-                        f"block {blk.key} of {need} bytes does not fit the {self.cache_bytes}-byte cache "
-                        f"({self._stats.resident_bytes} resident, evictable victims exhausted) and no "
-                        "spill directory is configured")
-                self._write(blk, data)
-                blk.on_disk, blk.dirty = True, False
-                self._stats.bypass_writes += 1
-            blk.data = None
-            return
-        for v in victims:
-            self._evict(v)
+            return self._bypass(blk, data, dirty)
+        for v in victims:  # each write runs unlocked: skip a victim another thread took meanwhile
+            if v.data is not None and not v.pins and not v.loading and self._blocks.get(v.key) is v:
+                self._evict(v)
+        if self.cache_bytes - self._stats.resident_bytes < need:
+            return self._bypass(blk, data, dirty)
         blk.data = data.clone() if copy else data
         blk.dirty = dirty or not blk.on_disk
         self._stats.resident_bytes += need
         self._stats.peak_resident_bytes = max(self._stats.peak_resident_bytes, self._stats.resident_bytes)
 
-    def _evict(self, v: _Block) -> None:
-        if v.dirty or not v.on_disk:
+    def _bypass(self, blk: Block, data: torch.Tensor, dirty: bool) -> None:
+        """``blk`` stays out of the cache: written to disk unless its file is current."""
+        if dirty or not blk.on_disk:
             if self.spill_dir is None:
                 raise CacheBudgetError(
-                    f"cache budget of {self.cache_bytes} bytes exceeded and no spill directory is "
-                    f"configured to evict block {v.key} ({v.nbytes} bytes) to")
-            self._write(v, v.data)
-            v.on_disk, v.dirty = True, False
-        v.data = None
+                    f"block {blk.key} of {blk.nbytes} bytes does not fit the {self.cache_bytes}-byte cache "
+                    f"({self._stats.resident_bytes} resident, evictable victims exhausted) and no "
+                    "spill directory is configured")
+            self._write(blk, data, unlocked=True)
+            blk.on_disk, blk.dirty = True, False
+            self._stats.bypass_writes += 1
+        blk.data = None
+
+    def _evict(self, v: Block) -> None:
+        """Drop ``v`` from the cache, writing it first if its file is not current (its bytes leave the
+        cache's count at once: while the write runs they are spill buffers)."""
+        if (v.dirty or not v.on_disk) and self.spill_dir is None:
+            raise CacheBudgetError(
+                f"cache budget of {self.cache_bytes} bytes exceeded and no spill directory is "
+                f"configured to evict block {v.key} ({v.nbytes} bytes) to")
+        data, v.data = v.data, None
         self._stats.resident_bytes -= v.nbytes
+        if v.dirty or not v.on_disk:
+            try:
+                self._write(v, data, unlocked=True)
+            except BaseException:
+                v.data = data  # nothing is dropped: the block stays resident
+                self._stats.resident_bytes += v.nbytes
+                raise
+            v.on_disk, v.dirty = True, False
         self._stats.evictions += 1
 
-    def _drop(self, b: _Block) -> None:
+    def _drop(self, b: Block) -> None:
         if b.staged is not None:
             self._unstage(b)
             self._stats.prefetch_dropped += 1
@@ -698,13 +679,16 @@ class OffloadStore:
             self._stats.resident_bytes -= b.nbytes
             b.data = None
         if b.on_disk:
-            self._gc_pool.submit(_unlink, self._path(b))
+            self._gc_pool.submit(unlink, self._path(b))
             self._stats.disk_bytes -= b.nbytes
             b.on_disk = False
         self._blocks.pop(b.key, None)
         self._last_use.pop(b.key, None)
 
-    def _write(self, b: _Block, data: torch.Tensor) -> None:
+    def _write(self, b: Block, data: torch.Tensor, unlocked: bool = False) -> None:
+        """Write ``b``'s file (lock held); with ``unlocked`` the file I/O runs with the lock released
+        and ``b`` marked busy (``loading``: readers and :meth:`release` wait for it, eviction and
+        prefetch skip it), so other threads' puts, gathers and reads go on meanwhile."""
         if self.spill_dir is None:
             raise CacheBudgetError(f"no spill directory to write block {b.key} to")
         grow = 0 if b.on_disk else b.nbytes
@@ -712,36 +696,35 @@ class OffloadStore:
             raise DiskBudgetError(
                 f"spilling block {b.key} ({b.nbytes} bytes) would exceed the disk budget of "
                 f"{self.disk_budget} bytes ({self._stats.disk_bytes} bytes already spilled)")
-        arr = data.contiguous().view(torch.uint8).numpy() if data.numel() else np.empty(0, np.uint8)
-        t0 = time.perf_counter()
-        try:
-            with open(self._path(b), "wb") as f:
-                f.write(memoryview(arr))
-        except OSError as e:
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise DiskBudgetError(f"disk full while spilling block {b.key} ({b.nbytes} bytes) to "
-                                      f"{self.spill_dir}: {e}") from e
-            raise
+        if unlocked and not b.loading:
+            b.loading = True
+            self._writing_bytes += b.nbytes
+            self._stats.peak_pending_bytes = max(self._stats.peak_pending_bytes,
+                                                 self._pending_bytes + self._writing_bytes)
+            self._lock.release()
+            try:
+                secs = write_file(self._path(b), b, data)
+            finally:
+                self._lock.acquire()
+                b.loading = False
+                self._writing_bytes -= b.nbytes
+                self._cond.notify_all()
+        else:
+            secs = write_file(self._path(b), b, data)
         b.version += 1
         if b.staged is not None:  # staged from the previous contents
             self._unstage(b)
             self._stats.prefetch_dropped += 1
         self._stats.bytes_written += b.nbytes
-        self._stats.write_seconds += time.perf_counter() - t0
+        self._stats.write_seconds += secs
         self._stats.disk_bytes += grow
         self._stats.peak_disk_bytes = max(self._stats.peak_disk_bytes, self._stats.disk_bytes)
 
-    def _read(self, b: _Block, into: torch.Tensor | None = None) -> torch.Tensor:
-        buf = torch.empty(b.shape, dtype=b.dtype) if into is None else into
-        t0 = time.perf_counter()
-        if b.nbytes:
-            with open(self._path(b), "rb", buffering=0) as f:
-                n = f.readinto(memoryview(buf.view(torch.uint8).numpy().reshape(-1)))
-            if n != b.nbytes:
-                raise OffloadError(f"short read of block {b.key}: {n} of {b.nbytes} bytes")
+    def _read(self, b: Block, into: torch.Tensor | None = None) -> torch.Tensor:
+        buf, secs = read_file(self._path(b), b, into)
         with self._lock:
             self._stats.bytes_read += b.nbytes
-            self._stats.read_seconds += time.perf_counter() - t0
+            self._stats.read_seconds += secs
         return buf
 
     def _after_access(self) -> None:

@@ -160,3 +160,40 @@ def test_released_spill_files_go_and_a_new_block_of_the_key_is_its_own(tmp_path)
         assert len(list(tmp_path.iterdir())) == 1
         assert torch.equal(s.get("act", 1, 0), blk(7))
     assert not list(tmp_path.iterdir())
+
+
+def test_writes_run_unlocked_and_lose_nothing(tmp_path):
+    """Spill writes run with the store's lock released: threads putting, reading, gathering and releasing
+    blocks at once (a 3-block cache, every put evicting or bypassing) all see every block's own contents."""
+    import threading
+
+    errors: list[str] = []
+    with OffloadStore(cache_bytes=3 * 4 * 256 * 256, spill_dir=str(tmp_path), policy="lru") as s:
+        def worker(t: int) -> None:
+            try:
+                for i in range(60):
+                    s.put("act", t, i, torch.full((256, 256), float(t * 1000 + i)))
+                    if i >= 1:                        # the block the other threads' puts are evicting now
+                        got = s.get("act", t, i - 1)
+                        if not bool((got == t * 1000 + i - 1).all()):
+                            errors.append(f"thread {t} block {i - 1}: got {float(got[0, 0])}")
+                    if i >= 2:
+                        got = s.get("act", t, i - 2)
+                        if not bool((got == t * 1000 + i - 2).all()):
+                            errors.append(f"thread {t} block {i - 2}: got {float(got[0, 0])}")
+                        g = s.gather("act", t, [(i - 1, np.array([3, 5])), (i, None)])
+                        if g.shape != (258, 256) or float(g[0, 0]) != t * 1000 + i - 1 or float(g[-1, 0]) != t * 1000 + i:
+                            errors.append(f"thread {t} gather {i}")
+                        s.release("act", t, i - 2)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(f"thread {t}: {type(e).__name__}: {e}")
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        st = s.stats()
+        assert not errors, errors[:5]
+        assert st["bytes_written"] > 0 and st["resident_bytes"] <= s.cache_bytes
+        assert st["peak_resident_bytes"] <= s.cache_bytes

@@ -1,0 +1,89 @@
+"""The offload store's blocks and their spill files: one file per block version, written and read whole.
+
+Why this module exists: :mod:`.store` decides *which* blocks live in memory and when they move; this
+module is *how* a block is described (:class:`Block`) and how its bytes reach and leave the disk.
+The file I/O runs without the store's lock held (the store marks the block busy first), so a
+trainer thread is never stuck behind another block's write.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import time
+
+import numpy as np
+import torch
+
+from argosy.shared.errors import DiskBudgetError, OffloadError
+
+from .policy import BlockKey
+
+__all__ = ["Block", "unlink", "write_file", "read_file"]
+
+_FILE_IDS = itertools.count()
+"""Spill file serials: a released block's file is unlinked in the background, so a new block of the same
+key must not reuse its name."""
+
+
+class Block:
+    """One block's state in the store (every field is guarded by the store's lock)."""
+
+    __slots__ = ("key", "shape", "dtype", "nbytes", "data", "on_disk", "dirty", "pins", "loading",
+                 "staged", "version", "fid")
+
+    def __init__(self, key: BlockKey, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+        self.key = key
+        self.fid = next(_FILE_IDS)
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = dtype
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
+        self.data: torch.Tensor | None = None
+        self.on_disk = False  # the spill file holds the current contents
+        self.dirty = False  # resident contents differ from disk
+        self.pins = 0
+        self.loading = False  # busy: its bytes are moving between memory and its file (read or write)
+        self.staged: torch.Tensor | None = None  # prefetched data in a staging buffer, not admitted
+        self.version = 0  # bumped by every spill write: a prefetch of an older version is stale
+
+    def path(self, spill_dir: str) -> str:
+        return os.path.join(spill_dir, f"{self.key[0]}-{self.key[1]}-{self.key[2]}.{self.fid}.blk")
+
+
+def unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def write_file(path: str, b: Block, data: torch.Tensor) -> float:
+    """Write ``data`` (``b``'s contents) to ``path``; returns the seconds it took.
+
+    Raises:
+        DiskBudgetError: the disk is full.
+    """
+    arr = data.contiguous().view(torch.uint8).numpy() if data.numel() else np.empty(0, np.uint8)
+    t0 = time.perf_counter()
+    try:
+        with open(path, "wb") as f:
+            f.write(memoryview(arr))
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskBudgetError(f"disk full while spilling block {b.key} ({b.nbytes} bytes) to "
+                                  f"{os.path.dirname(path)}: {e}") from e
+        raise
+    return time.perf_counter() - t0
+
+
+def read_file(path: str, b: Block, into: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
+    """``b``'s contents from ``path`` (into ``into`` when given) and the seconds the read took."""
+    buf = torch.empty(b.shape, dtype=b.dtype) if into is None else into
+    t0 = time.perf_counter()
+    if b.nbytes:
+        with open(path, "rb", buffering=0) as f:
+            n = f.readinto(memoryview(buf.view(torch.uint8).numpy().reshape(-1)))
+        if n != b.nbytes:
+            raise OffloadError(f"short read of block {b.key}: {n} of {b.nbytes} bytes")
+    return buf, time.perf_counter() - t0
