@@ -44,7 +44,8 @@ RING_WAIT = 5.0
 
 
 class _CacheChanged(Exception):
-    """The trainer a batch was gathered for now caches other rows (it restarted)."""
+    """The trainer a batch was gathered for changed: it caches other rows, or it restarted and the
+    batch's ring slot is in its predecessor's ring."""
 
 
 class LoaderProc(PartHolder):

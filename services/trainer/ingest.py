@@ -62,7 +62,7 @@ class Arrival:
     cached_rows: int
     """Of those, rows served from the trainer's feature cache (not on the wire)."""
     wire_bytes: int
-    """Bytes of the received message (every frame)."""
+    """Bytes received: the message's frames, and the rows read from the loader's ring (if any)."""
     ingest_seconds: float
     copy_seconds: float
 
@@ -207,7 +207,7 @@ class Ingest:
         if fb is None:
             self._carry[0] += time.perf_counter() - t0
             return None
-        wire_bytes = frames_bytes(self.rx.last_frames)
+        wire_bytes = frames_bytes(self.rx.last_frames) + (fb.ring_bytes if fb.ring else 0)
         t1 = time.perf_counter()
         staged = self.core.stage(fb, self.staging)
         t2 = time.perf_counter()

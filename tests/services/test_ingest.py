@@ -147,10 +147,11 @@ def test_a_batch_through_the_ring_equals_the_batch_through_the_socket(ring_env):
     assert send_msg(push, ringed)
     a = _get(ing)
     assert a.fresh and ing.rings.batches == 1 and writer.in_flight() == 0      # copied out, slot released
-    assert a.feature_rows == inline.features.shape[0] and a.wire_bytes < inline.features.nbytes
+    assert a.feature_rows == inline.features.shape[0]
     assert send_msg(push, inline)                                              # the same batch inline: a re-delivery
     b = _get(ing)
     assert not b.fresh and ing.rx.totals["bad_messages"] == 0
+    assert abs(a.wire_bytes - b.wire_bytes) < 128                              # the same bytes into the trainer
     assert np.array_equal(a.staged.x.numpy(), b.staged.x.numpy())
     assert np.array_equal(a.fb.labels, b.fb.labels) and np.array_equal(a.fb.edge_src, b.fb.edge_src)
 
