@@ -5,7 +5,8 @@ and the job spec.  Every vertex's embedding is computed with full neighbourhoods
 store (the training graph: held-out edges are not in it, as in training's evaluation) by the same
 code as node predictions (:mod:`argosy.inference`: layer by layer for built-in models, exact
 ``L``-hop neighbourhoods for ``MODULE:FACTORY`` models); a pair's score is the scorer on its two
-embeddings (a logit: ``sigmoid`` of it is the edge probability).  Without ``--edges`` the store's
+embeddings: a ranking score (higher = more likely an edge); with ``--link-loss bce`` a logit,
+whose ``sigmoid`` is the edge probability.  Without ``--edges`` the store's
 held-out test pairs are scored, and their AUC/AP are reported next to the ones training reported.
 A model with learned node embeddings (``--node-embeddings``) takes its inputs from its own table
 (``best.pt`` holds it), after the store's features when it has any.

@@ -66,7 +66,7 @@ def run_citation(dataset: str, seed: int, run_root: Path, options: dict | None =
     t0 = time.time()
     res = argosy.train(DATASETS / f"{dataset}.npz", task="link", edge_split=SPLIT, seed=seed, run_dir=run_dir, **options)
     pred = argosy.predict(run_dir)                      # the store's test pairs, full neighbourhoods
-    return {"kind": "citation", "dataset": dataset, "seed": seed, "options": options,
+    return {"kind": "citation", "dataset": dataset, "seed": seed, "options": options, "link_loss": res["link_loss"],
             "test_auc": res["test_auc"], "test_ap": res["test_ap"],
             "val_auc": res["val_auc"], "best_epoch": res["best_epoch"], "epochs": res["epochs"],
             "predict_test_auc": pred["test_auc"], "train_edges": res["seeds_trained"] // max(res["epochs"], 1),
@@ -130,13 +130,14 @@ def render() -> str:
     lines = ["# Link prediction, default settings (bench/linkpred.py)", "",
              f"`argosy.train(DATA, task=\"link\", edge_split=\"{SPLIT}\", seed=S)`, nothing else; test AUC/AP (%) of "
              "the best-validation-AUC epoch, mean ± population std over seeds; `predict` = the test AUC "
-             "`argosy.predict` recomputes from best.pt.", "",
+             "`argosy.predict` recomputes from best.pt.  Each row names the loss it trained with (the default "
+             "is `margin` since 2026-11-27, `bce` before) and any other option given.", "",
              "| dataset | seeds | AUC | AP | GAE AUC / AP | predict AUC = train AUC | best epoch | s per run |",
              "|---|---|---|---|---|---|---|---|"]
     by: dict[str, list[dict]] = {}
     for r in recs:
         if r["kind"] == "citation":
-            opts = ", ".join(f"{k}={v}" for k, v in sorted(r.get("options", {}).items()))
+            opts = ", ".join(f"{k}={v}" for k, v in sorted({**r.get("options", {}), "link_loss": r["link_loss"]}.items()))
             name = r["dataset"] + (f" ({opts})" if opts else "")
             by.setdefault(name, {})[r["seed"]] = r              # the latest record of each seed
     for ds, seeds in by.items():

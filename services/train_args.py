@@ -127,8 +127,8 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                       help=f"pair scorer on the two embeddings (default {_default(L, 'scorer')}): dot product, an MLP "
                            "on their element-wise product, or DistMult (a learnable diagonal relation vector)")
     link.add_argument("--link-loss", default=_default(L, "loss"), choices=LINK_LOSSES,
-                      help=f"training loss (default {_default(L, 'loss')}): binary cross-entropy, or the ranking hinge "
-                           "max(0, margin - s(pos) + s(neg)) of each positive against each of its negatives")
+                      help=f"training loss (default {_default(L, 'loss')}): the ranking hinge max(0, margin - s(pos) + "
+                           "s(neg)) of each positive against each of its negatives, or binary cross-entropy")
     link.add_argument("--margin", type=float, default=_default(L, "margin"),
                       help=f"margin of --link-loss margin (default {_default(L, 'margin')})")
     link.add_argument("--node-embeddings", type=int, default=None, metavar="DIM",
@@ -303,7 +303,8 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
                               task=getattr(args, "task", "node")),
         link=LinkConfig(negatives=getattr(args, "negatives", 1), neg_sampler=getattr(args, "neg_sampler", "uniform"),
                         scorer=getattr(args, "scorer", "dot"), metric=getattr(args, "link_metric", "auc"),
-                        loss=getattr(args, "link_loss", "bce"), margin=getattr(args, "margin", 1.0),
+                        loss=getattr(args, "link_loss", _default(LinkConfig, "loss")),
+                        margin=getattr(args, "margin", _default(LinkConfig, "margin")),
                         node_embeddings=getattr(args, "node_embeddings", None),
                         hits_k=getattr(args, "hits_k", 50)),
         coord=CoordConfig(claim_timeout=args.claim_timeout, peer_timeout=args.peer_timeout))

@@ -231,9 +231,10 @@ class LinkConfig:
     scorer: str = "dot"
     """``dot``: the dot product of the two embeddings; ``mlp``: an MLP on their element-wise product;
     ``distmult``: ``sum(z_u * r * z_v)`` with a learnable diagonal relation ``r`` (one relation)."""
-    loss: str = "bce"
-    """``bce``: binary cross-entropy on every pair; ``margin``: the ranking hinge
-    ``max(0, margin - s(pos) + s(neg))`` over each positive and each of its ``negatives``."""
+    loss: str = "margin"
+    """``margin``: the ranking hinge ``max(0, margin - s(pos) + s(neg))`` over each positive and each
+    of its ``negatives`` (the default: above BCE on Cora, Citeseer and ca-astroph, docs/link-prediction.md);
+    ``bce``: binary cross-entropy on every pair."""
     margin: float = 1.0
     """Margin of ``loss="margin"``."""
     node_embeddings: int | None = None

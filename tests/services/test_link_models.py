@@ -132,5 +132,5 @@ def test_new_link_flags_reach_the_config_from_cli_yaml_and_python(tmp_path):
                                                                                                0.5, 32)
         assert JobConfig.from_json(cfg.to_json()) == cfg
     plain = cfg_of(["train", "--task", "link"])
-    assert (plain.link.loss, plain.link.node_embeddings) == ("bce", None)
+    assert (plain.link.loss, plain.link.node_embeddings) == ("margin", None)
     assert plain.fingerprint() != cfg.fingerprint()

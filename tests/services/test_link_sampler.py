@@ -123,7 +123,7 @@ def test_trainer_core_learns_from_link_batches(tmp_path, scorer):
     from argosy.services.loader.core import LoaderCore
     from argosy.services.trainer.core import TrainerCore
     g, store, _ = link_store(tmp_path, n=200, m=1200)
-    link = LinkConfig(scorer=scorer)
+    link = LinkConfig(scorer=scorer, loss="bce")
     core = SamplerCore(store, link=link)
     fb = LoaderCore(store).load(core.sample_item(plan_phase(store, "train", 0, 64, 1, task="link")[0], (5, 5)))
     tr = TrainerCore(TrainerConfig(task="link", normalize_features=False), store.manifest.feature_dim, 1, 2, link=link)
