@@ -21,10 +21,14 @@ import threading
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
 
+from argosy.shared import rundir
 from argosy.shared.errors import RequestFailedError
-from argosy.shared.ownership import assign_parts
+from argosy.shared.halo import HaloClient, HaloServer
+from argosy.shared.ownership import Membership, assign_parts, host_label
+from argosy.shared.traffic import WireCounter
 from argosy.shared.protocol import FeatureRows, HaloRequest
 from argosy.shared.validate import all_finite
 
@@ -203,7 +207,6 @@ class ShardedNodeEmbedding(nn.Module):
 
 def gather_hosts(rank: int, world: int, host: str, device: torch.device) -> list[str]:
     """Every rank's host label, in rank order (one all_gather of fixed-size byte rows)."""
-    import torch.distributed as dist
     raw = host.encode()[:255]
     mine = torch.zeros(256, dtype=torch.uint8)
     mine[0] = len(raw)
@@ -221,10 +224,6 @@ class ShardedEmbeddings:
 
     def __init__(self, ctx, store, zctx, rank: int, world: int, dim: int, lr: float, seed: int,
                  device: torch.device, timeout: float):
-        from argosy.shared.halo import HaloClient, HaloServer
-        from argosy.shared.ownership import Membership, host_label
-        from argosy.shared.traffic import WireCounter
-        import torch.distributed as dist
         self.rank, self.world, self.device = rank, world, device
         self.hosts = gather_hosts(rank, world, host_label(), device)
         self.parts_of = [owned_parts(store.num_parts, self.hosts, r) for r in range(world)]
@@ -250,11 +249,9 @@ class ShardedEmbeddings:
         (``save_to``: the run dir, when a checkpoint is due) and, for a new ``best``, gathers the
         whole table on rank 0 (returned there: float32[n, dim]; None elsewhere).  The barrier
         between the snapshot and the gather keeps a faster rank's next pushes out of both."""
-        import torch.distributed as dist
-        from argosy.shared import rundir
         ids, rows = self.shard.table_rows() if best else (None, None)
         if save_to:
-            rundir.save_shard(save_to, self.rank, self.world, {**self.shard.state(), "epoch": epoch})
+            self.save(save_to, epoch)
         dist.barrier()
         if not best:
             return None
@@ -277,9 +274,12 @@ class ShardedEmbeddings:
             table[got_ids[r][:k].cpu()] = got[r][:k].cpu()
         return table
 
+    def save(self, run_dir: str, epoch: int) -> None:
+        """Write this rank's rows and moments as they are at the end of ``epoch``."""
+        rundir.save_shard(run_dir, self.rank, self.world, {**self.shard.state(), "epoch": epoch})
+
     def resume(self, run_dir: str, epoch: int) -> None:
         """Load this rank's rows and moments as saved at the end of ``epoch``."""
-        from argosy.shared import rundir
         st = rundir.load_shard(run_dir, self.rank, self.world)
         if int(st["epoch"]) != epoch:
             raise ValueError(f"embedding shard of rank {self.rank} is from epoch {st['epoch']}, the checkpoint "
@@ -289,7 +289,6 @@ class ShardedEmbeddings:
     def traffic(self) -> dict:
         """Collective: rows every trainer pulled from another so far, and the bytes the table's
         exchange sent between trainers (pulls, pushes and their replies, each message once)."""
-        import torch.distributed as dist
         self.bytes += int(self.wire.drain().get("halo_bytes_sent", 0))
         dev = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
         t = torch.tensor([self.module.rows_pulled, self.bytes], dtype=torch.int64, device=dev)

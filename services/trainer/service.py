@@ -436,7 +436,7 @@ class TrainerProc:
                     if every and (epoch + 1) % every == 0:
                         self._save_checkpoint(epoch)
             if self.shards is not None and last >= 0 and cfg.run_dir:
-                rundir.save_shard(cfg.run_dir, self.rank, self.world, {**self.shards.shard.state(), "epoch": last})
+                self.shards.save(cfg.run_dir, last)
             if self.rank == 0:
                 if last >= 0:
                     self._save_checkpoint(last)
