@@ -83,12 +83,16 @@ class PhaseStats:
     compute_seconds: float = 0.0
     """Compute thread in forward/backward/step (or the simulated step)."""
     planned_seeds: int = 0
+    out_of_order: int = 0
+    """Batches applied before an earlier one of the plan (it was late or lost; the run is then not
+    bit-reproducible): the waiting batches filled ``reorder_window`` or ``reorder_bytes``."""
     scores: list | None = None
     """Link val/test: ``(scores, labels)`` per batch (gathered over ranks by :meth:`reduce`)."""
 
     FIELDS = ("batches", "seeds", "correct", "labelled", "loss_sum", "sampled_edges", "remote_neighbors",
               "feature_rows", "remote_feature_rows", "duplicate_arrivals", "duplicate_seeds", "idle_seconds",
-              "ingest_seconds", "copy_seconds", "compute_seconds", "planned_seeds", "cached_rows", "wire_bytes")
+              "ingest_seconds", "copy_seconds", "compute_seconds", "planned_seeds", "cached_rows", "wire_bytes",
+              "out_of_order")
     SECONDS = ("loss_sum", "idle_seconds", "ingest_seconds", "copy_seconds", "compute_seconds")
 
     def reduce(self, world: int) -> "PhaseStats":
@@ -242,7 +246,7 @@ class TrainerProc:
         later_acks: dict[int, list[tuple[str, str]]] = {}   # re-deliveries of a pending batch: acked after it
         window = max(1, self.cfg.trainer.reorder_window)
         # ... and past `reorder_bytes` of waiting batches' host memory (large batches under a memory budget), too
-        max_held, out_of_order = self.reorder_bytes, [0]
+        max_held, late = self.reorder_bytes, None   # late: the first batch found missing (for the warning)
         nxt = 0
         last_progress = time.monotonic()
         gathered = [0]                 # seeds since the last optimizer step
@@ -334,10 +338,8 @@ class TrainerProc:
                 if len(pending) >= window or (len(pending) > 1 and
                                               sum(map(_host_bytes, pending.values())) > max_held):
                     first = min(pending, key=rank_of.__getitem__)
-                    if len(pending) >= window:
-                        logger.warning("batch %d still missing; applying batch %d out of plan order", order[nxt], first)
-                    else:
-                        out_of_order[0] += 1
+                    late = order[nxt] if late is None else late
+                    st.out_of_order += 1
                     apply(pending.pop(first))
                     continue
                 t0 = time.perf_counter()
@@ -352,10 +354,11 @@ class TrainerProc:
                 last_progress = time.monotonic()
                 arrive(a)
         settle()
-        if out_of_order[0]:
-            logger.warning("epoch %d %s: %d batches applied out of plan order: the batches waiting for an earlier "
-                           "one held more than %.0f MiB (reorder_bytes; the run is not bit-reproducible)",
-                           epoch, phase, out_of_order[0], max_held / 2**20)
+        if st.out_of_order:                  # one line per phase, not one per batch
+            logger.warning("epoch %d %s: %d batches applied out of plan order (batch %d was the first one "
+                           "missing: late, or lost and re-claimed after claim_timeout), as the batches waiting "
+                           "for it reached reorder_window (%d) or reorder_bytes (%.0f MiB); the run is not "
+                           "bit-reproducible", epoch, phase, st.out_of_order, late, window, max_held / 2**20)
         if phase == "train":
             self.core.finish_step()        # a phase whose last batch came as a duplicate
         self.ingest.flush_acks()
@@ -491,6 +494,7 @@ class TrainerProc:
             rec.update(train_loss=st.loss_sum / max(st.labelled, 1), train_accuracy=st.correct / max(st.labelled, 1),
                        epoch_seconds=secs, batches=st.batches, seeds_planned=st.planned_seeds, seeds_trained=st.seeds,
                        duplicates=st.duplicate_seeds, duplicate_arrivals=st.duplicate_arrivals,
+                       out_of_order_batches=st.out_of_order,
                        seeds_dropped=max(st.planned_seeds - st.seeds, 0), sampled_edges=st.sampled_edges,
                        remote_fraction=st.remote_neighbors / max(st.sampled_edges, 1),
                        halo_fraction=st.remote_feature_rows / max(st.feature_rows, 1),
