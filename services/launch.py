@@ -140,7 +140,9 @@ def _print_result(res: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(res))
         return
-    keys = ("task", "test_auc", "test_ap", "val_auc", "test_accuracy", "val_accuracy", "best_epoch", "epochs", "epoch_seconds", "batches_per_second",
+    link = res.get("task") == "link"      # pair scores: AUC/AP/Hits@K/MRR, not a thresholded accuracy
+    keys = ("task", "test_auc", "test_ap", "test_hits", "test_mrr", "val_auc",
+            *(() if link else ("test_accuracy", "val_accuracy")), "best_epoch", "epochs", "epoch_seconds", "batches_per_second",
             "sampled_edges_per_second", "trainer_idle_fraction", "remote_fraction", "seeds_planned", "seeds_trained",
             "duplicates", "wall_seconds", "seeds_redelivered", "seeds_dropped", "restarts", "trainer_restarts",
             "wire_bytes", "ipc_bytes", "halo_bytes", "halo_cache_hit_rate", "disk_read_bytes", "major_faults",
