@@ -184,9 +184,11 @@ def section_scale(graphs: dict[str, str], epochs: int, cache: str, common: list[
                "time_ratio": steady_epoch(off) / steady_epoch(mem),
                "whole_ratio": off["whole_peak_rss_bytes"] / mem["whole_peak_rss_bytes"],
                "above_ratio": above(off) / above(mem)}
+        if mem.get("epoch_cpu_seconds") and off.get("epoch_cpu_seconds"):
+            row["cpu_ratio"] = off["epoch_cpu_seconds"] / mem["epoch_cpu_seconds"]
         out[name] = row
-        logger.info("%s: offload %.2fx epoch time, %.2fx whole-process peak, %.2fx above imports", name,
-                    row["time_ratio"], row["whole_ratio"], row["above_ratio"])
+        logger.info("%s: offload %.2fx epoch time (%.2fx CPU), %.2fx whole-process peak, %.2fx above imports", name,
+                    row["time_ratio"], row.get("cpu_ratio", 0), row["whole_ratio"], row["above_ratio"])
     return out
 
 
@@ -195,17 +197,21 @@ def _scale_md(res: dict) -> list[str]:
     L = [f"## In-memory vs offload at scale ({res.get('scale_workload', '')})", "",
          "Whole-process peak: `ru_maxrss` of `argosy train` and the training process it starts, as "
          "`/usr/bin/time` reports it. Above imports: the training process's peak minus its RSS after "
-         "imports and kernel warm-up. Epoch: median of the epochs after the first.", "",
-         "| graph | run | parts (alpha) | epoch s | x in-memory | whole-process peak MiB | x in-memory | "
+         "imports and kernel warm-up. Epoch: median of the epochs after the first. CPU s: the training "
+         "process's CPU time (all its threads) in those epochs' steps, median: on a shared machine less "
+         "sensitive to the load than wall time.", "",
+         "| graph | run | parts (alpha) | epoch s | x in-memory | CPU s | x | whole-process peak MiB | x in-memory | "
          "above imports MiB | x in-memory | disk MB/epoch | write MB/s | read MB/s | disk busy s/epoch | load after |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in sc.items():
         m, o = r["memory"], r["offload"]
-        L.append(f"| {name} | in-memory | 1 | {steady_epoch(m):.2f} | 1.00 | {m['whole_peak_rss_bytes'] / MiB:.0f} | "
+        cm, co = m.get("epoch_cpu_seconds"), o.get("epoch_cpu_seconds")
+        cpu = (f"{cm:.2f} | 1.00" if cm else "- | -"), (f"{co:.2f} | **{co / cm:.2f}**" if cm and co else "- | -")
+        L.append(f"| {name} | in-memory | 1 | {steady_epoch(m):.2f} | 1.00 | {cpu[0]} | {m['whole_peak_rss_bytes'] / MiB:.0f} | "
                  f"1.00 | {above(m) / MiB:.0f} | 1.00 | | | | | {m.get('loadavg_after', 0):.1f} |")
         f = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
         L.append(f"| {name} | offload {o['cache_bytes'] / MiB:.0f} MiB cache | {o['parts']} ({o['alpha']:.2f}) | "
-                 f"{steady_epoch(o):.2f} | **{r['time_ratio']:.2f}** | {o['whole_peak_rss_bytes'] / MiB:.0f} | "
+                 f"{steady_epoch(o):.2f} | **{r['time_ratio']:.2f}** | {cpu[1]} | {o['whole_peak_rss_bytes'] / MiB:.0f} | "
                  f"**{r['whole_ratio']:.2f}** | {above(o) / MiB:.0f} | {r['above_ratio']:.2f} | "
                  f"{o.get('disk_MB_per_epoch', 0):.0f} | {f(o.get('disk_write_MBps'))} | {f(o.get('disk_read_MBps'))} | "
                  f"{o.get('disk_seconds_per_epoch', 0):.1f} | {o.get('loadavg_after', 0):.1f} |")
