@@ -27,6 +27,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
@@ -79,6 +80,8 @@ class StoreStats:
     """Time spent writing spill files (bytes_written / write_seconds: the disk's write bandwidth used)."""
     read_seconds: float = 0.0
     """Time spent reading spill files (demand reads and prefetches)."""
+    write_wait_seconds: float = 0.0
+    """Time callers of ``*_async`` writes waited for the write-behind queue to drain (back-pressure)."""
 
     @property
     def hit_rate(self) -> float:
@@ -453,8 +456,10 @@ class OffloadStore:
     def _submit_write(self, key: BlockKey, nbytes: int, fn, *args) -> Future:
         with self._cond:
             self._check_open()
+            t0 = time.perf_counter()
             while self._pending_bytes > 0 and self._pending_bytes + nbytes > self.max_pending_bytes:
                 self._cond.wait()  # back-pressure: never queue unbounded memory
+            self._stats.write_wait_seconds += time.perf_counter() - t0
             self._pending_bytes += nbytes
             self._stats.peak_pending_bytes = max(self._stats.peak_pending_bytes, self._pending_bytes)
             self._pending[key] = self._pending.get(key, 0) + 1

@@ -39,6 +39,7 @@ it again.  The access order of both passes is handed to the store in advance
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -100,6 +101,9 @@ class OffloadTrainer:
                     store.put("feath", 0, self._pair(q, p), x.index_select(0, self._rows[p][q]))
         self._bits: dict[tuple[int, int], np.ndarray | None] = {}  # this epoch's masks, (layer, part)
         self._bits_epoch = -1
+        self.wait_seconds = 0.0
+        """Time the calling thread spent waiting for the store: gathers, reads, write-behind back-pressure
+        and the end-of-step sync (the I/O the schedule did not hide behind compute)."""
         self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fullgraph-ahead")
         self._keep_agg, self._reads_self = self._probe_layer0()
         self._train_sched = Schedule(self.train_schedule())
@@ -217,7 +221,7 @@ class OffloadTrainer:
         (its input needs no gradient, so neither the expanded input nor the aggregation is redone)."""
         st = self.store
         for p in range(self.P):
-            h = st.get("agg", 0, p).to(self.device)
+            h = self._get("agg", 0, p).to(self.device)
             own = self._own_input(p, epoch) if self._reads_self else h
 
             def agg(x: torch.Tensor, h: torch.Tensor = h) -> torch.Tensor:
@@ -256,7 +260,11 @@ class OffloadTrainer:
             cur = nxt
             if p + 1 < self.P:
                 nxt = self._gather(kind, l, p + 1, epoch)
-            yield p, cur.result().to(self.device)
+            t0 = time.perf_counter()
+            x = cur.result()
+            self.wait_seconds += time.perf_counter() - t0
+            yield p, x.to(self.device)
+            del x
             del cur
 
     def _gather(self, kind: str, l: int, p: int, epoch: int = 0) -> Future:
@@ -289,14 +297,30 @@ class OffloadTrainer:
                 off += len(rows)
         return out
 
+    def idle_seconds(self) -> float:
+        """Seconds this trainer has waited for the store so far: :attr:`wait_seconds` plus the
+        write-behind back-pressure the store counts (``write_wait_seconds``)."""
+        return self.wait_seconds + float(self.store.stats().get("write_wait_seconds", 0.0))
+
+    def _get(self, kind: str, l: int, p: int) -> torch.Tensor:
+        t0 = time.perf_counter()
+        x = self.store.get(kind, l, p)
+        self.wait_seconds += time.perf_counter() - t0
+        return x
+
+    def _sync(self) -> None:
+        t0 = time.perf_counter()
+        self.store.sync()
+        self.wait_seconds += time.perf_counter() - t0
+
     def _grad_of(self, l: int, p: int) -> torch.Tensor:
         """Full gradient block of part ``p``'s layer-``l`` input: own + halo contributions."""
         st = self.store
-        g = st.get("grad", l, p)
+        g = self._get("grad", l, p)
         if self.readers[p]:
             g = g.clone()
             for r in self.readers[p]:
-                g.index_add_(0, self._rows[r][p], st.get("gradh", l, self._pair(p, r)))
+                g.index_add_(0, self._rows[r][p], self._get("gradh", l, self._pair(p, r)))
                 st.release("gradh", l, self._pair(p, r))
         st.release("grad", l, p)
         return g.to(self.device)
@@ -353,7 +377,7 @@ class OffloadTrainer:
                 del g, z
             if l > 0:
                 self._release("act", l)
-        st.sync()
+        self._sync()
         self._bits.clear()
         return total
 
@@ -381,7 +405,7 @@ class OffloadTrainer:
                         count[k] += int(sel.sum())
             if l > 0:
                 self._release("eval", l)
-        st.sync()
+        self._sync()
         out = {k.replace("_mask", "_accuracy"): correct[k] / max(1, count[k]) for k in self.masks}
         out["val_loss"] = val_loss / max(1, count["val_mask"])
         out.update({k.replace("_mask", "_correct"): correct[k] for k in self.masks})

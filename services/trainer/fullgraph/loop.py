@@ -52,13 +52,15 @@ def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Opti
     epochs: list[dict] = []
     stopper, best_epoch, best_state = EarlyStopping(cfg.patience), -1, None
     for epoch in range(cfg.epochs):
-        t0, c0 = time.perf_counter(), time.process_time()
+        idle = getattr(trainer, "idle_seconds", None)  # the offloaded trainer's waits for its store
+        t0, c0, i0 = time.perf_counter(), time.process_time(), idle() if idle else 0.0
         opt.zero_grad(set_to_none=True)
         loss = trainer.step(epoch)
         opt.step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         secs, cpu = time.perf_counter() - t0, time.process_time() - c0
+        waited = idle() - i0 if idle else 0.0
         trim_heap()  # the step's freed activations back to the OS, so the evaluation does not stack on them
         t1 = time.perf_counter()
         acc = trainer.evaluate()
@@ -66,7 +68,8 @@ def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Opti
         rec = {"epoch": epoch, "train_loss": float(loss), "train_accuracy": acc["train_accuracy"],
                "val_accuracy": acc["val_accuracy"], "test_accuracy": acc["test_accuracy"],
                "epoch_seconds": secs, "epoch_cpu_seconds": cpu, "eval_seconds": time.perf_counter() - t1,
-               "batches_per_second": 1.0 / max(secs, 1e-9), "trainer_idle_fraction": 0.0,
+               "batches_per_second": 1.0 / max(secs, 1e-9),
+               "trainer_idle_fraction": waited / max(secs, 1e-9),
                "remote_fraction": remote_fraction}
         epochs.append(rec)
         rec["val_loss"] = acc["val_loss"]
@@ -91,7 +94,9 @@ def fit(trainer: FullGraphTrainer, model: torch.nn.Module, opt: torch.optim.Opti
               "final_loss": epochs[-1]["train_loss"],
               "epoch_seconds": statistics.median(times[1:] if len(times) > 1 else times),
               "epoch_seconds_all": times,
-              "epoch_cpu_seconds": statistics.median(cpus[1:] if len(cpus) > 1 else cpus)}
+              "epoch_cpu_seconds": statistics.median(cpus[1:] if len(cpus) > 1 else cpus),
+              "trainer_idle_fraction": statistics.median([e["trainer_idle_fraction"] for e in epochs][1:]
+                                                         or [epochs[0]["trainer_idle_fraction"]])}
     logger.info("stopped after %d epochs; best validation %.4f at epoch %d (test %.4f)", len(epochs), stopper.best_val,
                 best_epoch, best["test_accuracy"])
     return epochs, result
