@@ -244,11 +244,13 @@ class ShardedEmbeddings:
                     "(%.1f MB, 3x that with Adam's moments)", world, rank, self.shard.parts, self.shard.rows,
                     m.num_nodes, self.shard.rows * dim * 4 / 1e6)
 
-    def end_epoch(self, best: bool, save_to: str | None, epoch: int) -> torch.Tensor | None:
-        """Collective, every rank at the same epoch end.  Snapshots this rank's rows, saves them
-        (``save_to``: the run dir, when a checkpoint is due) and, for a new ``best``, gathers the
-        whole table on rank 0 (returned there: float32[n, dim]; None elsewhere).  The barrier
-        between the snapshot and the gather keeps a faster rank's next pushes out of both."""
+    def end_epoch(self, best: bool, save_to: str | None, epoch: int, rec: dict) -> torch.Tensor | None:
+        """Collective, every rank at the same epoch end.  Adds the exchange's totals to the epoch's
+        record ``rec`` (:meth:`traffic`), snapshots this rank's rows, saves them (``save_to``: the
+        run dir, when a checkpoint is due) and, for a new ``best``, gathers the whole table on rank 0
+        (returned there: float32[n, dim]; None elsewhere).  The barrier between the snapshot and the
+        gather keeps a faster rank's next pushes out of both."""
+        rec.update(self.traffic())
         ids, rows = self.shard.table_rows() if best else (None, None)
         if save_to:
             self.save(save_to, epoch)

@@ -419,24 +419,25 @@ class TrainerProc:
                     self._record(rec, phase, st, secs)
                 improved = self._track_best(epoch, rec)
                 every = cfg.trainer.checkpoint_every
-                table = None
-                if self.shards is not None:       # collective: every rank's rows saved / gathered alike
-                    due = bool(cfg.run_dir) and bool(every) and (epoch + 1) % every == 0
-                    table = self.shards.end_epoch(improved and bool(cfg.run_dir), cfg.run_dir if due else None, epoch)
-                    rec.update(self.shards.traffic())
+                due = bool(cfg.run_dir) and bool(every) and (epoch + 1) % every == 0
+                table = None if self.shards is None else self.shards.end_epoch(   # collective, every rank
+                    improved and bool(cfg.run_dir), cfg.run_dir if due else None, epoch, rec)
                 self.epochs.append(rec)
                 if self.rank == 0:
                     coord.append_epoch(rec)
-                    logger.info("epoch %d: loss %.4f train %.3f val %.3f test %s (%.2f s, idle %.0f%%)", epoch,
-                                rec["train_loss"], rec["train_accuracy"], rec["val_accuracy"],
-                                "-" if rec["test_accuracy"] is None else f"{rec['test_accuracy']:.3f}",
-                                rec["epoch_seconds"], 100 * rec["trainer_idle_fraction"])
-                    if self.link:
-                        logger.info("epoch %d: val auc %.4f ap %.4f hits@%d %.4f mrr %.4f", epoch, rec["val_auc"],
-                                    rec["val_ap"], cfg.link.hits_k, rec["val_hits"], rec["val_mrr"])
+                    if self.link:                  # ranking scores: AUC/AP/Hits/MRR, no thresholded accuracy
+                        logger.info("epoch %d: loss %.4f val auc %.4f ap %.4f hits@%d %.4f mrr %.4f (%.2f s, "
+                                    "idle %.0f%%)", epoch, rec["train_loss"], rec["val_auc"], rec["val_ap"],
+                                    cfg.link.hits_k, rec["val_hits"], rec["val_mrr"], rec["epoch_seconds"],
+                                    100 * rec["trainer_idle_fraction"])
+                    else:
+                        logger.info("epoch %d: loss %.4f train %.3f val %.3f test %s (%.2f s, idle %.0f%%)", epoch,
+                                    rec["train_loss"], rec["train_accuracy"], rec["val_accuracy"],
+                                    "-" if rec["test_accuracy"] is None else f"{rec['test_accuracy']:.3f}",
+                                    rec["epoch_seconds"], 100 * rec["trainer_idle_fraction"])
                     if improved:
                         self._save_best(epoch, rec, table)
-                    if every and (epoch + 1) % every == 0:
+                    if due:
                         self._save_checkpoint(epoch)
             if self.shards is not None and last >= 0 and cfg.run_dir:
                 self.shards.save(cfg.run_dir, last)
@@ -541,7 +542,6 @@ class TrainerProc:
             "task": self.cfg.trainer.task,
             **({"scorer": self.cfg.link.scorer, "link_loss": self.cfg.link.loss,
                 "node_embeddings": self.core.embedding_dim} if self.link else {}),
-            # split node embeddings: the rows each trainer holds (by rank), and what crossed between them
             **({"node_embedding_rows": list(self.shards.rows_of),
                 "embedding_rows_pulled": self.epochs[-1].get("embedding_rows_pulled", 0),
                 "embedding_bytes": self.epochs[-1].get("embedding_bytes", 0)} if self.shards is not None else {}),
