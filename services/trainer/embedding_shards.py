@@ -160,7 +160,9 @@ class EmbeddingShard:
 
 
 class _Lookup(torch.autograd.Function):
-    """Rows of ``ids`` from their owners; the backward pass sends each owner its rows' gradients."""
+    """Rows of ``ids`` from their owners; the backward pass sends each owner its rows' gradients.
+    (The exchange's bytes are kept as running totals, :meth:`ShardedEmbeddings.traffic`, so requests
+    carry epoch 0: the halo's per-epoch attribution is not used for them.)"""
 
     @staticmethod
     def forward(ctx, ids: Tensor, anchor: Tensor, emb: "ShardedNodeEmbedding") -> Tensor:
@@ -169,7 +171,7 @@ class _Lookup(torch.autograd.Function):
         rows = np.empty((host.shape[0], emb.shard.dim), np.float32)
         rows[mine] = emb.shard.pull(host[mine])
         if not mine.all():
-            rows[~mine] = emb.client.fetch("embeddings", host[~mine], emb.epoch).features
+            rows[~mine] = emb.client.fetch("embeddings", host[~mine], 0).features
         ctx.host, ctx.mine, ctx.emb = host, mine, emb
         emb.rows_pulled += int((~mine).sum())
         return torch.from_numpy(rows).to(anchor.device)
@@ -180,7 +182,7 @@ class _Lookup(torch.autograd.Function):
         host, mine, emb = ctx.host, ctx.mine, ctx.emb
         emb.shard.push(host[mine], g[mine])
         if not mine.all():
-            emb.client.fetch("embedding_grads", host[~mine], emb.epoch, values=g[~mine])
+            emb.client.fetch("embedding_grads", host[~mine], 0, values=g[~mine])
         return None, None, None
 
 
@@ -196,8 +198,6 @@ class ShardedNodeEmbedding(nn.Module):
         super().__init__()
         self.shard, self.client = shard, client
         self.anchor = torch.zeros(0, device=device, requires_grad=True)
-        self.epoch = 0
-        """Attributes the exchange's bytes to an epoch (set by the trainer)."""
         self.rows_pulled = 0
         """Rows fetched from other trainers (the rest were this trainer's own)."""
 
