@@ -58,7 +58,7 @@ def run_one(dataset: str, model: str, seed: int, run_root: Path) -> dict:
     rec = {"dataset": dataset, "model": model, "seed": seed, "test_accuracy": res["test_accuracy"],
            "val_accuracy": res["val_accuracy"], "best_epoch": res["best_epoch"], "epochs": res["epochs"],
            "stopped_early": res["stopped_early"], "wall_seconds": time.time() - t0,
-           "fingerprint": res["config_fingerprint"], "load_avg": os.getloadavg()[0], "commit": _commit()}
+           "fingerprint": res["config_fingerprint"], "precision": res.get("precision"), "load_avg": os.getloadavg()[0], "commit": _commit()}
     if seed == 0:
         pred = argosy.predict(run_dir)
         rec["predict_test_accuracy"] = pred["test_accuracy"]

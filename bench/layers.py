@@ -4,7 +4,9 @@ replaced, PyG's layers and DGL's (its own venv, ``bench/layers_dgl.py``), on the
 * layer: one synthetic sampled block, 35k sources, 20k destinations, 300k edges grouped by
   destination (15 each on average), 128 input features -> 256 (SAGE mean, GCN; GAT 8 heads x 32);
   forward + backward of the layer's output sum, input and parameter gradients.
-* step: forward + backward + Adam step of a 3-layer model (hidden 256; GAT 8 x 32), on real
+* step: forward + backward + Adam step of a 3-layer model (Argosy in float32, and in bfloat16 mixed
+  precision as ``--precision auto`` trains on a CPU with native bfloat16; DGL 2.1's CPU kernels
+  crash under bfloat16 autocast (a segfault in ``gspmm``), so DGL runs float32) (hidden 256; GAT 8 x 32), on real
   batches of soc-slashdot (batch 1024, fanouts 15,10,5 in DGL's order, i.e. ``--fanouts 5,10,15``)
   with random 128-d features and 10 random classes.
 
@@ -187,7 +189,7 @@ def argosy_round(z: dict, batches: list, reps: int) -> dict:
     for kind in ("sage", "gcn", "gat"):
         hidden, heads = (32, 8) if kind == "gat" else (256, 8)
         row = {}
-        for name in ("per-edge", "argosy", "pyg"):
+        for name in ("per-edge", "argosy", "argosy-bf16", "pyg"):
             torch.manual_seed(0)
             if name == "pyg":
                 inner = {"sage": lambda: pygm.GraphSAGE(fin, 256, 3, classes, dropout=0.5),
@@ -200,10 +202,14 @@ def argosy_round(z: dict, batches: list, reps: int) -> dict:
             opt = torch.optim.Adam(model.parameters(), lr=0.003)
             model.train()
 
+            amp = name == "argosy-bf16"         # the trainer's --precision bf16 (auto on a CPU with native bf16)
+
             def epoch():
                 for xb, bl, yb in prepared:
                     opt.zero_grad(set_to_none=True)
-                    F.cross_entropy(forward(xb, bl), yb).backward()
+                    with torch.autocast("cpu", torch.bfloat16, enabled=amp):
+                        out = forward(xb, bl)
+                    F.cross_entropy(out.float(), yb).backward()
                     opt.step()
             row[name] = median_ms(epoch, max(3, reps // 2), warm=1) / len(prepared)
         res["step"][kind] = row
@@ -268,15 +274,17 @@ def main() -> None:
            "step_batch": {"hop_nodes": sb.hop_nodes.tolist(), "hop_edges": sb.hop_edges.tolist()},
            "table": table, "rounds_raw": {"argosy": ours, "dgl": theirs}}
     (OUT / "layers.json").write_text(json.dumps(res, indent=1))
-    cols = ["per-edge", "argosy", "pyg", "dgl"]
+    cols = ["per-edge", "argosy", "argosy-bf16", "pyg", "dgl"]
     md = [f"# Layer and step compute, CPU ({time.strftime('%Y-%m-%d %H:%M')}, {args.threads} threads, "
           f"load avg {res['load_average'][0]:.1f}; {args.clock} ms, best of {args.rounds} rounds of medians)", ""]
     for part, title in (("layer", "forward + backward of one layer (35k src, 20k dst, 300k edges, 128 -> 256)"),
                         ("step", "train step, 3 layers hidden 256, soc-slashdot batch 1024, fanouts 15,10,5")):
-        md += [f"**{title}**", "", "| model | " + " | ".join(cols) + " | argosy / dgl |", "|---" * (len(cols) + 2) + "|"]
+        md += [f"**{title}**", "", "| model | " + " | ".join(cols) + " | argosy / dgl | argosy-bf16 / dgl |",
+               "|---" * (len(cols) + 3) + "|"]
         for kind, row in table.get(part, {}).items():
-            ratio = f"{row['argosy'] / row['dgl']:.2f}" if "dgl" in row else "-"
-            md.append(f"| {kind} | " + " | ".join(f"{row[c]:.1f}" if c in row else "-" for c in cols) + f" | {ratio} |")
+            ratios = [f"{row[c] / row['dgl']:.2f}" if c in row and "dgl" in row else "-" for c in ("argosy", "argosy-bf16")]
+            md.append(f"| {kind} | " + " | ".join(f"{row[c]:.1f}" if c in row else "-" for c in cols)
+                      + f" | {' | '.join(ratios)} |")
         md.append("")
     (OUT / "layers.md").write_text("\n".join(md))
     print("\n".join(md))

@@ -67,7 +67,7 @@ from argosy.services.loader.core import LoaderCore
 from argosy.services.trainer.core import TrainerCore
 s = PartitionStore({store!r}); S = SamplerCore(s, seed=0); L = LoaderCore(s)
 fan = tuple({fanouts!r})
-T = TrainerCore(TrainerConfig(model={model!r}, hidden={hidden}), L.feature_dim, s.manifest.num_classes, len(fan))
+T = TrainerCore(TrainerConfig(model={model!r}, hidden={hidden}, precision={precision!r}), L.feature_dim, s.manifest.num_classes, len(fan))
 plan = plan_phase(s, "train", 0, {batch}, 1)
 for it in plan[:2]: T.train_step(L.load(S.sample_item(it, fan)))      # warm up (numba compile)
 t0 = time.perf_counter(); n = 0
@@ -79,27 +79,29 @@ print(json.dumps({{"batches": n, "seconds": dt, "batches_per_second": n / dt}}))
 """
 
 
-def inprocess(store, fanouts, model, hidden, batch, epochs, cpus: str) -> dict:
+def inprocess(store, fanouts, model, hidden, batch, epochs, cpus: str, precision: str = "auto") -> dict:
     code = INPROC.format(root=str(ROOT), store=str(store), fanouts=list(fanouts), model=model, hidden=hidden,
-                         batch=batch, epochs=epochs)
+                         batch=batch, epochs=epochs, precision=precision)
     out = subprocess.run(["taskset", "-c", cpus, sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=ROOT)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def pipeline(store, fanouts, model, hidden, batch, epochs, cpus: str, samplers=1, loaders=1, work=None) -> dict:
+def pipeline(store, fanouts, model, hidden, batch, epochs, cpus: str, samplers=1, loaders=1, work=None,
+             precision: str = "auto") -> dict:
     cmd = ["taskset", "-c", cpus, sys.executable, "-m", "argosy.services.launch", "train", "--store", str(store),
            "--epochs", str(epochs), "--fanouts", ",".join(map(str, fanouts)), "--model", model, "--hidden", str(hidden),
            "--batch-size", str(batch), "--samplers", str(samplers), "--loaders", str(loaders),
-           "--eval-max-nodes", "1000", "--eval-fanouts", ",".join(map(str, fanouts)), "--json"]
+           "--eval-max-nodes", "1000", "--eval-fanouts", ",".join(map(str, fanouts)), "--precision", precision, "--json"]
     if work:
         cmd += ["--run-dir", str(work)]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    return {k: r[k] for k in ("batches_per_second", "trainer_idle_fraction", "epoch_seconds", "remote_fraction",
-                              "seeds_trained", "seeds_planned", "sampled_edges_per_second")}
+    return {k: r.get(k) for k in ("batches_per_second", "trainer_idle_fraction", "epoch_seconds", "remote_fraction",
+                                  "seeds_trained", "seeds_planned", "sampled_edges_per_second", "precision",
+                                  "compute_seconds", "ingest_seconds", "idle_seconds")}
 
 
 def main() -> None:

@@ -2,9 +2,11 @@
 classes, 3-layer SAGE-256 (mean), fanouts 15,10,5 (DGL's order; Argosy's ``--fanouts 5,10,15``),
 batch 1024, on the same cores.
 
-Three figures, train batches/s: DGL's single-process loop (``bench/pipeline_dgl.py``, its own
-venv), Argosy's in-process loop (sampler, loader and trainer cores in one process, as in
-``bench/pipeline.py``) and ``argosy train`` (1 sampler, 1 loader, 1 trainer process).  The rounds
+Train batches/s of DGL's single-process loop (``bench/pipeline_dgl.py``, its own venv, float32:
+DGL 2.1's CPU kernels crash under bfloat16 autocast), Argosy's in-process loop (sampler, loader
+and trainer cores in one process, as in ``bench/pipeline.py``) and ``argosy train`` (1 sampler,
+1 loader, 1 trainer process), each with the default ``--precision auto`` (bfloat16 mixed
+precision on a CPU with native bfloat16) and with ``--precision fp32`` (like for like with DGL).  The rounds
 alternate DGL and Argosy (the machine is shared); the table keeps each one's best round.
 
 Usage: python bench/pipeline_vs_dgl.py [--cpus 0,1] [--epochs 3] [--rounds 2]
@@ -31,6 +33,8 @@ from argosy.shared.envs import datasets_dir  # noqa: E402
 DATASET = datasets_dir() / "soc-slashdot.npz"
 
 from pipeline import inprocess, pipeline  # noqa: E402
+
+KEYS = ("dgl", "inprocess", "pipeline", "inprocess_fp32", "pipeline_fp32")
 
 
 def make_inputs(dim: int = 128, classes: int = 10, train: float = 0.2) -> tuple[Path, Path]:
@@ -71,21 +75,29 @@ def main() -> None:
         if p.returncode:
             raise RuntimeError(p.stderr[-2000:])
         dgl = json.loads(p.stdout.strip().splitlines()[-1])
-        print(f"round {r + 1}: argosy in-process ...", file=sys.stderr)
-        ip = inprocess(store, fan, model, hidden, batch, args.epochs, args.cpus)
-        print(f"round {r + 1}: argosy train ...", file=sys.stderr)
-        pl = pipeline(store, fan, model, hidden, batch, args.epochs, args.cpus, work=WORK / f"run-{r}")
-        rounds.append({"dgl": dgl["batches_per_second"], "inprocess": ip["batches_per_second"],
-                       "pipeline": pl["batches_per_second"], "trainer_idle_fraction": pl["trainer_idle_fraction"]})
+        row = {"dgl": dgl["batches_per_second"]}
+        for prec, tag in (("auto", ""), ("fp32", "_fp32")):
+            print(f"round {r + 1}: argosy in-process, --precision {prec} ...", file=sys.stderr)
+            ip = inprocess(store, fan, model, hidden, batch, args.epochs, args.cpus, precision=prec)
+            print(f"round {r + 1}: argosy train, --precision {prec} ...", file=sys.stderr)
+            pl = pipeline(store, fan, model, hidden, batch, args.epochs, args.cpus, work=WORK / f"run-{r}{tag}",
+                          precision=prec)
+            row.update({f"inprocess{tag}": ip["batches_per_second"], f"pipeline{tag}": pl["batches_per_second"],
+                        f"trainer_idle_fraction{tag}": pl["trainer_idle_fraction"], f"precision{tag}": pl["precision"]})
+        rounds.append(row)
         print(json.dumps(rounds[-1]), file=sys.stderr)
-    best = {k: max(r[k] for r in rounds) for k in ("dgl", "inprocess", "pipeline")}
+    best = {k: max(r[k] for r in rounds) for k in KEYS}
     res = {"cpus": args.cpus, "epochs": args.epochs, "rounds": rounds, "best": best, "load_average": os.getloadavg()}
     (OUT / "pipeline_vs_dgl.json").write_text(json.dumps(res, indent=1))
     md = [f"# Training loop vs DGL ({time.strftime('%Y-%m-%d %H:%M')}, cpus {args.cpus}, load avg "
           f"{res['load_average'][0]:.1f}; train batches/s, best of {args.rounds} rounds)", "",
           "| loop | batches/s | vs DGL |", "|---|---|---|"]
-    for k, name in (("dgl", "DGL 2.1, single process"), ("inprocess", "Argosy, in-process loop"),
-                    ("pipeline", "`argosy train` (1 sampler, 1 loader, 1 trainer)")):
+    prec = rounds[-1]["precision"]
+    for k, name in (("dgl", "DGL 2.1, single process (float32)"),
+                    ("inprocess", f"Argosy, in-process loop, default precision ({prec})"),
+                    ("pipeline", f"`argosy train` (1 sampler, 1 loader, 1 trainer), default precision ({prec})"),
+                    ("inprocess_fp32", "Argosy, in-process loop, `--precision fp32`"),
+                    ("pipeline_fp32", "`argosy train`, `--precision fp32`")):
         md.append(f"| {name} | {best[k]:.2f} | {best[k] / best['dgl']:.2f}x |")
     (OUT / "pipeline_vs_dgl.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))

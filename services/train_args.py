@@ -92,6 +92,10 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
     p.add_argument("--loaders", type=int, default=_default(JobConfig, "num_loaders"))
     p.add_argument("--trainers", type=int, default=_default(JobConfig, "num_trainers"))
     p.add_argument("--device", default=_default(T, "device"), choices=("auto", "cpu", "cuda"))
+    p.add_argument("--precision", default=_default(T, "precision"), choices=("auto", "fp32", "bf16"),
+                   help="the training step's arithmetic: bf16 = mixed precision (products in bfloat16, weights and "
+                        "sums in float32); auto (default): bf16 on a CPU with native bfloat16 (AVX512-BF16/AMX), "
+                        "else fp32; evaluation is always float32")
     p.add_argument("--normalize-features", action=argparse.BooleanOptionalAction, default=None,
                    help="row-normalise features to sum 1 (default: on when every feature is non-negative, e.g. "
                         "bag-of-words; a warning says which was chosen)")
@@ -300,6 +304,7 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
                               edge_weights=not getattr(args, "no_edge_weights", False),
                               simulate_gpu_step=getattr(args, "simulate_gpu_step", 0.0),
                               gpu_cache=_gpu_cache(getattr(args, "gpu_cache", "auto")),
+                              precision=getattr(args, "precision", "auto"),
                               task=getattr(args, "task", "node")),
         link=LinkConfig(negatives=getattr(args, "negatives", 1), neg_sampler=getattr(args, "neg_sampler", "uniform"),
                         scorer=getattr(args, "scorer", "dot"), metric=getattr(args, "link_metric", "auc"),

@@ -85,6 +85,8 @@ class LoaderConfig:
 
 SAGE_AGGREGATORS = ("mean", "gcn")
 """SAGE's neighbour aggregators (:class:`~argosy.shared.models.SAGEConv`)."""
+PRECISIONS = ("auto", "fp32", "bf16")
+"""``trainer.precision`` (``--precision``): see :attr:`TrainerConfig.precision`."""
 
 MODEL_DEFAULTS: dict[str, dict] = {
     "gcn": {"hidden": 16, "dropout": 0.5, "lr": 0.01},
@@ -157,6 +159,12 @@ class TrainerConfig:
     features). None = decided before training: on when every stored feature is non-negative."""
     work_factor: int = 1
     """Repeat each batch's forward/backward this many times (benchmarks: make the trainer heavier)."""
+    precision: str = "auto"
+    """Arithmetic of the training step: ``fp32``; ``bf16`` (mixed precision, ``torch.autocast``: the
+    layers' products in bfloat16, weights, optimizer, aggregations and loss in float32); ``auto`` =
+    ``bf16`` on a CPU with native bfloat16 (AVX512-BF16 or AMX: its products run ~3x faster, and
+    the product is most of a CPU step, docs/compute.md) and ``fp32`` elsewhere (CUDA included).
+    Evaluation and ``argosy predict`` always compute in float32."""
     simulate_gpu_step: float = 0.0
     """SIMULATION when > 0: seconds each batch waits instead of forward/backward (a stand-in for a
     GPU step time measured elsewhere); batches are still received, decoded and acknowledged.
@@ -190,6 +198,8 @@ class TrainerConfig:
             raise ConfigError(f"prefetch must be >= 1 (got {self.prefetch})")
         if self.gpu_cache < -1:
             raise ConfigError(f"gpu_cache must be bytes >= 0, or -1 for auto (got {self.gpu_cache})")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
 
     def edge_weights_used(self, store_weighted: bool | None) -> bool | str:
         """Whether a job with this config trains with edge weights, as its log, report, JSON line

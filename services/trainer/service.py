@@ -149,7 +149,7 @@ class TrainerProc:
                                 num_nodes=m.num_nodes, shard_embeddings=self.world > 1)
         self.shards: ShardedEmbeddings | None = None
         tc = self.cfg.trainer
-        logger.info("edge weights: %s", json.dumps(tc.edge_weights_used(m.edge_weights)))
+        logger.info("edge weights: %s; step precision: %s", json.dumps(tc.edge_weights_used(m.edge_weights)), self.core.precision)
         if self.core.embedding_dim and self.world == 1:
             logger.info("node embeddings: %d x %d learned (%.1f MB, and twice that for Adam's moments)",
                         m.num_nodes, self.core.embedding_dim, m.num_nodes * self.core.embedding_dim * 4 / 1e6)
@@ -539,7 +539,7 @@ class TrainerProc:
             "seeds_dropped": tot("seeds_dropped"),
             "seeds_redelivered": int(self.ctx.coord.metrics().get("reclaimed_seeds", 0)),
             "resumed_from_epoch": self.resumed_from, "config_fingerprint": self.cfg.fingerprint(),
-            "task": self.cfg.trainer.task,
+            "task": self.cfg.trainer.task, "precision": self.core.precision,
             **({"scorer": self.cfg.link.scorer, "link_loss": self.cfg.link.loss,
                 "node_embeddings": self.core.embedding_dim} if self.link else {}),
             **({"node_embedding_rows": list(self.shards.rows_of),

@@ -71,7 +71,7 @@ def test_gathered_small_batches_step_like_one_batch(small_store):
     import torch.nn.functional as F
     g, path = small_store
     store = PartitionStore(path)
-    cfg = TrainerConfig(model="gcn", hidden=8, dropout=0.0, lr=0.05)
+    cfg = TrainerConfig(model="gcn", hidden=8, dropout=0.0, lr=0.05, precision="fp32")   # the reference is float32
     core = TrainerCore(cfg, 16, 4, num_layers=2, seed=3)
     ref = TrainerCore(cfg, 16, 4, num_layers=2, seed=3)
     fbs = [LoaderCore(store).load(SamplerCore(store).sample(s, (-1, -1), 0))
@@ -94,3 +94,42 @@ def test_gathered_small_batches_step_like_one_batch(small_store):
     core.finish_step()                                     # nothing pending: a no-op
     for a, b in zip(core.model.parameters(), ref.model.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_precision_auto_follows_the_cpu_and_bad_names_are_refused(monkeypatch):
+    from argosy.shared.errors import ConfigError
+    from argosy.services.trainer.core import pick_precision
+    cpu = torch.device("cpu")
+    assert pick_precision("fp32", cpu) is None and pick_precision("bf16", cpu) is torch.bfloat16
+    for native in (True, False):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda native=native: native)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+        assert pick_precision("auto", cpu) is (torch.bfloat16 if native else None)
+    assert pick_precision("auto", torch.device("cuda", 0)) is None       # float32 on CUDA unless asked
+    with pytest.raises(ConfigError, match="precision must be one of auto, fp32, bf16"):
+        TrainerConfig(precision="fp16")
+
+
+def test_bf16_step_computes_products_in_bf16_and_evaluates_in_float32(small_store):
+    """--precision bf16: the layers' products run in bfloat16 (gradients differ from float32's by
+    bfloat16's rounding, not more), the weights stay float32, it still learns, and evaluation is
+    float32 (equal to an fp32 core's on the same weights)."""
+    g, path = small_store
+    store = PartitionStore(path)
+    fb = LoaderCore(store).load(SamplerCore(store).sample(np.arange(64), (5, 5), 0))
+    cores = {p: TrainerCore(TrainerConfig(model="sage", hidden=16, dropout=0.0, lr=0.05, precision=p), 16, 4,
+                            num_layers=2, seed=5) for p in ("fp32", "bf16")}
+    assert cores["bf16"].precision == "bf16" and cores["fp32"].precision == "fp32"
+    grads = {}
+    for p, core in cores.items():
+        core.train_step(fb, step=False)
+        grads[p] = torch.cat([q.grad.flatten() for q in core.model.parameters()])
+        core._zero_grad()
+        core._pending = 0
+    rel = float((grads["bf16"] - grads["fp32"]).norm() / grads["fp32"].norm())
+    assert 1e-5 < rel < 0.1, rel      # not float32's result, and within a few bfloat16 roundings (2**-8) of it
+    assert all(q.dtype == torch.float32 for q in cores["bf16"].model.parameters())
+    losses = [cores["bf16"].train_step(fb)["loss"] for _ in range(30)]
+    assert losses[-1] < 0.5 * losses[0]
+    cores["fp32"].model.load_state_dict(cores["bf16"].model.state_dict())
+    assert cores["bf16"].eval_step(fb) == cores["fp32"].eval_step(fb)
