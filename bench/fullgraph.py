@@ -171,6 +171,19 @@ def generated_graph(path: str, nodes: int, dim: int) -> str:
     return path
 
 
+def road_graph(path: str, nodes: int, dim: int) -> str:
+    """A road-like graph (:func:`~argosy.shared.synthetic.road_edge_chunks`: perturbed lattice, mean
+    degree ~2.6) with random ``dim``-d features and 8 random classes, like road-ny's."""
+    if not os.path.exists(path):
+        from argosy.shared.graphio import csr_from_edges
+        from argosy.shared.synthetic import road_edge_chunks
+
+        src, dst = zip(*road_edge_chunks(nodes, seed=0))
+        g = csr_from_edges(np.concatenate(src), np.concatenate(dst), num_nodes=nodes)
+        save_graph_npz(with_random_features(g, dim, 8, seed=0), path)
+    return path
+
+
 def section_scale(graphs: dict[str, str], epochs: int, cache: str, common: list[str]) -> dict:
     """In-memory vs offloaded (Belady, ``cache``) on each graph: whole-process peaks, the memory
     breakdown of both, epoch times and the disk bandwidth the spill used."""
@@ -479,7 +492,8 @@ def main() -> int:
     ap.add_argument("--scale-parts", type=int, default=16, help="GREM parts of the scale section's stores")
     ap.add_argument("--scale-cache", default="auto",
                     help="offload cache of the scale and cgroup sections (auto: the default `argosy train` sizes)")
-    ap.add_argument("--scale-graphs", default="generated,road-ny")
+    ap.add_argument("--scale-road-nodes", type=int, default=1_500_000, help="vertices of the road-like graph (scale)")
+    ap.add_argument("--scale-graphs", default="generated,road,road-ny")
     ap.add_argument("--cgroup-nodes", default="1200000,3000000,6000000",
                     help="cgroup section: generated graph sizes, tried in order until offload fails")
     ap.add_argument("--cgroup-limit", default="4G", help="cgroup section: memory.limit_in_bytes")
@@ -540,6 +554,10 @@ def main() -> int:
                 npz = generated_graph(os.path.join(tmp, f"argosy-bench-dcsbm{args.scale_nodes}-f{d}.npz"),
                                       args.scale_nodes, d)
                 graphs[f"generated DCSBM {args.scale_nodes / 1e6:.1f}M"] = partition(npz, npz[:-4] + f"-grem{k}", k)
+            elif name == "road":
+                npz = road_graph(os.path.join(tmp, f"argosy-bench-road{args.scale_road_nodes}-f{d}.npz"),
+                                 args.scale_road_nodes, d)
+                graphs[f"road-like {args.scale_road_nodes / 1e6:.1f}M"] = partition(npz, npz[:-4] + f"-grem{k}", k)
             elif name == "road-ny":
                 npz = bench_graph(os.path.join(tmp, f"argosy-bench-roadny-f{d}.npz"), d)
                 graphs["road-ny 264k"] = partition(npz, npz[:-4] + f"-grem{k}", k)
