@@ -53,3 +53,13 @@ def test_cache_bytes_config():
         FullGraphConfig(cache_bytes=-1)
     with pytest.raises(ConfigError, match="cannot parse size"):
         FullGraphConfig(cache_bytes="lots")
+
+
+def test_unit_rows_follow_the_cache_and_keep_a_floor():
+    from argosy.services.trainer.fullgraph.budget import MIN_UNIT_ROWS, UNIT_FRACTION, unit_rows
+
+    spec = ModelSpec("gcn", (128, 128, 8))
+    big = 1 << 30
+    assert unit_rows(big, spec) == int(UNIT_FRACTION * big) // (4 * 128)
+    assert unit_rows(2 * big, spec) == 2 * unit_rows(big, spec)
+    assert unit_rows(1 << 20, spec) == MIN_UNIT_ROWS

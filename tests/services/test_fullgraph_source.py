@@ -7,13 +7,18 @@ import numpy as np
 import pytest
 
 from argosy.services.trainer.fullgraph.graph import build_plan, load_store_graph
-from argosy.services.trainer.fullgraph.source import StoreSource, plan_from_store
+from argosy.services.trainer.fullgraph.fullgraph import OffloadTrainer
+from argosy.services.trainer.fullgraph.inmemory import InMemoryTrainer
+from argosy.services.trainer.fullgraph.model import flat_grads
+from argosy.services.trainer.fullgraph import source as source_mod
+from argosy.services.trainer.fullgraph.source import StoreSource, plan_from_store, split_units
+from argosy.services.offload.store import OffloadStore
 from argosy.services.trainer.fullgraph.train import MEMORY_PARTS, memory_breakdown
 from argosy.shared.errors import StoreFormatError
 from argosy.shared.store.reader import PartitionStore
 from argosy.shared.store.writer import write_store
 
-from .fullgraph_helpers import make_store
+from .fullgraph_helpers import make_store, model
 
 
 @pytest.mark.parametrize("aggr", ["gcn", "mean", "mean_self"])
@@ -78,3 +83,49 @@ def test_store_source_reads_float16_stores_into_strided_rows_and_refuses_truncat
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(StoreFormatError, match=r"truncated: [\d,]+ of [\d,]+ feature bytes"):
         src.features_into(1, np.empty((len(plan.own[1]), src.feature_dim), np.float32))
+
+
+@pytest.mark.parametrize("aggr", ["gcn", "mean"])
+def test_split_units_cut_large_parts_and_the_plan_and_rows_follow(tmp_path, aggr, monkeypatch):
+    monkeypatch.setattr(source_mod, "READ_ROWS", 7)  # several reads per unit, some skipped
+    store = PartitionStore(make_store(tmp_path, n=400, parts=3)[2])
+    g, _ = load_store_graph(store)
+    sizes = [pt.num_nodes for pt in store.manifest.parts]
+    units = split_units(store, 60)
+    assert [p for p, _ in units] == sorted(p for p in range(3) for _ in range(-(-sizes[p] // 60)))
+    for p in range(3):  # each part's pieces cover its rows once, sorted, of equal size
+        pieces = [r for q, r in units if q == p]
+        assert np.array_equal(np.sort(np.concatenate(pieces)), np.arange(sizes[p]))
+        assert all(np.all(np.diff(r) > 0) for r in pieces) and max(map(len, pieces)) - min(map(len, pieces)) <= 1
+    assert split_units(store, None) == [(p, None) for p in range(3)] == split_units(store, max(sizes))
+    got = plan_from_store(store, aggr, units)
+    ref = build_plan(g, got.owner, aggr)
+    assert got.num_parts == ref.num_parts == len(units)
+    src = StoreSource(store, units=units)
+    for u in range(len(units)):
+        assert np.array_equal(got.own[u], ref.own[u]) and got.deps[u] == ref.deps[u]
+        assert all(np.array_equal(got.boundary[u][q], ref.boundary[u][q]) for q in ref.deps[u])
+        a, b = got.matrix[u], ref.matrix[u]
+        assert a.shape == b.shape and np.array_equal(a.indices, b.indices) and np.allclose(a.data, b.data, rtol=1e-6)
+        out = np.empty((len(got.own[u]), src.feature_dim), np.float32)
+        src.features_into(u, out)
+        assert np.array_equal(out, g.features[got.own[u]])
+        assert np.array_equal(src.labels[u], g.labels[got.own[u]])
+        assert np.array_equal(src.masks["val_mask"][u], g.val_mask[got.own[u]])
+    with pytest.raises(ValueError, match="max_rows must be >= 1"):
+        split_units(store, 0)
+
+
+def test_offload_gradients_over_split_units_match_in_memory(tmp_path):
+    store = PartitionStore(make_store(tmp_path, n=400, parts=2)[2])
+    g, _ = load_store_graph(store)
+    m0, spec = model("gcn", 20, 4)
+    loss0 = InMemoryTrainer(spec, g, m0, 7).step(0)
+    units = split_units(store, 50)
+    m1, _ = model("gcn", 20, 4)
+    with OffloadStore(cache_bytes=8 << 10, spill_dir=str(tmp_path), policy="belady") as st:
+        loss1 = OffloadTrainer(spec, plan_from_store(store, "gcn", units), StoreSource(store, units=units), st, m1,
+                               seed=7).step(0)
+    assert abs(loss1 - loss0) <= 1e-5 * abs(loss0)
+    g0, g1 = flat_grads(m0), flat_grads(m1)
+    assert max(float((g1[k] - g0[k]).norm() / g0[k].norm()) for k in g0) <= 1e-5

@@ -18,6 +18,13 @@ graph's whole run needs.  The cache is sized instead from what the job already k
   (:func:`step_block_bytes`): beyond that nothing spills.
 
 An explicit ``--cache-bytes`` always wins.  The run logs and reports the size and the reason.
+
+The cache also sizes the schedule's compute units (:func:`unit_rows`): a unit's own block is at
+most :data:`UNIT_FRACTION` of the cache, so the per-unit tensors, the write-behind buffers (a
+quarter of the cache plus two expanded blocks) and the prefetched blocks scale with the cache, not
+with the store's part count.  A store part larger than that is cut into pieces
+(:func:`.source.split_units`): 4 GREM parts of a 1.5M-vertex road-like graph (375k rows, 192 MB
+blocks against a 360 MB cache) peaked at 0.32x of an in-memory run, 16 parts at 0.18x.
 """
 
 from __future__ import annotations
@@ -25,8 +32,8 @@ from __future__ import annotations
 from .graph import PartPlan
 from .model import ModelSpec
 
-__all__ = ["FLOOR_FRACTION", "BUDGET_FRACTION", "MIN_CACHE", "in_memory_floor", "step_block_bytes",
-           "auto_cache_bytes"]
+__all__ = ["FLOOR_FRACTION", "BUDGET_FRACTION", "MIN_CACHE", "UNIT_FRACTION", "MIN_UNIT_ROWS", "in_memory_floor",
+           "step_block_bytes", "auto_cache_bytes", "unit_rows"]
 
 FLOOR_FRACTION = 0.15
 """Share of :func:`in_memory_floor` the cache takes (no budget binding)."""
@@ -34,6 +41,12 @@ BUDGET_FRACTION = 1 / 16
 """Share of the memory budget left after the process's current RSS the cache may take."""
 MIN_CACHE = 16 << 20
 """Smallest automatic cache: a few parts' blocks, so Belady has something to choose from."""
+
+UNIT_FRACTION = 1 / 4
+"""Share of the cache one compute unit's own block (rows x widest layer) may take."""
+MIN_UNIT_ROWS = 16384
+"""Fewest rows a split unit gets: below that per-unit overheads (a gather, a kernel launch per layer
+and block) outweigh the memory saved."""
 
 _F32 = 4
 
@@ -54,14 +67,21 @@ def step_block_bytes(plan: PartPlan, spec: ModelSpec) -> int:
     return int(_F32 * (2 * alpha * n * hidden + (alpha - 1) * n * spec.dims[0] + n * spec.dims[0]))
 
 
-def auto_cache_bytes(plan: PartPlan, spec: ModelSpec, budget: int | None, rss: int) -> tuple[int, str]:
+def unit_rows(cache: int, spec: ModelSpec) -> int:
+    """The most rows of one compute unit under a ``cache``-byte cache (see the module docstring)."""
+    return max(MIN_UNIT_ROWS, int(UNIT_FRACTION * cache) // (_F32 * max(spec.dims)))
+
+
+def auto_cache_bytes(plan: PartPlan | int, spec: ModelSpec, budget: int | None, rss: int) -> tuple[int, str]:
     """``(cache bytes, why)`` for ``--cache-bytes auto`` (see the module docstring).
 
     Args:
+        plan: the schedule's plan, or before one is built the vertex count (then the cache is not
+            capped by the step's blocks).
         budget: the job's memory budget in bytes (None: none known).
         rss: the process's resident set now (imports, the plan, labels), which the budget already pays.
     """
-    n = len(plan.owner)
+    n = plan if isinstance(plan, int) else len(plan.owner)
     floor = in_memory_floor(n, spec)
     cache = int(FLOOR_FRACTION * floor)
     why = f"{FLOOR_FRACTION:.0%} of the {floor / 2**20:,.0f} MiB an in-memory run holds at least"
@@ -73,7 +93,7 @@ def auto_cache_bytes(plan: PartPlan, spec: ModelSpec, budget: int | None, rss: i
                    f"{rss / 2**20:,.0f} MiB resident")
     if cache < MIN_CACHE:
         cache, why = MIN_CACHE, f"the smallest automatic cache ({why}: {cache / 2**20:,.1f} MiB)"
-    blocks = step_block_bytes(plan, spec)
+    blocks = cache if isinstance(plan, int) else step_block_bytes(plan, spec)
     if blocks < cache:
         cache, why = blocks, f"every block of a step ({blocks / 2**20:,.1f} MiB): nothing spills"
     return cache, why

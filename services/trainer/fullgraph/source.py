@@ -7,14 +7,18 @@ feature rows from the store's ``features.npy`` when a layer-0 gather needs them 
 opened for the copy and dropped after it, so the file's pages do not stay in the process's resident
 set).  :class:`GraphSource` gives the same interface over a graph held in memory (exactness tests).
 
-The schedule's working set is one part's layer tensors, so a store with more parts (``argosy
-partition --parts``) trains in less memory.  (Cutting a store part into row ranges instead was
+The schedule's working set is one *unit*'s layer tensors.  A unit is a store part, or a piece of
+one when the part is larger than the run's memory allows (:func:`split_units`, sized by
+:func:`.budget.unit_rows`): the part's rows in breadth-first (reverse Cuthill-McKee) order over its
+own edges, cut into equal runs, so a piece's halo is a BFS frontier.  Users train with the store
+they partitioned (4 parts of a 1.5M-vertex road network hold 375k rows each) and the schedule's
+memory follows the budget, not the part count.  (Cutting a part into *row ranges* instead was
 measured and rejected: on a DCSBM graph of 1.2M vertices, 4 GREM parts cut into 15 row ranges
-raised the expansion ratio alpha from ~1.3 to 3.0 and the disk traffic tenfold; GREM's own parts
-keep the halos small.)
+raised the expansion ratio alpha from ~1.3 to 3.0; row order inside a part follows vertex ids, not
+the topology.)
 
-Shapes: part ``p`` owns ``n_p`` vertices (``plan.own[p]``, ascending global ids, the store's row
-order); its features are ``float32[n_p, F]``.
+Shapes: unit ``u`` owns ``n_u`` vertices (``plan.own[u]``, ascending global ids, the store's row
+order); its features are ``float32[n_u, F]``.
 """
 
 from __future__ import annotations
@@ -23,13 +27,23 @@ import logging
 
 import numpy as np
 import torch
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from argosy.shared.errors import StoreFormatError
 from argosy.shared.store.reader import PartitionStore
 
 from .graph import Aggr, GraphData, PartPlan, assemble_plan, degree_weights, normalize_rows
+from .kernels import csr_rows
 
-__all__ = ["GraphSource", "StoreSource", "plan_from_store", "part_tensors"]
+__all__ = ["GraphSource", "StoreSource", "Unit", "split_units", "plan_from_store", "part_tensors"]
+
+Unit = tuple[int, "np.ndarray | None"]
+"""A compute unit: ``(store part, its rows)``, rows ``int64`` ascending row numbers inside the part,
+or None for the whole part."""
+
+READ_ROWS = 1 << 14
+"""Rows per read(2) when a unit's feature rows are picked out of its part's file."""
 
 logger = logging.getLogger(__name__)
 
@@ -62,9 +76,10 @@ class StoreSource:
     Args:
         store: the store ``argosy partition`` wrote.
         normalize: row-normalise features as they are read (row-local, so the same as whole).
+        units: the schedule's units (:func:`split_units`); default: one per store part.
     """
 
-    def __init__(self, store: PartitionStore, normalize: bool = False) -> None:
+    def __init__(self, store: PartitionStore, normalize: bool = False, units: list[Unit] | None = None) -> None:
         m = store.manifest
         if not m.feature_dim or not m.num_classes:
             raise StoreFormatError(f"{store.root}: full-graph training needs features and labels, and this "
@@ -73,17 +88,21 @@ class StoreSource:
         self.feature_dim = int(m.feature_dim)
         self.labels: list[np.ndarray] = []
         self.masks: dict[str, list[np.ndarray]] = {k: [] for k in SPLITS}
-        for p in range(store.num_parts):
+        self.units = units if units is not None else [(p, None) for p in range(store.num_parts)]
+        for p, rows in self.units:
             arrays = store.read_part(p, ("labels",) + SPLITS)
             n_p = m.parts[p].num_nodes
+            n_u = n_p if rows is None else len(rows)
+            take = (lambda a: a) if rows is None else (lambda a: np.asarray(a)[rows])  # noqa: E731
             lab = arrays["labels"]
-            self.labels.append(np.asarray(lab, np.int64) if lab is not None else np.full(n_p, -1, np.int64))
+            self.labels.append(np.asarray(take(lab), np.int64) if lab is not None else np.full(n_u, -1, np.int64))
             for k in SPLITS:
                 a = arrays[k]
-                self.masks[k].append(np.asarray(a, bool) if a is not None else np.zeros(n_p, bool))
+                self.masks[k].append(np.asarray(take(a), bool) if a is not None else np.zeros(n_u, bool))
 
-    def features_into(self, p: int, out: np.ndarray) -> None:
-        """Copy part ``p``'s feature rows from the store into ``out`` (``float32[n_p, F]``)."""
+    def features_into(self, u: int, out: np.ndarray) -> None:
+        """Copy unit ``u``'s feature rows from the store into ``out`` (``float32[n_u, F]``)."""
+        p, rows = self.units[u]
         path = self.store.root / self.store.manifest.parts[p].path / "features.npy"
         want = (self.store.manifest.parts[p].num_nodes, self.feature_dim)
         # read(2) straight into ``out``: a fresh mapping per part faulted every page in (~2.5x slower),
@@ -96,15 +115,18 @@ class StoreSource:
                 if tuple(shape) != want or fortran or dtype not in (np.dtype("<f4"), np.dtype("<f2")):
                     raise StoreFormatError(f"{path}: expected C-ordered float32 or float16 features of shape "
                                            f"{want}, got {dtype}{' (Fortran order)' if fortran else ''} {tuple(shape)}")
-                direct = out.flags.c_contiguous and out.dtype == dtype
-                dst = out if direct else np.empty(want, dtype)   # float16 stores: read, then widen
-                got = f.readinto(memoryview(dst).cast("B"))
+                if rows is not None:
+                    _read_rows(f, rows, want, dtype, out, path)
+                else:
+                    direct = out.flags.c_contiguous and out.dtype == dtype
+                    dst = out if direct else np.empty(want, dtype)   # float16 stores: read, then widen
+                    got = f.readinto(memoryview(dst).cast("B"))
+                    if got != dst.nbytes:
+                        raise StoreFormatError(f"{path}: truncated: {got:,} of {dst.nbytes:,} feature bytes present")
+                    if dst is not out:
+                        out[...] = dst
         except (ValueError, OSError) as e:
             raise StoreFormatError(f"{path}: unreadable features ({e})") from None
-        if got != dst.nbytes:
-            raise StoreFormatError(f"{path}: truncated: {got:,} of {dst.nbytes:,} feature bytes present")
-        if dst is not out:
-            out[...] = dst
         if self.normalize:
             normalize_rows(out)
 
@@ -112,31 +134,91 @@ class StoreSource:
         return 0  # nothing held: read per part
 
 
-def plan_from_store(store: PartitionStore, aggr: Aggr) -> PartPlan:
-    """The schedule's plan over the store's parts, built from one part's topology at a time.
+def _read_rows(f, rows: np.ndarray, shape: tuple[int, int], dtype: np.dtype, out: np.ndarray, path) -> None:
+    """Rows ``rows`` (ascending) of the ``.npy`` array whose data starts at ``f``'s position, into
+    ``out``: the file read in runs of :data:`READ_ROWS` rows (one bounded buffer, no mapping: nothing
+    of the file stays resident), runs holding none of the rows skipped."""
+    base, width = f.tell(), shape[1] * dtype.itemsize
+    buf = np.empty((min(READ_ROWS, shape[0]), shape[1]), dtype)
+    cuts = np.searchsorted(rows, np.arange(0, shape[0] + READ_ROWS, READ_ROWS))
+    for i in np.flatnonzero(np.diff(cuts)):
+        lo, hi = i * READ_ROWS, min(shape[0], (i + 1) * READ_ROWS)
+        f.seek(base + lo * width)
+        got = f.readinto(memoryview(buf[: hi - lo]).cast("B"))
+        if got != (hi - lo) * width:
+            raise StoreFormatError(f"{path}: truncated: rows {lo:,}-{hi:,} of {shape[0]:,} not all present")
+        sel = rows[cuts[i]:cuts[i + 1]]
+        out[cuts[i]:cuts[i + 1]] = buf[sel - lo]
+
+
+def split_units(store: PartitionStore, max_rows: int | None) -> list[Unit]:
+    """The schedule's units: every store part of at most ``max_rows`` rows whole, a larger one cut
+    into ``ceil(n_p / max_rows)`` pieces of equal size along a reverse Cuthill-McKee order of its own
+    edges (breadth-first, so a piece's boundary with the next is one BFS frontier; road-like parts
+    barely grow their halos).  Each piece's rows are sorted back into the part's row order.
+
+    Args:
+        max_rows: the most rows of a unit (:func:`.budget.unit_rows`); None: one unit per part.
+    """
+    if max_rows is not None and max_rows < 1:
+        raise ValueError(f"max_rows must be >= 1 or None (got {max_rows})")
+    units: list[Unit] = []
+    assign = local = None
+    for p in range(store.num_parts):
+        n_p = store.manifest.parts[p].num_nodes
+        k = 1 if max_rows is None else -(-n_p // max_rows)
+        if k <= 1:
+            units.append((p, None))
+            continue
+        if assign is None:
+            assign, local = np.asarray(store.assignment), np.asarray(store.local_index)
+        a = store.read_part(p, ("indptr", "indices"))
+        col = np.asarray(a["indices"], np.int64)
+        lr = np.repeat(np.arange(n_p, dtype=np.int64), np.diff(a["indptr"]))
+        inside = assign[col] == p
+        m = csr_matrix((np.ones(int(inside.sum()), np.int8), (lr[inside], local[col[inside]])), shape=(n_p, n_p))
+        del col, lr, inside
+        order = reverse_cuthill_mckee(m, symmetric_mode=True).astype(np.int64)
+        del m
+        units += [(p, np.sort(piece)) for piece in np.array_split(order, k)]
+    return units
+
+
+def plan_from_store(store: PartitionStore, aggr: Aggr, units: list[Unit] | None = None) -> PartPlan:
+    """The schedule's plan over ``units`` (default: the store's parts), built from one part's topology
+    at a time.
 
     Normalisation uses whole-graph degrees (one ``float64[n]`` array, from the parts' row pointers),
-    so the plan equals :func:`~.graph.build_plan` on the whole graph with the store's assignment.
+    so the plan equals :func:`~.graph.build_plan` on the whole graph with the units as the assignment.
     """
     n = store.manifest.num_nodes
+    units = units if units is not None else [(p, None) for p in range(store.num_parts)]
     deg = np.zeros(n, np.float64)
-    own: list[np.ndarray] = []
+    nodes: list[np.ndarray] = []
     for p in range(store.num_parts):
         a = store.read_part(p, ("nodes", "indptr"))
-        nodes = np.asarray(a["nodes"], np.int64)
-        deg[nodes] = np.diff(a["indptr"])
-        own.append(nodes)
-    owner = np.asarray(store.assignment, np.int32)
+        nodes.append(np.asarray(a["nodes"], np.int64))
+        deg[nodes[p]] = np.diff(a["indptr"])
+    own = [nodes[p] if rows is None else nodes[p][rows] for p, rows in units]
+    if len(units) == store.num_parts and all(rows is None for _, rows in units):
+        owner = np.asarray(store.assignment, np.int32)
+    else:
+        owner = np.empty(n, np.int32)
+        for u, o in enumerate(own):
+            owner[o] = u
 
-    def edges_of(p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def edges_of(u: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        p, rows = units[u]
         a = store.read_part(p, ("indptr", "indices"))
-        n_p = len(own[p])
-        lr = np.repeat(np.arange(n_p, dtype=np.int64), np.diff(a["indptr"]))
-        col = np.asarray(a["indices"], np.int64)
+        if rows is None:
+            lr = np.repeat(np.arange(len(own[u]), dtype=np.int64), np.diff(a["indptr"]))
+            col = np.asarray(a["indices"], np.int64)
+        else:
+            lr, col = csr_rows(np.asarray(a["indptr"], np.int64), a["indices"], rows)
         if aggr in ("gcn", "mean_self"):
-            lr = np.concatenate([lr, np.arange(n_p, dtype=np.int64)])
-            col = np.concatenate([col, own[p]])
-        return lr, col, degree_weights(deg, own[p][lr], col, aggr)
+            lr = np.concatenate([lr, np.arange(len(own[u]), dtype=np.int64)])
+            col = np.concatenate([col, own[u]])
+        return lr, col, degree_weights(deg, own[u][lr], col, aggr)
 
     return assemble_plan(owner, own, aggr, edges_of)
 

@@ -27,7 +27,7 @@ from argosy.shared.store.reader import PartitionStore
 from argosy.shared.store.residency import memory_budget
 from argosy.shared.models import make_optimizer
 
-from .budget import auto_cache_bytes
+from .budget import auto_cache_bytes, unit_rows
 from .fullgraph import OffloadTrainer
 from .graph import build_plan, load_store_graph
 from .inmemory import InMemoryTrainer
@@ -39,7 +39,7 @@ from argosy.shared.envs import torch_threads
 
 from .model import full_graph_model
 from .sar import launch_sar
-from .source import StoreSource, plan_from_store
+from .source import StoreSource, plan_from_store, split_units
 from argosy.services.offload.store import OffloadStore
 
 __all__ = ["run", "memory_breakdown"]
@@ -163,8 +163,14 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
         held["features"] = _nbytes(trainer.x)
         out.update(parts=1)
     else:
-        plan = plan_from_store(store, spec.aggr)
-        source = StoreSource(store, job.trainer.normalize_features)
+        units = None
+        if not fg.store_addr:  # units sized by the cache (see budget.unit_rows)
+            max_rows = unit_rows(_cache_bytes(job, fg, m.num_nodes, spec)[0], spec)
+            if max(pt.num_nodes for pt in m.parts) > max_rows:
+                units = split_units(store, max_rows)
+        plan = plan_from_store(store, spec.aggr, units)
+        source = StoreSource(store, job.trainer.normalize_features, units)
+        out["store_parts"] = store.num_parts
         nnz = sum(mt.nnz for mt in plan.matrix)
         remote = sum(mt.nnz - plan.block(p, p).nnz for p, mt in enumerate(plan.matrix)) / max(nnz, 1)
         if fg.store_addr:
@@ -180,7 +186,8 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
             # part's writes overlap the next part's compute instead of waiting one block at a time
             block = max(plan.expanded_size(p) for p in range(plan.num_parts)) * max(spec.dims) * 4
             cache, why = _cache_bytes(job, fg, plan, spec)
-            logger.info("offload cache %.0f MiB: %s", cache / 2**20, why)
+            logger.info("offload cache %.0f MiB: %s; %d units of at most %d rows over %d store parts", cache / 2**20,
+                        why, plan.num_parts, max(plan.part_sizes()), store.num_parts)
             out.update(cache_bytes=cache, cache_reason=why)
             ostore = OffloadStore(cache, spill, fg.disk_bytes, fg.eviction, fg.prefetch,
                                   max_pending_bytes=cache // 4 + 2 * block)
@@ -190,7 +197,7 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
                          + sum(_nbytes(*b.values()) for b in plan.boundary)
                          + _nbytes(*trainer.labels, *(t for v in trainer.masks.values() for t in v)))
         held["features"] = max(plan.part_sizes()) * m.feature_dim * 4
-        out.update(parts=plan.num_parts, alpha=plan.expansion_ratio(),
+        out.update(parts=plan.num_parts, unit_max_rows=max(plan.part_sizes()), alpha=plan.expansion_ratio(),
                    eviction=fg.eviction, prefetch=fg.prefetch)
         ostore.stats(reset=True)
 
