@@ -163,7 +163,10 @@ def warm_up() -> None:
     lazy optimizer imports) that memory measurements count with the imports, not with the graph."""
     one = CSR(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32), (1, 1))
     spmm(one, torch.zeros(1, 1))
+    from .loop import optimizer_step, skip_dynamo
+
+    skip_dynamo()
     p = torch.zeros(1, requires_grad=True)
     opt = torch.optim.Adam([p])
     p.grad = torch.zeros(1)
-    opt.step()
+    optimizer_step(opt)
