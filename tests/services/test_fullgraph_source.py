@@ -11,7 +11,7 @@ from argosy.services.trainer.fullgraph.fullgraph import OffloadTrainer
 from argosy.services.trainer.fullgraph.inmemory import InMemoryTrainer
 from argosy.services.trainer.fullgraph.model import flat_grads
 from argosy.services.trainer.fullgraph import source as source_mod
-from argosy.services.trainer.fullgraph.source import StoreSource, plan_from_store, split_units
+from argosy.services.trainer.fullgraph.source import StoreSource, make_units, plan_from_store
 from argosy.services.offload.store import OffloadStore
 from argosy.services.trainer.fullgraph.train import MEMORY_PARTS, memory_breakdown
 from argosy.shared.errors import StoreFormatError
@@ -86,42 +86,60 @@ def test_store_source_reads_float16_stores_into_strided_rows_and_refuses_truncat
 
 
 @pytest.mark.parametrize("aggr", ["gcn", "mean"])
-def test_split_units_cut_large_parts_and_the_plan_and_rows_follow(tmp_path, aggr, monkeypatch):
+@pytest.mark.parametrize("max_rows", [60, 230])
+def test_units_cut_large_parts_group_small_ones_and_the_plan_and_rows_follow(tmp_path, aggr, max_rows, monkeypatch):
     monkeypatch.setattr(source_mod, "READ_ROWS", 7)  # several reads per unit, some skipped
-    store = PartitionStore(make_store(tmp_path, n=400, parts=3)[2])
+    store = PartitionStore(make_store(tmp_path, n=400, parts=5)[2])
     g, _ = load_store_graph(store)
     sizes = [pt.num_nodes for pt in store.manifest.parts]
-    units = split_units(store, 60)
-    assert [p for p, _ in units] == sorted(p for p in range(3) for _ in range(-(-sizes[p] // 60)))
-    for p in range(3):  # each part's pieces cover its rows once, sorted, of equal size
-        pieces = [r for q, r in units if q == p]
-        assert np.array_equal(np.sort(np.concatenate(pieces)), np.arange(sizes[p]))
-        assert all(np.all(np.diff(r) > 0) for r in pieces) and max(map(len, pieces)) - min(map(len, pieces)) <= 1
-    assert split_units(store, None) == [(p, None) for p in range(3)] == split_units(store, max(sizes))
+    units = make_units(store, max_rows)
+    covered = np.concatenate([np.asarray(store.part(p).nodes)[rows if rows is not None else slice(None)]
+                              for parts, rows in units for p in parts])
+    assert np.array_equal(np.sort(covered), np.arange(400))  # every vertex in exactly one unit
+    for parts, rows in units:
+        assert sum(sizes[p] for p in parts) <= max_rows if rows is None else len(parts) == 1 and len(rows) <= max_rows
+    if max_rows == 60:  # every part (~80 rows) cut in two equal pieces, rows sorted
+        assert [(parts, len(rows) - sizes[parts[0]] // 2 in (0, 1)) for parts, rows in units] == \
+            [((p,), True) for p in range(5) for _ in range(2)]
+        assert all(np.all(np.diff(rows) > 0) for _, rows in units)
+    else:  # parts grouped, fewer units than parts
+        assert all(rows is None for _, rows in units) and len(units) < 5 and max(len(p) for p, _ in units) > 1
+    assert make_units(store, None) == [((p,), None) for p in range(5)]
     got = plan_from_store(store, aggr, units)
     ref = build_plan(g, got.owner, aggr)
     assert got.num_parts == ref.num_parts == len(units)
     src = StoreSource(store, units=units)
-    for u in range(len(units)):
-        assert np.array_equal(got.own[u], ref.own[u]) and got.deps[u] == ref.deps[u]
-        assert all(np.array_equal(got.boundary[u][q], ref.boundary[u][q]) for q in ref.deps[u])
-        a, b = got.matrix[u], ref.matrix[u]
-        assert a.shape == b.shape and np.array_equal(a.indices, b.indices) and np.allclose(a.data, b.data, rtol=1e-6)
+    x0 = np.zeros(400, np.float32)
+    for u in range(len(units)):  # same vertices and the same aggregation as the whole-graph plan
+        assert np.array_equal(np.sort(got.own[u]), ref.own[u])
+        dense = lambda plan, u: _dense(plan, u, x0)  # noqa: E731
+        assert np.allclose(dense(got, u)[np.argsort(got.own[u])], dense(ref, u), atol=1e-6)
         out = np.empty((len(got.own[u]), src.feature_dim), np.float32)
         src.features_into(u, out)
         assert np.array_equal(out, g.features[got.own[u]])
         assert np.array_equal(src.labels[u], g.labels[got.own[u]])
         assert np.array_equal(src.masks["val_mask"][u], g.val_mask[got.own[u]])
     with pytest.raises(ValueError, match="max_rows must be >= 1"):
-        split_units(store, 0)
+        make_units(store, 0)
 
 
-def test_offload_gradients_over_split_units_match_in_memory(tmp_path):
-    store = PartitionStore(make_store(tmp_path, n=400, parts=2)[2])
+def _dense(plan, u, x0):
+    """Unit ``u``'s aggregation matrix over global columns, dense ``(n_u, n)``."""
+    m = plan.matrix[u]
+    cols = np.concatenate([plan.own[u]] + [plan.own[q][plan.boundary[u][q]] for q in plan.deps[u]])
+    out = np.zeros((m.shape[0], len(x0)), np.float64)
+    rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+    np.add.at(out, (rows, cols[m.indices]), m.data)
+    return out
+
+
+@pytest.mark.parametrize("max_rows", [50, 230])
+def test_offload_gradients_over_cut_or_grouped_units_match_in_memory(tmp_path, max_rows):
+    store = PartitionStore(make_store(tmp_path, n=400, parts=4)[2])
     g, _ = load_store_graph(store)
     m0, spec = model("gcn", 20, 4)
     loss0 = InMemoryTrainer(spec, g, m0, 7).step(0)
-    units = split_units(store, 50)
+    units = make_units(store, max_rows)
     m1, _ = model("gcn", 20, 4)
     with OffloadStore(cache_bytes=8 << 10, spill_dir=str(tmp_path), policy="belady") as st:
         loss1 = OffloadTrainer(spec, plan_from_store(store, "gcn", units), StoreSource(store, units=units), st, m1,

@@ -22,9 +22,14 @@ An explicit ``--cache-bytes`` always wins.  The run logs and reports the size an
 The cache also sizes the schedule's compute units (:func:`unit_rows`): a unit's own block is at
 most :data:`UNIT_FRACTION` of the cache, so the per-unit tensors, the write-behind buffers (a
 quarter of the cache plus two expanded blocks) and the prefetched blocks scale with the cache, not
-with the store's part count.  A store part larger than that is cut into pieces
-(:func:`.source.split_units`): 4 GREM parts of a 1.5M-vertex road-like graph (375k rows, 192 MB
-blocks against a 360 MB cache) peaked at 0.32x of an in-memory run, 16 parts at 0.18x.
+with the store's part count; and a unit has at least :data:`MIN_UNIT_ROWS` rows, because each unit
+costs a gather, kernel calls and block puts per layer whatever its size.  Larger store parts are cut
+and smaller ones grouped (:func:`.source.make_units`).  Measured: 4 GREM parts of a 1.5M-vertex
+road-like graph (375k rows, 192 MB blocks against a 360 MB cache) peaked at 0.32x of an in-memory
+run, 16 parts at 0.18x.  Grouping pays when the cache allows it (road-ny, 264k vertices, 256 MiB
+cache: 0.78-0.99 s of CPU per step as 4 units, 1.14-1.64 s as 16), but a floor that grouped road-ny's
+16 parts into 6 under its automatic 61 MiB cache cut the step's CPU by ~15% for 24% more peak
+(559 -> 695 MiB: larger write-behind and per-unit tensors), so the floor stays low.
 """
 
 from __future__ import annotations
@@ -45,8 +50,8 @@ MIN_CACHE = 16 << 20
 UNIT_FRACTION = 1 / 4
 """Share of the cache one compute unit's own block (rows x widest layer) may take."""
 MIN_UNIT_ROWS = 16384
-"""Fewest rows a split unit gets: below that per-unit overheads (a gather, a kernel launch per layer
-and block) outweigh the memory saved."""
+"""Fewest rows :func:`unit_rows` allows (8 MB blocks at 128 columns): below that the per-unit costs
+outweigh the memory saved."""
 
 _F32 = 4
 

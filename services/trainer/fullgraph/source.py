@@ -7,12 +7,14 @@ feature rows from the store's ``features.npy`` when a layer-0 gather needs them 
 opened for the copy and dropped after it, so the file's pages do not stay in the process's resident
 set).  :class:`GraphSource` gives the same interface over a graph held in memory (exactness tests).
 
-The schedule's working set is one *unit*'s layer tensors.  A unit is a store part, or a piece of
-one when the part is larger than the run's memory allows (:func:`split_units`, sized by
-:func:`.budget.unit_rows`): the part's rows in breadth-first (reverse Cuthill-McKee) order over its
-own edges, cut into equal runs, so a piece's halo is a BFS frontier.  Users train with the store
-they partitioned (4 parts of a 1.5M-vertex road network hold 375k rows each) and the schedule's
-memory follows the budget, not the part count.  (Cutting a part into *row ranges* instead was
+The schedule's working set is one *unit*'s layer tensors, and each unit costs a gather, a few
+kernel calls and block puts per layer, whatever its size.  So the units are sized by the run's
+memory (:func:`make_units`, :func:`.budget.unit_rows`), not by the store's part count: a part larger
+than that is cut into pieces (its rows in breadth-first, reverse Cuthill-McKee, order over its own
+edges, cut into equal runs, so a piece's halo is a BFS frontier), and small parts are grouped, each
+group grown by the part with the most edges into it, so cut edges inside a group stop being halo.
+Users train with the store they partitioned (4 parts of a 1.5M-vertex road network hold 375k rows
+each; 16 parts of road-ny 16k).  (Cutting a part into *row ranges* instead was
 measured and rejected: on a DCSBM graph of 1.2M vertices, 4 GREM parts cut into 15 row ranges
 raised the expansion ratio alpha from ~1.3 to 3.0; row order inside a part follows vertex ids, not
 the topology.)
@@ -36,11 +38,11 @@ from argosy.shared.store.reader import PartitionStore
 from .graph import Aggr, GraphData, PartPlan, assemble_plan, degree_weights, normalize_rows
 from .kernels import csr_rows
 
-__all__ = ["GraphSource", "StoreSource", "Unit", "split_units", "plan_from_store", "part_tensors"]
+__all__ = ["GraphSource", "StoreSource", "Unit", "make_units", "plan_from_store", "part_tensors"]
 
-Unit = tuple[int, "np.ndarray | None"]
-"""A compute unit: ``(store part, its rows)``, rows ``int64`` ascending row numbers inside the part,
-or None for the whole part."""
+Unit = tuple[tuple[int, ...], "np.ndarray | None"]
+"""A compute unit: ``(store parts, rows)``: whole parts (rows None; their rows in part order, one
+part after the other), or one part's rows (``int64``, ascending row numbers inside the part)."""
 
 READ_ROWS = 1 << 14
 """Rows per read(2) when a unit's feature rows are picked out of its part's file."""
@@ -76,7 +78,7 @@ class StoreSource:
     Args:
         store: the store ``argosy partition`` wrote.
         normalize: row-normalise features as they are read (row-local, so the same as whole).
-        units: the schedule's units (:func:`split_units`); default: one per store part.
+        units: the schedule's units (:func:`make_units`); default: one per store part.
     """
 
     def __init__(self, store: PartitionStore, normalize: bool = False, units: list[Unit] | None = None) -> None:
@@ -88,21 +90,34 @@ class StoreSource:
         self.feature_dim = int(m.feature_dim)
         self.labels: list[np.ndarray] = []
         self.masks: dict[str, list[np.ndarray]] = {k: [] for k in SPLITS}
-        self.units = units if units is not None else [(p, None) for p in range(store.num_parts)]
-        for p, rows in self.units:
-            arrays = store.read_part(p, ("labels",) + SPLITS)
-            n_p = m.parts[p].num_nodes
-            n_u = n_p if rows is None else len(rows)
-            take = (lambda a: a) if rows is None else (lambda a: np.asarray(a)[rows])  # noqa: E731
-            lab = arrays["labels"]
-            self.labels.append(np.asarray(take(lab), np.int64) if lab is not None else np.full(n_u, -1, np.int64))
+        self.units = units if units is not None else [((p,), None) for p in range(store.num_parts)]
+        for parts, rows in self.units:
+            labels, masks = [], {k: [] for k in SPLITS}
+            for p in parts:
+                arrays = store.read_part(p, ("labels",) + SPLITS)
+                n_u = m.parts[p].num_nodes if rows is None else len(rows)
+                take = (lambda a: a) if rows is None else (lambda a: np.asarray(a)[rows])  # noqa: E731
+                lab = arrays["labels"]
+                labels.append(np.asarray(take(lab), np.int64) if lab is not None else np.full(n_u, -1, np.int64))
+                for k in SPLITS:
+                    a = arrays[k]
+                    masks[k].append(np.asarray(take(a), bool) if a is not None else np.zeros(n_u, bool))
+            self.labels.append(labels[0] if len(parts) == 1 else np.concatenate(labels))
             for k in SPLITS:
-                a = arrays[k]
-                self.masks[k].append(np.asarray(take(a), bool) if a is not None else np.zeros(n_u, bool))
+                self.masks[k].append(masks[k][0] if len(parts) == 1 else np.concatenate(masks[k]))
 
     def features_into(self, u: int, out: np.ndarray) -> None:
         """Copy unit ``u``'s feature rows from the store into ``out`` (``float32[n_u, F]``)."""
-        p, rows = self.units[u]
+        parts, rows = self.units[u]
+        off = 0
+        for p in parts:
+            n = self.store.manifest.parts[p].num_nodes if rows is None else len(rows)
+            self._part_features_into(p, rows, out[off:off + n])
+            off += n
+        if self.normalize:
+            normalize_rows(out)
+
+    def _part_features_into(self, p: int, rows: np.ndarray | None, out: np.ndarray) -> None:
         path = self.store.root / self.store.manifest.parts[p].path / "features.npy"
         want = (self.store.manifest.parts[p].num_nodes, self.feature_dim)
         # read(2) straight into ``out``: a fresh mapping per part faulted every page in (~2.5x slower),
@@ -127,8 +142,6 @@ class StoreSource:
                         out[...] = dst
         except (ValueError, OSError) as e:
             raise StoreFormatError(f"{path}: unreadable features ({e})") from None
-        if self.normalize:
-            normalize_rows(out)
 
     def nbytes(self) -> int:
         return 0  # nothing held: read per part
@@ -151,37 +164,65 @@ def _read_rows(f, rows: np.ndarray, shape: tuple[int, int], dtype: np.dtype, out
         out[cuts[i]:cuts[i + 1]] = buf[sel - lo]
 
 
-def split_units(store: PartitionStore, max_rows: int | None) -> list[Unit]:
-    """The schedule's units: every store part of at most ``max_rows`` rows whole, a larger one cut
-    into ``ceil(n_p / max_rows)`` pieces of equal size along a reverse Cuthill-McKee order of its own
-    edges (breadth-first, so a piece's boundary with the next is one BFS frontier; road-like parts
-    barely grow their halos).  Each piece's rows are sorted back into the part's row order.
+def make_units(store: PartitionStore, max_rows: int | None) -> list[Unit]:
+    """The schedule's units of at most ``max_rows`` rows (see the module docstring).
+
+    A store part of more than ``max_rows`` rows is cut into ``ceil(n_p / max_rows)`` pieces of equal
+    size along a reverse Cuthill-McKee order of its own edges (each piece's rows sorted back into the
+    part's order).  The other parts are grouped greedily: a group starts from the largest part left
+    and takes, while its rows stay within ``max_rows``, the part with the most edges into it.
 
     Args:
         max_rows: the most rows of a unit (:func:`.budget.unit_rows`); None: one unit per part.
     """
     if max_rows is not None and max_rows < 1:
         raise ValueError(f"max_rows must be >= 1 or None (got {max_rows})")
+    P = store.num_parts
+    sizes = np.array([store.manifest.parts[p].num_nodes for p in range(P)], np.int64)
+    if max_rows is None:
+        return [((p,), None) for p in range(P)]
+    assign, local = np.asarray(store.assignment), np.asarray(store.local_index)
     units: list[Unit] = []
-    assign = local = None
-    for p in range(store.num_parts):
-        n_p = store.manifest.parts[p].num_nodes
-        k = 1 if max_rows is None else -(-n_p // max_rows)
-        if k <= 1:
-            units.append((p, None))
-            continue
-        if assign is None:
-            assign, local = np.asarray(store.assignment), np.asarray(store.local_index)
-        a = store.read_part(p, ("indptr", "indices"))
-        col = np.asarray(a["indices"], np.int64)
-        lr = np.repeat(np.arange(n_p, dtype=np.int64), np.diff(a["indptr"]))
-        inside = assign[col] == p
-        m = csr_matrix((np.ones(int(inside.sum()), np.int8), (lr[inside], local[col[inside]])), shape=(n_p, n_p))
-        del col, lr, inside
-        order = reverse_cuthill_mckee(m, symmetric_mode=True).astype(np.int64)
-        del m
-        units += [(p, np.sort(piece)) for piece in np.array_split(order, k)]
-    return units
+    small = [p for p in range(P) if sizes[p] <= max_rows]
+    for p in range(P):
+        if sizes[p] > max_rows:
+            units += [((p,), rows) for rows in _split_part(store, p, -(-int(sizes[p]) // max_rows), assign, local)]
+    small_sizes = np.sort(sizes[small])
+    if len(small) < 2 or small_sizes[0] + small_sizes[1] > max_rows:
+        return sorted(units + [((p,), None) for p in small], key=lambda u: u[0][0])
+    cut = np.zeros((P, P), np.int64)  # edges between parts (rows: from)
+    for p in small:
+        cut[p] = np.bincount(assign[np.asarray(store.read_part(p, ("indices",))["indices"])], minlength=P)
+    left = np.zeros(P, bool)
+    left[small] = True
+    while left.any():
+        seed = int(np.flatnonzero(left)[np.argmax(sizes[left])])
+        group, rows, pull = [seed], int(sizes[seed]), cut[seed].copy()
+        left[seed] = False
+        while True:
+            fits = left & (sizes + rows <= max_rows)
+            if not fits.any():
+                break
+            q = int(np.flatnonzero(fits)[np.argmax(pull[fits])])
+            group.append(q)
+            rows += int(sizes[q])
+            pull += cut[q]
+            left[q] = False
+        units.append((tuple(sorted(group)), None))
+    return sorted(units, key=lambda u: u[0][0])
+
+
+def _split_part(store: PartitionStore, p: int, k: int, assign: np.ndarray, local: np.ndarray) -> list[np.ndarray]:
+    """Part ``p``'s rows cut into ``k`` runs of a reverse Cuthill-McKee order of its own edges."""
+    n_p = store.manifest.parts[p].num_nodes
+    a = store.read_part(p, ("indptr", "indices"))
+    col = np.asarray(a["indices"], np.int64)
+    lr = np.repeat(np.arange(n_p, dtype=np.int64), np.diff(a["indptr"]))
+    inside = assign[col] == p
+    m = csr_matrix((np.ones(int(inside.sum()), np.int8), (lr[inside], local[col[inside]])), shape=(n_p, n_p))
+    del col, lr, inside
+    order = reverse_cuthill_mckee(m, symmetric_mode=True).astype(np.int64)
+    return [np.sort(piece) for piece in np.array_split(order, k)]
 
 
 def plan_from_store(store: PartitionStore, aggr: Aggr, units: list[Unit] | None = None) -> PartPlan:
@@ -192,14 +233,15 @@ def plan_from_store(store: PartitionStore, aggr: Aggr, units: list[Unit] | None 
     so the plan equals :func:`~.graph.build_plan` on the whole graph with the units as the assignment.
     """
     n = store.manifest.num_nodes
-    units = units if units is not None else [(p, None) for p in range(store.num_parts)]
+    units = units if units is not None else [((p,), None) for p in range(store.num_parts)]
     deg = np.zeros(n, np.float64)
     nodes: list[np.ndarray] = []
     for p in range(store.num_parts):
         a = store.read_part(p, ("nodes", "indptr"))
         nodes.append(np.asarray(a["nodes"], np.int64))
         deg[nodes[p]] = np.diff(a["indptr"])
-    own = [nodes[p] if rows is None else nodes[p][rows] for p, rows in units]
+    own = [np.concatenate([nodes[p] for p in parts]) if rows is None else nodes[parts[0]][rows]
+           for parts, rows in units]
     if len(units) == store.num_parts and all(rows is None for _, rows in units):
         owner = np.asarray(store.assignment, np.int32)
     else:
@@ -208,13 +250,19 @@ def plan_from_store(store: PartitionStore, aggr: Aggr, units: list[Unit] | None 
             owner[o] = u
 
     def edges_of(u: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        p, rows = units[u]
-        a = store.read_part(p, ("indptr", "indices"))
-        if rows is None:
-            lr = np.repeat(np.arange(len(own[u]), dtype=np.int64), np.diff(a["indptr"]))
-            col = np.asarray(a["indices"], np.int64)
-        else:
-            lr, col = csr_rows(np.asarray(a["indptr"], np.int64), a["indices"], rows)
+        parts, rows = units[u]
+        lrs, cols, off = [], [], 0
+        for p in parts:
+            a = store.read_part(p, ("indptr", "indices"))
+            if rows is None:
+                lrs.append(off + np.repeat(np.arange(len(nodes[p]), dtype=np.int64), np.diff(a["indptr"])))
+                cols.append(np.asarray(a["indices"], np.int64))
+                off += len(nodes[p])
+            else:
+                lr, col = csr_rows(np.asarray(a["indptr"], np.int64), a["indices"], rows)
+                lrs.append(lr)
+                cols.append(col)
+        lr, col = (lrs[0], cols[0]) if len(parts) == 1 else (np.concatenate(lrs), np.concatenate(cols))
         if aggr in ("gcn", "mean_self"):
             lr = np.concatenate([lr, np.arange(len(own[u]), dtype=np.int64)])
             col = np.concatenate([col, own[u]])

@@ -39,7 +39,7 @@ from argosy.shared.envs import torch_threads
 
 from .model import full_graph_model
 from .sar import launch_sar
-from .source import StoreSource, plan_from_store, split_units
+from .source import StoreSource, make_units, plan_from_store
 from argosy.services.offload.store import OffloadStore
 
 __all__ = ["run", "memory_breakdown"]
@@ -142,6 +142,18 @@ def _cache_bytes(job: JobConfig, fg: FullGraphConfig, plan, spec) -> tuple[int, 
     return cache, f"auto, {why}" + (f" (budget: {source})" if budget is not None else " (no memory budget)")
 
 
+def _layout(units, num_parts: int) -> str:
+    """The units in words, e.g. ``16 store parts -> 5 units (groups of 4, 3, 3, 3, 3 parts)``."""
+    whole = [len(parts) for parts, rows in units if rows is None]
+    cut = sorted({parts[0] for parts, rows in units if rows is not None})
+    what = []
+    if any(k > 1 for k in whole):
+        what.append(f"groups of {', '.join(map(str, whole))} parts")
+    if cut:
+        what.append(f"{len(cut)} parts cut into {len(units) - len(whole)} pieces")
+    return f"{num_parts} store parts -> {len(units)} units" + (f" ({'; '.join(what)})" if what else "")
+
+
 def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str]) -> dict:
     """Train one process; returns the epoch records (``epochs``) and the bytes each part of the
     memory breakdown holds."""
@@ -163,11 +175,11 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
         held["features"] = _nbytes(trainer.x)
         out.update(parts=1)
     else:
-        units = None
-        if not fg.store_addr:  # units sized by the cache (see budget.unit_rows)
-            max_rows = unit_rows(_cache_bytes(job, fg, m.num_nodes, spec)[0], spec)
-            if max(pt.num_nodes for pt in m.parts) > max_rows:
-                units = split_units(store, max_rows)
+        units = None  # one per store part, or sized by the cache (see budget.unit_rows)
+        if not fg.store_addr:
+            units = make_units(store, unit_rows(_cache_bytes(job, fg, m.num_nodes, spec)[0], spec))
+            out["units"] = [[list(parts), None if rows is None else len(rows)] for parts, rows in units]
+            out["unit_layout"] = _layout(units, store.num_parts)
         plan = plan_from_store(store, spec.aggr, units)
         source = StoreSource(store, job.trainer.normalize_features, units)
         out["store_parts"] = store.num_parts
