@@ -248,6 +248,7 @@ def main() -> None:
     os.environ["ARGOSY_BENCH_CLOCK"] = args.clock       # read by median_ms here and in layers_dgl.py
     from argosy.shared.malloc import keep_heap
     keep_heap()         # the heap policy Argosy's trainer process runs with (shared/lifecycle.py); DGL's side: glibc's default
+    torch.set_flush_denormal(True)      # as TrainerCore sets it; DGL's side: torch's default
     torch.set_num_threads(args.threads)
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     WORK.mkdir(parents=True, exist_ok=True)
