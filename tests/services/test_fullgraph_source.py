@@ -104,7 +104,7 @@ def test_units_cut_large_parts_group_small_ones_and_the_plan_and_rows_follow(tmp
         assert all(np.all(np.diff(rows) > 0) for _, rows in units)
     else:  # parts grouped, fewer units than parts
         assert all(rows is None for _, rows in units) and len(units) < 5 and max(len(p) for p, _ in units) > 1
-    assert make_units(store, None) == [((p,), None) for p in range(5)]
+    assert make_units(store, None) == [((p,), None) for p in range(5)] == make_units(store, 60, min_piece=100)
     got = plan_from_store(store, aggr, units)
     ref = build_plan(g, got.owner, aggr)
     assert got.num_parts == ref.num_parts == len(units)

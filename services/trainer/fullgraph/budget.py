@@ -23,7 +23,8 @@ The cache also sizes the schedule's compute units (:func:`unit_rows`): a unit's 
 most :data:`UNIT_FRACTION` of the cache, so the per-unit tensors, the write-behind buffers (a
 quarter of the cache plus two expanded blocks) and the prefetched blocks scale with the cache, not
 with the store's part count; and a unit has at least :data:`MIN_UNIT_ROWS` rows, because each unit
-costs a gather, kernel calls and block puts per layer whatever its size.  Larger store parts are cut
+costs a gather, kernel calls and block puts per layer whatever its size (a part is cut only when
+larger than both).  Larger store parts are cut
 and smaller ones grouped (:func:`.source.make_units`).  Measured: 4 GREM parts of a 1.5M-vertex
 road-like graph (375k rows, 192 MB blocks against a 360 MB cache) peaked at 0.32x of an in-memory
 run, 16 parts at 0.18x.  Grouping pays when the cache allows it (road-ny, 264k vertices, 256 MiB
@@ -50,8 +51,8 @@ MIN_CACHE = 16 << 20
 UNIT_FRACTION = 1 / 4
 """Share of the cache one compute unit's own block (rows x widest layer) may take."""
 MIN_UNIT_ROWS = 16384
-"""Fewest rows :func:`unit_rows` allows (8 MB blocks at 128 columns): below that the per-unit costs
-outweigh the memory saved."""
+"""Fewest rows a piece of a cut store part gets (8 MB blocks at 128 columns): below that the per-unit
+costs outweigh the memory saved."""
 
 _F32 = 4
 
@@ -73,8 +74,9 @@ def step_block_bytes(plan: PartPlan, spec: ModelSpec) -> int:
 
 
 def unit_rows(cache: int, spec: ModelSpec) -> int:
-    """The most rows of one compute unit under a ``cache``-byte cache (see the module docstring)."""
-    return max(MIN_UNIT_ROWS, int(UNIT_FRACTION * cache) // (_F32 * max(spec.dims)))
+    """The most rows of one compute unit under a ``cache``-byte cache (see the module docstring); a
+    store part is cut only when it holds more than ``max(unit_rows, MIN_UNIT_ROWS)``."""
+    return max(1, int(UNIT_FRACTION * cache) // (_F32 * max(spec.dims)))
 
 
 def auto_cache_bytes(plan: PartPlan | int, spec: ModelSpec, budget: int | None, rss: int) -> tuple[int, str]:

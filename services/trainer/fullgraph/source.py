@@ -164,16 +164,17 @@ def _read_rows(f, rows: np.ndarray, shape: tuple[int, int], dtype: np.dtype, out
         out[cuts[i]:cuts[i + 1]] = buf[sel - lo]
 
 
-def make_units(store: PartitionStore, max_rows: int | None) -> list[Unit]:
+def make_units(store: PartitionStore, max_rows: int | None, min_piece: int = 1) -> list[Unit]:
     """The schedule's units of at most ``max_rows`` rows (see the module docstring).
 
-    A store part of more than ``max_rows`` rows is cut into ``ceil(n_p / max_rows)`` pieces of equal
+    A store part of more than ``max(max_rows, min_piece)`` rows is cut into ``ceil(n_p / that)`` pieces of equal
     size along a reverse Cuthill-McKee order of its own edges (each piece's rows sorted back into the
     part's order).  The other parts are grouped greedily: a group starts from the largest part left
     and takes, while its rows stay within ``max_rows``, the part with the most edges into it.
 
     Args:
         max_rows: the most rows of a unit (:func:`.budget.unit_rows`); None: one unit per part.
+        min_piece: the fewest rows a piece of a cut part may get (:data:`.budget.MIN_UNIT_ROWS`).
     """
     if max_rows is not None and max_rows < 1:
         raise ValueError(f"max_rows must be >= 1 or None (got {max_rows})")
@@ -183,10 +184,11 @@ def make_units(store: PartitionStore, max_rows: int | None) -> list[Unit]:
         return [((p,), None) for p in range(P)]
     assign, local = np.asarray(store.assignment), np.asarray(store.local_index)
     units: list[Unit] = []
-    small = [p for p in range(P) if sizes[p] <= max_rows]
+    cut_at = max(max_rows, min_piece)
+    small = [p for p in range(P) if sizes[p] <= cut_at]
     for p in range(P):
-        if sizes[p] > max_rows:
-            units += [((p,), rows) for rows in _split_part(store, p, -(-int(sizes[p]) // max_rows), assign, local)]
+        if sizes[p] > cut_at:
+            units += [((p,), rows) for rows in _split_part(store, p, -(-int(sizes[p]) // cut_at), assign, local)]
     small_sizes = np.sort(sizes[small])
     if len(small) < 2 or small_sizes[0] + small_sizes[1] > max_rows:
         return sorted(units + [((p,), None) for p in small], key=lambda u: u[0][0])

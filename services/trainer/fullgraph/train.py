@@ -27,7 +27,7 @@ from argosy.shared.store.reader import PartitionStore
 from argosy.shared.store.residency import memory_budget
 from argosy.shared.models import make_optimizer
 
-from .budget import auto_cache_bytes, unit_rows
+from .budget import MIN_UNIT_ROWS, auto_cache_bytes, unit_rows
 from .fullgraph import OffloadTrainer
 from .graph import build_plan, load_store_graph
 from .inmemory import InMemoryTrainer
@@ -177,7 +177,7 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
     else:
         units = None  # one per store part, or sized by the cache (see budget.unit_rows)
         if not fg.store_addr:
-            units = make_units(store, unit_rows(_cache_bytes(job, fg, m.num_nodes, spec)[0], spec))
+            units = make_units(store, unit_rows(_cache_bytes(job, fg, m.num_nodes, spec)[0], spec), MIN_UNIT_ROWS)
             out["units"] = [[list(parts), None if rows is None else len(rows)] for parts, rows in units]
             out["unit_layout"] = _layout(units, store.num_parts)
         plan = plan_from_store(store, spec.aggr, units)
