@@ -146,7 +146,7 @@ def _print_result(res: dict, as_json: bool) -> None:
             "sampled_edges_per_second", "trainer_idle_fraction", "remote_fraction", "seeds_planned", "seeds_trained",
             "duplicates", "wall_seconds", "seeds_redelivered", "seeds_dropped", "restarts", "trainer_restarts",
             "wire_bytes", "ipc_bytes", "halo_bytes", "halo_cache_hit_rate", "disk_read_bytes", "major_faults",
-            "row_cache_hit_rate", "edge_weights", "simulation", "error")
+            "row_cache_hit_rate", "edge_weights", "precision", "simulation", "error")
     for k in keys:
         v = res.get(k)
         if v is None:
