@@ -243,7 +243,7 @@ def segment_sum(x: Tensor, ptr: Tensor, src: Tensor, num_dst: int, w: Tensor | N
     if w is not None and (x.dim() != 3 or w.shape != (src.shape[0], x.shape[1])):
         raise ValueError(f"weighted segment_sum needs x (num_src, H, C) and w (E, H) (got x {tuple(x.shape)}, "
                          f"w {tuple(w.shape)})")
-    if x.dtype in _HALF and _use_numba(x):      # numpy has no bfloat16: sum in float32 (autocast's bf16 on CPU)
+    if x.dtype in _HALF:     # autocast's bf16 products: sum in float32 (numpy has no bfloat16; fewer roundings)
         x, w = x.float(), (None if w is None else w.float())
     return _SegmentSum.apply(x, w, ptr, src, num_dst)
 
@@ -287,6 +287,6 @@ def edge_softmax(s: Tensor, s_self: Tensor, ptr: Tensor) -> tuple[Tensor, Tensor
     if ptr.shape[0] != s_self.shape[0] + 1 or s.shape[1:] != s_self.shape[1:] or int(ptr[-1]) != s.shape[0]:
         raise ValueError(f"edge_softmax: ptr has {ptr.shape[0]} offsets for {s_self.shape[0]} destinations, "
                          f"scores {tuple(s.shape)} and {tuple(s_self.shape)}")
-    if s.dtype in _HALF and _use_numba(s):
+    if s.dtype in _HALF:
         s, s_self = s.float(), s_self.float()
     return _EdgeSoftmax.apply(s, s_self, ptr)

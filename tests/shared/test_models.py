@@ -373,3 +373,29 @@ def test_throughput_roles_keep_their_heap():
     from argosy.shared.malloc import keep_heap
     assert set(THROUGHPUT_ROLES) == {"trainer", "sampler", "loader"}
     assert keep_heap() is True                                            # glibc (this machine and the images)
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_kernels_sum_bfloat16_inputs_in_float32(backend, monkeypatch):
+    """Under bf16 autocast the layers hand the kernels bfloat16 rows: both paths sum them in float32
+    (the float32 sum of the same rounded values) and pass gradients back in the input's dtype."""
+    from argosy.shared import aggregate
+    monkeypatch.setattr(aggregate, "BACKEND", backend)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(30, 4, 8, generator=g).to(torch.bfloat16).requires_grad_()
+    ptr = torch.tensor([0, 3, 3, 7, 12])
+    src = torch.randint(0, 30, (12,), generator=g)
+    w = torch.rand(12, 4, generator=g).to(torch.bfloat16)
+    for weights in (None, w):
+        xin = x if weights is not None else x.reshape(30, 32)
+        out = aggregate.segment_sum(xin, ptr, src, 4, w=weights)
+        ref = aggregate.segment_sum(xin.detach().float(), ptr, src, 4, w=None if weights is None else weights.float())
+        assert out.dtype == torch.float32
+        torch.testing.assert_close(out, ref)
+        out.sum().backward()
+        assert x.grad.dtype == torch.bfloat16
+        x.grad = None
+    a, a_self = aggregate.edge_softmax(w, torch.zeros(4, 4, dtype=torch.bfloat16), ptr)
+    assert a.dtype == torch.float32
+    for v in range(4):                     # each destination's edge weights and self weight sum to 1
+        torch.testing.assert_close(a[ptr[v]:ptr[v + 1]].sum(0) + a_self[v], torch.ones(4))
