@@ -205,15 +205,18 @@ def section_scale(graphs: dict[str, str], epochs: int, cache: str, common: list[
     return out
 
 
-def _scale_md(res: dict) -> list[str]:
-    sc = res["scale"]
-    L = [f"## In-memory vs offload at scale ({res.get('scale_workload', '')})", "",
+def _scale_md(res: dict, key: str = "scale") -> list[str]:
+    """The scale section's tables; ``key`` ``scale_before``: an earlier run kept for comparison (its
+    ``scale_before_workload`` says which code)."""
+    sc = res[key]
+    L = [f"## In-memory vs offload at scale{', before' if key != 'scale' else ''} "
+         f"({res.get(key + '_workload', '')})", "",
          "Whole-process peak: `ru_maxrss` of `argosy train` and the training process it starts, as "
          "`/usr/bin/time` reports it. Above imports: the training process's peak minus its RSS after "
          "imports and kernel warm-up. Epoch: median of the epochs after the first. CPU s: the training "
          "process's CPU time (all its threads) in those epochs' steps, median: on a shared machine less "
          "sensitive to the load than wall time.", "",
-         "| graph | run | parts (alpha) | epoch s | x in-memory | CPU s | x | whole-process peak MiB | x in-memory | "
+         "| graph | run | units (alpha) | epoch s | x in-memory | CPU s | x | whole-process peak MiB | x in-memory | "
          "above imports MiB | x in-memory | disk MB/epoch | write MB/s | read MB/s | disk busy s/epoch | load after |",
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in sc.items():
@@ -229,7 +232,8 @@ def _scale_md(res: dict) -> list[str]:
                  f"{o.get('disk_MB_per_epoch', 0):.0f} | {f(o.get('disk_write_MBps'))} | {f(o.get('disk_read_MBps'))} | "
                  f"{o.get('disk_seconds_per_epoch', 0):.1f} | {o.get('loadavg_after', 0):.1f} |")
     L += [""] + [f"Offload cache on {name}: {r['offload']['cache_bytes'] / MiB:.0f} MiB "
-                 f"({r['offload'].get('cache_reason', '--cache-bytes')})." for name, r in sc.items()]
+                 f"({r['offload'].get('cache_reason', '--cache-bytes')}); "
+                 f"{r['offload'].get('unit_layout', str(r['offload']['parts']) + ' units')}." for name, r in sc.items()]
     L += ["", "Where the training process's peak goes (MiB; `compute` is the rest: the layers' tensors while they "
           "run, the whole graph's activations under autograd in-memory, one part's in the offloaded schedule, "
           "and allocator slack):", "",
@@ -430,6 +434,8 @@ def write_md(res: dict, path: str) -> None:
         L.append("")
     if "scale" in res:
         L += _scale_md(res)
+    if "scale_before" in res:
+        L += _scale_md(res, "scale_before")
     if "cgroup" in res:
         L += _cgroup_md(res)
     if "accuracy" in res:
@@ -493,7 +499,8 @@ def main() -> int:
     ap.add_argument("--scale-cache", default="auto",
                     help="offload cache of the scale and cgroup sections (auto: the default `argosy train` sizes)")
     ap.add_argument("--scale-road-nodes", type=int, default=1_500_000, help="vertices of the road-like graph (scale)")
-    ap.add_argument("--scale-graphs", default="generated,road,road-ny")
+    ap.add_argument("--scale-graphs", default="generated,road,road@4,road-ny",
+                    help="graphs of the scale section; NAME@K: its GREM store of K parts (default --scale-parts)")
     ap.add_argument("--cgroup-nodes", default="1200000,3000000,6000000",
                     help="cgroup section: generated graph sizes, tried in order until offload fails")
     ap.add_argument("--cgroup-limit", default="4G", help="cgroup section: memory.limit_in_bytes")
@@ -549,22 +556,27 @@ def main() -> int:
     if "scale" in secs:
         k, d = args.scale_parts, args.scale_dim
         graphs = {}
-        for name in args.scale_graphs.split(","):
+        for item in args.scale_graphs.split(","):
+            name, _, kk = item.partition("@")  # NAME@K: that graph's store of K parts
+            k = int(kk) if kk else args.scale_parts
             if name == "generated":
                 npz = generated_graph(os.path.join(tmp, f"argosy-bench-dcsbm{args.scale_nodes}-f{d}.npz"),
                                       args.scale_nodes, d)
-                graphs[f"generated DCSBM {args.scale_nodes / 1e6:.1f}M"] = partition(npz, npz[:-4] + f"-grem{k}", k)
+                graphs[f"generated DCSBM {args.scale_nodes / 1e6:.1f}M" + (f", {k} parts" if kk else "")] = \
+                    partition(npz, npz[:-4] + f"-grem{k}", k)
             elif name == "road":
                 npz = road_graph(os.path.join(tmp, f"argosy-bench-road{args.scale_road_nodes}-f{d}.npz"),
                                  args.scale_road_nodes, d)
-                graphs[f"road-like {args.scale_road_nodes / 1e6:.1f}M"] = partition(npz, npz[:-4] + f"-grem{k}", k)
+                graphs[f"road-like {args.scale_road_nodes / 1e6:.1f}M" + (f", {k} parts" if kk else "")] = \
+                    partition(npz, npz[:-4] + f"-grem{k}", k)
             elif name == "road-ny":
                 npz = bench_graph(os.path.join(tmp, f"argosy-bench-roadny-f{d}.npz"), d)
-                graphs["road-ny 264k"] = partition(npz, npz[:-4] + f"-grem{k}", k)
+                graphs["road-ny 264k" + (f", {k} parts" if kk else "")] = partition(npz, npz[:-4] + f"-grem{k}", k)
         scale_common = ["--model", "gcn", "--fanouts=-1,-1", "--hidden", "128", "--no-normalize-features",
                         "--dropout", "0.5", "--lr", "0.01"]
-        res["scale_workload"] = (f"GCN 2 layers x 128 hidden, dropout 0.5, {d}-d features, GREM stores of {k} parts, "
-                                 f"offload cache {args.scale_cache}, {args.epochs} epochs")
+        res["scale_workload"] = (f"GCN 2 layers x 128 hidden, dropout 0.5, {d}-d features, GREM stores of "
+                                 f"{args.scale_parts} parts (\"K parts\": K), offload cache {args.scale_cache}, "
+                                 f"{args.epochs} epochs")
         res["scale"] = section_scale(graphs, args.epochs, args.scale_cache, scale_common)
         save()
     if "cgroup" in secs:

@@ -143,14 +143,15 @@ def _cache_bytes(job: JobConfig, fg: FullGraphConfig, plan, spec) -> tuple[int, 
 
 
 def _layout(units, num_parts: int) -> str:
-    """The units in words, e.g. ``16 store parts -> 5 units (groups of 4, 3, 3, 3, 3 parts)``."""
+    """The units in words, e.g. ``16 store parts -> 14 units (2 groups of 2, 2 parts)``."""
     whole = [len(parts) for parts, rows in units if rows is None]
+    multi = [k for k in whole if k > 1]
     cut = sorted({parts[0] for parts, rows in units if rows is not None})
     what = []
-    if any(k > 1 for k in whole):
-        what.append(f"groups of {', '.join(map(str, whole))} parts")
+    if multi:
+        what.append(f"{len(multi)} group{'s' * (len(multi) > 1)} of {', '.join(map(str, multi))} parts")
     if cut:
-        what.append(f"{len(cut)} parts cut into {len(units) - len(whole)} pieces")
+        what.append(f"{len(cut)} part{'s' * (len(cut) > 1)} cut into {len(units) - len(whole)} pieces")
     return f"{num_parts} store parts -> {len(units)} units" + (f" ({'; '.join(what)})" if what else "")
 
 
