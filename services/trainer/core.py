@@ -374,8 +374,14 @@ class TrainerCore:
         for _ in range(max(1, self.cfg.work_factor)):
             if alone:
                 self._zero_grad()
-            with torch.autocast(self.device.type, self.autocast or torch.float32, enabled=self.autocast is not None):
-                logits, loss, correct = self._forward(self.module, b)
+            try:
+                with torch.autocast(self.device.type, self.autocast or torch.float32, enabled=self.autocast is not None):
+                    logits, loss, correct = self._forward(self.module, b)
+            except (RuntimeError, TypeError) as e:   # e.g. a user model that hands a bf16 tensor to numpy
+                if self.autocast is None or "BFloat16" not in str(e):
+                    raise
+                raise ConfigError(f"the model failed under bf16 mixed precision ({e}); train it with --precision "
+                                  "fp32") from e
             if alone and count:
                 loss = loss / count
             loss.backward()

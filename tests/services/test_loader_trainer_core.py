@@ -133,3 +133,15 @@ def test_bf16_step_computes_products_in_bf16_and_evaluates_in_float32(small_stor
     assert losses[-1] < 0.5 * losses[0]
     cores["fp32"].model.load_state_dict(cores["bf16"].model.state_dict())
     assert cores["bf16"].eval_step(fb) == cores["fp32"].eval_step(fb)
+
+
+def test_a_model_that_cannot_run_in_bf16_gets_a_clear_error(small_store, monkeypatch):
+    from argosy.shared.errors import ConfigError
+    g, path = small_store
+    store = PartitionStore(path)
+    fb = LoaderCore(store).load(SamplerCore(store).sample(np.arange(16), (3, 3), 0))
+    core = TrainerCore(TrainerConfig(model="sage", hidden=8, precision="bf16"), 16, 4, num_layers=2)
+    inner = core.model.forward
+    monkeypatch.setattr(core.model, "forward", lambda x, blocks: torch.from_numpy(inner(x, blocks).detach().numpy()))
+    with pytest.raises(ConfigError, match="--precision fp32"):
+        core.train_step(fb)
