@@ -141,7 +141,10 @@ def test_a_model_that_cannot_run_in_bf16_gets_a_clear_error(small_store, monkeyp
     store = PartitionStore(path)
     fb = LoaderCore(store).load(SamplerCore(store).sample(np.arange(16), (3, 3), 0))
     core = TrainerCore(TrainerConfig(model="sage", hidden=8, precision="bf16"), 16, 4, num_layers=2)
-    inner = core.model.forward
-    monkeypatch.setattr(core.model, "forward", lambda x, blocks: torch.from_numpy(inner(x, blocks).detach().numpy()))
+    inner, w = core.model.forward, torch.eye(16)
+
+    def numpy_inside(x, blocks):          # a product (bf16 under autocast) handed to numpy
+        return inner(torch.from_numpy(torch.nn.functional.linear(x, w).detach().numpy()), blocks)
+    monkeypatch.setattr(core.model, "forward", numpy_inside)
     with pytest.raises(ConfigError, match="--precision fp32"):
         core.train_step(fb)
