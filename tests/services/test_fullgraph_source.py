@@ -89,6 +89,7 @@ def test_store_source_reads_float16_stores_into_strided_rows_and_refuses_truncat
 @pytest.mark.parametrize("max_rows", [60, 230])
 def test_units_cut_large_parts_group_small_ones_and_the_plan_and_rows_follow(tmp_path, aggr, max_rows, monkeypatch):
     monkeypatch.setattr(source_mod, "READ_ROWS", 7)  # several reads per unit, some skipped
+    monkeypatch.setattr(source_mod, "MAX_CUT_HALO", 10.0)  # cut whatever the halo (this graph is not road-like)
     store = PartitionStore(make_store(tmp_path, n=400, parts=5)[2])
     g, _ = load_store_graph(store)
     sizes = [pt.num_nodes for pt in store.manifest.parts]
@@ -123,6 +124,13 @@ def test_units_cut_large_parts_group_small_ones_and_the_plan_and_rows_follow(tmp
         make_units(store, 0)
 
 
+def test_a_part_whose_pieces_would_read_each_other_heavily_is_not_cut(tmp_path, monkeypatch):
+    store = PartitionStore(make_store(tmp_path, n=400, parts=2)[2])  # planted graph: random edges inside a part
+    assert make_units(store, 60) == [((0,), None), ((1,), None)]
+    monkeypatch.setattr(source_mod, "MAX_CUT_HALO", 10.0)
+    assert len(make_units(store, 60)) > 2
+
+
 def _dense(plan, u, x0):
     """Unit ``u``'s aggregation matrix over global columns, dense ``(n_u, n)``."""
     m = plan.matrix[u]
@@ -134,12 +142,14 @@ def _dense(plan, u, x0):
 
 
 @pytest.mark.parametrize("max_rows", [50, 230])
-def test_offload_gradients_over_cut_or_grouped_units_match_in_memory(tmp_path, max_rows):
+def test_offload_gradients_over_cut_or_grouped_units_match_in_memory(tmp_path, max_rows, monkeypatch):
+    monkeypatch.setattr(source_mod, "MAX_CUT_HALO", 10.0)
     store = PartitionStore(make_store(tmp_path, n=400, parts=4)[2])
     g, _ = load_store_graph(store)
     m0, spec = model("gcn", 20, 4)
     loss0 = InMemoryTrainer(spec, g, m0, 7).step(0)
     units = make_units(store, max_rows)
+    assert len(units) > 4 if max_rows == 50 else len(units) < 4
     m1, _ = model("gcn", 20, 4)
     with OffloadStore(cache_bytes=8 << 10, spill_dir=str(tmp_path), policy="belady") as st:
         loss1 = OffloadTrainer(spec, plan_from_store(store, "gcn", units), StoreSource(store, units=units), st, m1,

@@ -11,7 +11,8 @@ The schedule's working set is one *unit*'s layer tensors, and each unit costs a 
 kernel calls and block puts per layer, whatever its size.  So the units are sized by the run's
 memory (:func:`make_units`, :func:`.budget.unit_rows`), not by the store's part count: a part larger
 than that is cut into pieces (its rows in breadth-first, reverse Cuthill-McKee, order over its own
-edges, cut into equal runs, so a piece's halo is a BFS frontier), and small parts are grouped, each
+edges, cut into equal runs, so a piece's halo is a BFS frontier; not when the pieces would read more
+than :data:`MAX_CUT_HALO` of the part from each other), and small parts are grouped, each
 group grown by the part with the most edges into it, so cut edges inside a group stop being halo.
 Users train with the store they partitioned (4 parts of a 1.5M-vertex road network hold 375k rows
 each; 16 parts of road-ny 16k).  (Cutting a part into *row ranges* instead was
@@ -43,6 +44,10 @@ __all__ = ["GraphSource", "StoreSource", "Unit", "make_units", "plan_from_store"
 Unit = tuple[tuple[int, ...], "np.ndarray | None"]
 """A compute unit: ``(store parts, rows)``: whole parts (rows None; their rows in part order, one
 part after the other), or one part's rows (``int64``, ascending row numbers inside the part)."""
+
+MAX_CUT_HALO = 0.25
+"""The most halo rows cutting a store part may add, as a fraction of its rows: a part whose pieces
+would need more (a DCSBM part: most of its edges cross any cut) stays one unit."""
 
 READ_ROWS = 1 << 14
 """Rows per read(2) when a unit's feature rows are picked out of its part's file."""
@@ -188,7 +193,8 @@ def make_units(store: PartitionStore, max_rows: int | None, min_piece: int = 1) 
     small = [p for p in range(P) if sizes[p] <= cut_at]
     for p in range(P):
         if sizes[p] > cut_at:
-            units += [((p,), rows) for rows in _split_part(store, p, -(-int(sizes[p]) // cut_at), assign, local)]
+            pieces = _split_part(store, p, -(-int(sizes[p]) // cut_at), assign, local)
+            units += [((p,), rows) for rows in pieces] if pieces else [((p,), None)]
     small_sizes = np.sort(sizes[small])
     if len(small) < 2 or small_sizes[0] + small_sizes[1] > max_rows:
         return sorted(units + [((p,), None) for p in small], key=lambda u: u[0][0])
@@ -214,17 +220,29 @@ def make_units(store: PartitionStore, max_rows: int | None, min_piece: int = 1) 
     return sorted(units, key=lambda u: u[0][0])
 
 
-def _split_part(store: PartitionStore, p: int, k: int, assign: np.ndarray, local: np.ndarray) -> list[np.ndarray]:
-    """Part ``p``'s rows cut into ``k`` runs of a reverse Cuthill-McKee order of its own edges."""
+def _split_part(store: PartitionStore, p: int, k: int, assign: np.ndarray,
+                local: np.ndarray) -> list[np.ndarray] | None:
+    """Part ``p``'s rows cut into ``k`` runs of a reverse Cuthill-McKee order of its own edges, or None
+    when the pieces would read more than :data:`MAX_CUT_HALO` of the part's rows from each other."""
     n_p = store.manifest.parts[p].num_nodes
     a = store.read_part(p, ("indptr", "indices"))
     col = np.asarray(a["indices"], np.int64)
     lr = np.repeat(np.arange(n_p, dtype=np.int64), np.diff(a["indptr"]))
     inside = assign[col] == p
-    m = csr_matrix((np.ones(int(inside.sum()), np.int8), (lr[inside], local[col[inside]])), shape=(n_p, n_p))
+    src, dst = lr[inside], local[col[inside]]
     del col, lr, inside
-    order = reverse_cuthill_mckee(m, symmetric_mode=True).astype(np.int64)
-    return [np.sort(piece) for piece in np.array_split(order, k)]
+    order = reverse_cuthill_mckee(csr_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(n_p, n_p)),
+                                  symmetric_mode=True).astype(np.int64)
+    pieces = np.array_split(order, k)
+    piece_of = np.empty(n_p, np.int64)
+    piece_of[order] = np.repeat(np.arange(k), [len(x) for x in pieces])
+    cross = piece_of[src] != piece_of[dst]
+    added = len(np.unique(dst[cross] * k + piece_of[src[cross]]))  # (row, piece reading it) pairs
+    if added > MAX_CUT_HALO * n_p:
+        logger.info("part %d: not cut into %d pieces (they would read %d rows of each other, %.0f%% of its %d)",
+                    p, k, added, 100 * added / n_p, n_p)
+        return None
+    return [np.sort(x) for x in pieces]
 
 
 def plan_from_store(store: PartitionStore, aggr: Aggr, units: list[Unit] | None = None) -> PartPlan:
