@@ -562,10 +562,8 @@ def road_edge_chunks(num_nodes: int, avg_degree: float = 2.6, shortcut: float = 
         c = v % w
         right = v[(c + 1 < w) & (v + 1 < n)]
         down = v[v + w < n]
-        src = [right, down]
-        dst = [right + 1, down + w]
-        src = [s[rng.random(len(s)) < keep] for s in src]
-        dst = [s + (1 if i == 0 else w) for i, s in enumerate(src)]
+        src = [s[rng.random(len(s)) < keep] for s in (right, down)]       # lattice edges kept
+        dst = [src[0] + 1, src[1] + w]
         sc = v[rng.random(len(v)) < shortcut]
         if len(sc):
             dr = rng.integers(-4, 5, len(sc))
