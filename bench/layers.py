@@ -171,8 +171,12 @@ def argosy_round(z: dict, batches: list, reps: int) -> dict:
                 "gat": lambda: GATConv(fin, fout // 8, heads=8)}[kind]()
         theirs = {"sage": lambda: pyg.SAGEConv(fin, fout), "gcn": lambda: pyg.GCNConv(fin, fout),
                   "gat": lambda: pyg.GATConv(fin, fout // 8, heads=8)}[kind]()
+        def bf16(f):
+            with torch.autocast("cpu", torch.bfloat16):
+                return f()
         runs = {"per-edge": lambda: per_edge_conv(ours, x, src, dst, nd, deg),
                 "argosy": lambda: ours(x, src, dst, nd, deg, ptr),
+                "argosy-bf16": lambda: bf16(lambda: ours(x, src, dst, nd, deg, ptr)),
                 "pyg": (lambda: theirs((x, x[:nd]), square, size=(ns, nd))) if kind == "sage"
                 else (lambda: theirs(x, square))}
         row = {}
@@ -181,7 +185,7 @@ def argosy_round(z: dict, batches: list, reps: int) -> dict:
                 x.grad = None
                 ours.zero_grad(set_to_none=True)
                 theirs.zero_grad(set_to_none=True)
-                f().sum().backward()
+                f().float().sum().backward()
             row[name] = median_ms(fb, reps)
         res["layer"][kind] = row
     prepared = [(torch.from_numpy(xb), to_blocks(sb), torch.from_numpy(yb)) for sb, xb, yb in batches]
