@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from argosy.shared.config import (LINK_LOSSES, LINK_METRICS, LINK_SCORERS, MODEL_DEFAULTS, NEG_SAMPLERS,
-                                  NODE_EMBEDDINGS_AUTO_DIM, SAGE_AGGREGATORS, TASKS,
+                                  NODE_EMBEDDINGS_AUTO_DIM, PRECISIONS, SAGE_AGGREGATORS, TASKS,
                                   CoordConfig, FullGraphConfig, JobConfig, LinkConfig, LoaderConfig, SamplerConfig,
                                   TrainerConfig, parse_size)
 from argosy.shared.errors import ArgosyError, ConfigError
@@ -92,7 +92,7 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
     p.add_argument("--loaders", type=int, default=_default(JobConfig, "num_loaders"))
     p.add_argument("--trainers", type=int, default=_default(JobConfig, "num_trainers"))
     p.add_argument("--device", default=_default(T, "device"), choices=("auto", "cpu", "cuda"))
-    p.add_argument("--precision", default=_default(T, "precision"), choices=("auto", "fp32", "bf16"),
+    p.add_argument("--precision", default=_default(T, "precision"), choices=PRECISIONS,
                    help="the training step's arithmetic: bf16 = mixed precision (products in bfloat16, weights and "
                         "sums in float32); auto (default): bf16 on a CPU with native bfloat16 (AVX512-BF16/AMX), "
                         "else fp32; evaluation is always float32")

@@ -61,15 +61,17 @@ def pick_precision(name: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype of a training step for ``--precision`` on ``device`` (None: float32).
 
     ``auto`` is bfloat16 on a CPU with native bfloat16 products (AVX512-BF16 or AMX tiles), where a
-    product runs ~3x faster than in float32 (``bench/layers.py --precision``) and the products are
-    most of a CPU step; float32 elsewhere: a CPU without them would emulate bfloat16 (slower), and
-    on CUDA the step is rarely what the pipeline waits for.
+    product runs ~3x faster than in float32 (``bench/layers.py``'s ``argosy-bf16`` column) and the
+    products are most of a CPU step; float32 elsewhere: a CPU without them would emulate bfloat16
+    (slower), and on CUDA the step is rarely what the pipeline waits for.  (A torch without these
+    CPU probes, older than the pinned one, counts as a CPU without them.)
     """
     if name == "fp32":
         return None
     if name == "bf16":
         return torch.bfloat16
-    if device.type == "cpu" and (torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()):
+    probes = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
+    if device.type == "cpu" and any(f is not None and f() for f in probes):
         return torch.bfloat16
     return None
 
