@@ -178,7 +178,7 @@ STORE_STAT_FIELDS: tuple[str, ...] = (
     "hits", "misses", "hit_bytes", "miss_bytes", "bytes_read", "bytes_written", "evictions", "bypass_writes",
     "bypass_reads", "prefetch_loads", "prefetch_dropped", "prefetch_waits", "resident_bytes",
     "peak_resident_bytes", "disk_bytes", "peak_disk_bytes", "unplanned_accesses", "peak_pending_bytes",
-    "peak_staged_bytes", "write_seconds", "read_seconds", "write_wait_seconds")
+    "peak_staged_bytes", "write_seconds", "read_seconds", "write_wait_seconds", "file_bytes", "peak_file_bytes")
 """Counters of the offload store, in the order :attr:`StoreReply.stats` carries them."""
 
 

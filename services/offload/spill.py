@@ -1,15 +1,19 @@
-"""The offload store's blocks and their spill files: one file per block version, written and read whole.
+"""The offload store's blocks and their spill files: one file per block key, written and read whole.
 
 Why this module exists: :mod:`.store` decides *which* blocks live in memory and when they move; this
 module is *how* a block is described (:class:`Block`) and how its bytes reach and leave the disk.
 The file I/O runs without the store's lock held (the store marks the block busy first), so a
 trainer thread is never stuck behind another block's write.
+
+A key's file outlives its block: the next block of the key (the same layer and part, next epoch) is
+written over it in place. Overwriting page-cache pages is a copy; a new file costs page allocation
+and its unlink the pages' freeing as well: 3.8-4.3 ms against 9.5-10 ms per 38 MB block on this
+machine's ext4, which was most of the spill I/O thread's time per epoch.
 """
 
 from __future__ import annotations
 
 import errno
-import itertools
 import os
 import time
 
@@ -20,22 +24,16 @@ from argosy.shared.errors import DiskBudgetError, OffloadError
 
 from .policy import BlockKey
 
-__all__ = ["Block", "unlink", "write_file", "read_file"]
-
-_FILE_IDS = itertools.count()
-"""Spill file serials: a released block's file is unlinked in the background, so a new block of the same
-key must not reuse its name."""
-
+__all__ = ["Block", "file_path", "unlink", "write_file", "read_file"]
 
 class Block:
     """One block's state in the store (every field is guarded by the store's lock)."""
 
     __slots__ = ("key", "shape", "dtype", "nbytes", "data", "on_disk", "dirty", "pins", "loading",
-                 "staged", "version", "fid")
+                 "staged", "version")
 
     def __init__(self, key: BlockKey, shape: tuple[int, ...], dtype: torch.dtype) -> None:
         self.key = key
-        self.fid = next(_FILE_IDS)
         self.shape = tuple(int(s) for s in shape)
         self.dtype = dtype
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
@@ -47,8 +45,11 @@ class Block:
         self.staged: torch.Tensor | None = None  # prefetched data in a staging buffer, not admitted
         self.version = 0  # bumped by every spill write: a prefetch of an older version is stale
 
-    def path(self, spill_dir: str) -> str:
-        return os.path.join(spill_dir, f"{self.key[0]}-{self.key[1]}-{self.key[2]}.{self.fid}.blk")
+
+
+def file_path(spill_dir: str, key: BlockKey) -> str:
+    """The spill file of every block of ``key``."""
+    return os.path.join(spill_dir, f"{key[0]}-{key[1]}-{key[2]}.blk")
 
 
 def unlink(path: str) -> None:
@@ -59,16 +60,24 @@ def unlink(path: str) -> None:
 
 
 def write_file(path: str, b: Block, data: torch.Tensor) -> float:
-    """Write ``data`` (``b``'s contents) to ``path``; returns the seconds it took.
+    """Write ``data`` (``b``'s contents) to ``path``, over the file's old contents in place (cut to
+    ``b.nbytes``); returns the seconds it took.
 
     Raises:
         DiskBudgetError: the disk is full.
     """
-    arr = data.contiguous().view(torch.uint8).numpy() if data.numel() else np.empty(0, np.uint8)
+    arr = data.contiguous().view(torch.uint8).numpy().reshape(-1) if data.numel() else np.empty(0, np.uint8)
     t0 = time.perf_counter()
     try:
-        with open(path, "wb") as f:
-            f.write(memoryview(arr))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            view, off = memoryview(arr), 0
+            while off < len(view):
+                off += os.pwrite(fd, view[off:], off)
+            if os.fstat(fd).st_size > off:
+                os.ftruncate(fd, off)
+        finally:
+            os.close(fd)
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskBudgetError(f"disk full while spilling block {b.key} ({b.nbytes} bytes) to "

@@ -38,7 +38,7 @@ import torch
 from argosy.shared.errors import BlockNotFoundError, CacheBudgetError, DiskBudgetError, OffloadError
 
 from .policy import INF, Access, BlockKey, Schedule
-from .spill import Block, read_file, unlink, write_file
+from .spill import Block, file_path, read_file, unlink, write_file
 
 __all__ = ["OffloadStore", "StoreStats"]
 
@@ -70,7 +70,11 @@ class StoreStats:
     resident_bytes: int = 0
     peak_resident_bytes: int = 0
     disk_bytes: int = 0
+    """Bytes of the blocks whose current contents are on disk."""
     peak_disk_bytes: int = 0
+    file_bytes: int = 0
+    """Bytes of the spill files on disk: the blocks' plus released keys' files kept for the key's next block."""
+    peak_file_bytes: int = 0
     unplanned_accesses: int = 0
     peak_pending_bytes: int = 0
     """Most bytes held at once by queued write-behind (``*_async``) writes: the spill buffers."""
@@ -152,9 +156,7 @@ class OffloadStore:
         self._cond = threading.Condition(self._lock)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offload-io")
         self._pf_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offload-prefetch")
-        # unlinking a released spill file frees its page-cache pages: ~6 ms per block of a 1.2M-vertex
-        # graph, paid under the store's lock on the trainer's thread before this pool took it over
-        self._gc_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offload-unlink")
+        self._files: dict[BlockKey, int] = {}  # spill files on disk and their sizes (:mod:`.spill`: kept per key)
         self._pending: dict[BlockKey, int] = {}
         self._pending_bytes = 0
         self._writing_bytes = 0  # evicted blocks being written (out of the cache's count, still in memory)
@@ -390,9 +392,10 @@ class OffloadStore:
             self._stats.unplanned_accesses = self._schedule.unplanned if self._schedule else 0
             d = self._stats.as_dict()
             if reset:
-                keep = (self._stats.resident_bytes, self._stats.disk_bytes)
+                keep = (self._stats.resident_bytes, self._stats.disk_bytes, self._stats.file_bytes)
                 self._stats = StoreStats(resident_bytes=keep[0], peak_resident_bytes=keep[0],
-                                         disk_bytes=keep[1], peak_disk_bytes=keep[1])
+                                         disk_bytes=keep[1], peak_disk_bytes=keep[1],
+                                         file_bytes=keep[2], peak_file_bytes=keep[2])
                 if self._schedule:
                     self._schedule.unplanned = 0
             return d
@@ -438,7 +441,7 @@ class OffloadStore:
             for b in list(self._blocks.values()):
                 self._drop(b)
             self._closed = True
-        self._gc_pool.shutdown(wait=True)
+            self._free_files(None)
         if self._own_dir and self.spill_dir:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
 
@@ -495,7 +498,7 @@ class OffloadStore:
 
     def _path(self, b: Block) -> str:
         assert self.spill_dir is not None
-        return b.path(self.spill_dir)
+        return file_path(self.spill_dir, b.key)
 
     def _next_use(self, key: BlockKey) -> float:
         if self.policy == "belady" and self._schedule is not None:
@@ -683,8 +686,7 @@ class OffloadStore:
         if b.data is not None:
             self._stats.resident_bytes -= b.nbytes
             b.data = None
-        if b.on_disk:
-            self._gc_pool.submit(unlink, self._path(b))
+        if b.on_disk:  # the file stays: the key's next block is written over it (:mod:`.spill`)
             self._stats.disk_bytes -= b.nbytes
             b.on_disk = False
         self._blocks.pop(b.key, None)
@@ -697,25 +699,20 @@ class OffloadStore:
         if self.spill_dir is None:
             raise CacheBudgetError(f"no spill directory to write block {b.key} to")
         grow = 0 if b.on_disk else b.nbytes
-        if self.disk_budget is not None and self._stats.disk_bytes + grow > self.disk_budget:
-            raise DiskBudgetError(
-                f"spilling block {b.key} ({b.nbytes} bytes) would exceed the disk budget of "
-                f"{self.disk_budget} bytes ({self._stats.disk_bytes} bytes already spilled)")
-        if unlocked and not b.loading:
-            b.loading = True
-            self._writing_bytes += b.nbytes
-            self._stats.peak_pending_bytes = max(self._stats.peak_pending_bytes,
-                                                 self._pending_bytes + self._writing_bytes)
-            self._lock.release()
-            try:
-                secs = write_file(self._path(b), b, data)
-            finally:
-                self._lock.acquire()
-                b.loading = False
-                self._writing_bytes -= b.nbytes
-                self._cond.notify_all()
-        else:
-            secs = write_file(self._path(b), b, data)
+        if self.disk_budget is not None:
+            if self._stats.disk_bytes + grow > self.disk_budget:
+                raise DiskBudgetError(
+                    f"spilling block {b.key} ({b.nbytes} bytes) would exceed the disk budget of "
+                    f"{self.disk_budget} bytes ({self._stats.disk_bytes} bytes already spilled)")
+            over = self._stats.file_bytes + b.nbytes - self._files.get(b.key, 0) - self.disk_budget
+            if over > 0:
+                self._free_files(over, keep=b.key)
+        try:
+            secs = self._write_file(b, data, unlocked)
+        except DiskBudgetError:  # the disk is full: give back the kept files of released keys, once
+            if not self._free_files(None, keep=b.key):
+                raise
+            secs = self._write_file(b, data, unlocked)
         b.version += 1
         if b.staged is not None:  # staged from the previous contents
             self._unstage(b)
@@ -724,6 +721,44 @@ class OffloadStore:
         self._stats.write_seconds += secs
         self._stats.disk_bytes += grow
         self._stats.peak_disk_bytes = max(self._stats.peak_disk_bytes, self._stats.disk_bytes)
+        self._stats.file_bytes += b.nbytes - self._files.get(b.key, 0)
+        self._files[b.key] = b.nbytes
+        self._stats.peak_file_bytes = max(self._stats.peak_file_bytes, self._stats.file_bytes)
+
+    def _free_files(self, need: int | None, keep: BlockKey | None = None) -> int:
+        """Unlink kept spill files of released keys (no block of the key has its contents on disk or
+        is being written) until ``need`` bytes are free (None: all of them). Returns the bytes freed.
+        Lock held."""
+        freed = 0
+        for key in list(self._files):
+            if need is not None and freed >= need:
+                break
+            b = self._blocks.get(key)
+            if key == keep or (b is not None and (b.on_disk or b.loading)):
+                continue
+            unlink(file_path(self.spill_dir, key))
+            n = self._files.pop(key)
+            self._stats.file_bytes -= n
+            freed += n
+        return freed
+
+    def _write_file(self, b: Block, data: torch.Tensor, unlocked: bool) -> float:
+        """:func:`.spill.write_file` of ``b``; with ``unlocked`` (see :meth:`_write`) the lock is released
+        around it. Lock held."""
+        if unlocked and not b.loading:
+            b.loading = True
+            self._writing_bytes += b.nbytes
+            self._stats.peak_pending_bytes = max(self._stats.peak_pending_bytes,
+                                                 self._pending_bytes + self._writing_bytes)
+            self._lock.release()
+            try:
+                return write_file(self._path(b), b, data)
+            finally:
+                self._lock.acquire()
+                b.loading = False
+                self._writing_bytes -= b.nbytes
+                self._cond.notify_all()
+        return write_file(self._path(b), b, data)
 
     def _read(self, b: Block, into: torch.Tensor | None = None) -> torch.Tensor:
         buf, secs = read_file(self._path(b), b, into)

@@ -147,19 +147,41 @@ def test_prefetch_turns_misses_into_hits(tmp_path):
     assert hits[True]["prefetch_loads"] > 0
 
 
-def test_released_spill_files_go_and_a_new_block_of_the_key_is_its_own(tmp_path):
-    """Released blocks' spill files are unlinked in the background; a block put again under the same
-    key gets its own file, so the old file's late unlink cannot take the new contents."""
+def test_a_released_keys_file_is_reused_and_close_removes_every_file(tmp_path):
+    """A released block's spill file stays for the key's next block, which is written over it in place
+    (a shorter block cuts it); reads see only the current block; close removes every file."""
     with OffloadStore(cache_bytes=0, spill_dir=str(tmp_path)) as s:  # every block goes to disk
         for round_ in range(3):
             s.put("act", 1, 0, blk(round_))
             assert torch.equal(s.get("act", 1, 0), blk(round_))
             s.release("act", 1, 0)
-        s.put("act", 1, 0, blk(7))
-        s._gc_pool.submit(lambda: None).result()  # the queued unlinks have run
-        assert len(list(tmp_path.iterdir())) == 1
-        assert torch.equal(s.get("act", 1, 0), blk(7))
+            with pytest.raises(BlockNotFoundError):
+                s.get("act", 1, 0)
+        assert [f.name for f in tmp_path.iterdir()] == ["act-1-0.blk"]
+        s.put("act", 1, 0, torch.arange(6.0).reshape(3, 2))  # smaller than the file it overwrites
+        assert (tmp_path / "act-1-0.blk").stat().st_size == 24
+        assert torch.equal(s.get("act", 1, 0), torch.arange(6.0).reshape(3, 2))
+        st = s.stats()
+        assert st["file_bytes"] == 24 and st["disk_bytes"] == 24 and st["peak_file_bytes"] == BLK
     assert not list(tmp_path.iterdir())
+
+
+def test_kept_files_give_way_to_the_disk_budget(tmp_path):
+    """Kept files of released keys count as disk use: a write that would take the spill files over the
+    disk budget unlinks them first, so the budget bounds the bytes on disk, and only live blocks can
+    make a write fail."""
+    with OffloadStore(cache_bytes=0, spill_dir=str(tmp_path), disk_bytes=2 * BLK) as s:
+        for p in range(6):
+            s.put("act", 0, p, blk(p))
+            s.release("act", 0, p)
+            assert s.stats()["file_bytes"] <= 2 * BLK
+            assert sum(f.stat().st_size for f in tmp_path.iterdir()) <= 2 * BLK
+        s.put("act", 1, 0, blk(10))
+        s.put("act", 1, 1, blk(11))
+        assert torch.equal(s.get("act", 1, 0), blk(10)) and torch.equal(s.get("act", 1, 1), blk(11))
+        with pytest.raises(DiskBudgetError, match="disk budget"):
+            s.put("act", 1, 2, blk(12))
+        assert torch.equal(s.get("act", 1, 1), blk(11))  # nothing dropped
 
 
 def test_writes_run_unlocked_and_lose_nothing(tmp_path):
@@ -197,3 +219,42 @@ def test_writes_run_unlocked_and_lose_nothing(tmp_path):
         assert not errors, errors[:5]
         assert st["bytes_written"] > 0 and st["resident_bytes"] <= s.cache_bytes
         assert st["peak_resident_bytes"] <= s.cache_bytes
+
+
+_FULL_DISK_SCRIPT = """
+import sys, torch
+from argosy.services.offload.store import OffloadStore
+from argosy.shared.errors import DiskBudgetError
+blk = lambda v: torch.full((64, 64), float(v))  # 16 KiB
+with OffloadStore(cache_bytes=0, spill_dir=sys.argv[1]) as s:
+    for p in range(5):  # 80 KiB of kept files in a 96 KiB disk
+        s.put("act", 0, p, blk(p))
+        s.release("act", 0, p)
+    for p in range(5):  # ENOSPC: the kept files are given back and the write retried
+        s.put("act", 1, p, blk(10 + p))
+    print("live", all(torch.equal(s.get("act", 1, p), blk(10 + p)) for p in range(5)))
+    try:
+        for p in range(5, 20):
+            s.put("act", 1, p, blk(10 + p))
+    except DiskBudgetError as e:
+        print("full", "disk full while spilling block" in str(e))
+    print("kept", all(torch.equal(s.get("act", 1, p), blk(10 + p)) for p in range(5)))
+"""
+
+
+def test_a_full_disk_takes_back_kept_files_then_says_so(tmp_path):
+    """A real ENOSPC (a 96 KiB tmpfs in a user namespace): the kept files of released keys are unlinked
+    and the write retried; when live blocks fill the disk the put fails with 'disk full' and every
+    block already stored still reads back."""
+    import shutil
+    import subprocess
+    import sys
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare not available")
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    script = tmp_path / "fill.py"
+    script.write_text(_FULL_DISK_SCRIPT)
+    r = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=96k tmpfs {mnt} && "
+                        f"{sys.executable} {script} {mnt}"], capture_output=True, text=True, timeout=120)
+    assert r.stdout.split() == ["live", "True", "full", "True", "kept", "True"], r.stdout + r.stderr
