@@ -91,7 +91,12 @@ def read_file(path: str, b: Block, into: torch.Tensor | None = None) -> tuple[to
     buf = torch.empty(b.shape, dtype=b.dtype) if into is None else into
     t0 = time.perf_counter()
     if b.nbytes:
-        with open(path, "rb", buffering=0) as f:
+        try:
+            f = open(path, "rb", buffering=0)
+        except FileNotFoundError as e:
+            raise OffloadError(f"the spill file of block {b.key} is gone ({path}): was the spill directory "
+                               "removed or cleaned while training ran?") from e
+        with f:
             n = f.readinto(memoryview(buf.view(torch.uint8).numpy().reshape(-1)))
         if n != b.nbytes:
             raise OffloadError(f"short read of block {b.key}: {n} of {b.nbytes} bytes")

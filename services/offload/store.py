@@ -165,6 +165,7 @@ class OffloadStore:
                                      else max(1, self.cache_bytes // 4))
         self._stats = StoreStats()
         self._closed = False
+        self._failed: BaseException | None = None  # the first queued write that failed: the store lost it
 
     # ------------------------------------------------------------------ planning
     def plan(self, accesses: Iterable[Access] | Schedule, cyclic: bool = True) -> None:
@@ -430,6 +431,8 @@ class OffloadStore:
         """Wait for all queued async work and prefetches."""
         self._pool.submit(lambda: None).result()
         self._pf_pool.submit(lambda: None).result()
+        with self._lock:
+            self._check_open()  # a queued write that failed is reported here at the latest
 
     def close(self) -> None:
         """Stop the I/O thread and delete spill files (and an ``auto`` spill dir)."""
@@ -455,6 +458,9 @@ class OffloadStore:
     def _check_open(self) -> None:
         if self._closed:
             raise OffloadError("offload store is closed")
+        if self._failed is not None:  # every later call says so: a block the caller queued is not stored
+            raise OffloadError(f"a queued write of the offload store failed: "
+                               f"{type(self._failed).__name__}: {self._failed}") from self._failed
 
     def _submit_write(self, key: BlockKey, nbytes: int, fn, *args) -> Future:
         with self._cond:
@@ -471,6 +477,10 @@ class OffloadStore:
         def run():
             try:
                 return fn(*args)
+            except BaseException as e:
+                with self._lock:
+                    self._failed = self._failed or e
+                raise
             finally:
                 with self._cond:
                     self._pending_bytes -= nbytes

@@ -166,6 +166,18 @@ def test_a_released_keys_file_is_reused_and_close_removes_every_file(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_a_spill_file_removed_underneath_is_named(tmp_path):
+    """A spill file deleted by someone else (a /tmp cleaner) is an OffloadError naming the block and the
+    file, not a bare FileNotFoundError."""
+    from argosy.shared.errors import OffloadError
+
+    with OffloadStore(cache_bytes=0, spill_dir=str(tmp_path)) as s:
+        s.put("gradh", 1, 17, blk(1))
+        (tmp_path / "gradh-1-17.blk").unlink()
+        with pytest.raises(OffloadError, match=r"spill file of block \('gradh', 1, 17\) is gone"):
+            s.get("gradh", 1, 17)
+
+
 def test_kept_files_give_way_to_the_disk_budget(tmp_path):
     """Kept files of released keys count as disk use: a write that would take the spill files over the
     disk budget unlinks them first, so the budget bounds the bytes on disk, and only live blocks can
@@ -224,7 +236,7 @@ def test_writes_run_unlocked_and_lose_nothing(tmp_path):
 _FULL_DISK_SCRIPT = """
 import sys, torch
 from argosy.services.offload.store import OffloadStore
-from argosy.shared.errors import DiskBudgetError
+from argosy.shared.errors import DiskBudgetError, OffloadError
 blk = lambda v: torch.full((64, 64), float(v))  # 16 KiB
 with OffloadStore(cache_bytes=0, spill_dir=sys.argv[1]) as s:
     for p in range(5):  # 80 KiB of kept files in a 96 KiB disk
@@ -239,13 +251,25 @@ with OffloadStore(cache_bytes=0, spill_dir=sys.argv[1]) as s:
     except DiskBudgetError as e:
         print("full", "disk full while spilling block" in str(e))
     print("kept", all(torch.equal(s.get("act", 1, p), blk(10 + p)) for p in range(5)))
+    try:  # write-behind: the failure reaches the caller's next call, and every call after it
+        for p in range(20, 40):
+            s.put_async("act", 2, p, blk(p))
+        s.sync()
+        print("async", "silent")
+    except OffloadError as e:
+        print("async", "disk full while spilling block" in str(e.__cause__))
+    try:
+        s.get("act", 1, 0)
+    except OffloadError as e:
+        print("after", "queued write" in str(e))
 """
 
 
 def test_a_full_disk_takes_back_kept_files_then_says_so(tmp_path):
     """A real ENOSPC (a 96 KiB tmpfs in a user namespace): the kept files of released keys are unlinked
     and the write retried; when live blocks fill the disk the put fails with 'disk full' and every
-    block already stored still reads back."""
+    block already stored still reads back; a queued (write-behind) put that fails is reported by the
+    next call and every call after it, never dropped silently."""
     import shutil
     import subprocess
     import sys
@@ -257,4 +281,5 @@ def test_a_full_disk_takes_back_kept_files_then_says_so(tmp_path):
     script.write_text(_FULL_DISK_SCRIPT)
     r = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=96k tmpfs {mnt} && "
                         f"{sys.executable} {script} {mnt}"], capture_output=True, text=True, timeout=120)
-    assert r.stdout.split() == ["live", "True", "full", "True", "kept", "True"], r.stdout + r.stderr
+    assert r.stdout.split() == ["live", "True", "full", "True", "kept", "True", "async", "True", "after", "True"], \
+        r.stdout + r.stderr
