@@ -233,7 +233,9 @@ def _scale_md(res: dict, key: str = "scale") -> list[str]:
                  f"{o.get('disk_seconds_per_epoch', 0):.1f} | {o.get('loadavg_after', 0):.1f} |")
     L += [""] + [f"Offload cache on {name}: {r['offload']['cache_bytes'] / MiB:.0f} MiB "
                  f"({r['offload'].get('cache_reason', '--cache-bytes')}); "
-                 f"{r['offload'].get('unit_layout', str(r['offload']['parts']) + ' units')}." for name, r in sc.items()]
+                 f"{r['offload'].get('unit_layout', str(r['offload']['parts']) + ' units')}"
+                 + (f"; spill files on disk at most {r['offload']['spill_disk_peak_MB']:,.0f} MB"
+                    if "spill_disk_peak_MB" in r["offload"] else "") + "." for name, r in sc.items()]
     L += ["", "Where the training process's peak goes (MiB; `compute` is the rest: the layers' tensors while they "
           "run, the whole graph's activations under autograd in-memory, one part's in the offloaded schedule, "
           "and allocator slack):", "",

@@ -230,7 +230,8 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
             out.update(disk_write_MBps=st["bytes_written"] / wr / 1e6 if wr else None,
                        disk_read_MBps=st["bytes_read"] / rd / 1e6 if rd else None,
                        disk_seconds_per_epoch=(wr + rd) / max(1, len(epochs)),
-                       disk_MB_per_epoch=(st["bytes_written"] + st["bytes_read"]) / max(1, len(epochs)) / 1e6)
+                       disk_MB_per_epoch=(st["bytes_written"] + st["bytes_read"]) / max(1, len(epochs)) / 1e6,
+                       spill_disk_peak_MB=st["peak_file_bytes"] / 1e6)
     finally:
         if ostore is not None:
             ostore.close()
