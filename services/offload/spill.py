@@ -24,7 +24,7 @@ from argosy.shared.errors import DiskBudgetError, OffloadError
 
 from .policy import BlockKey
 
-__all__ = ["Block", "file_path", "unlink", "write_file", "read_file"]
+__all__ = ["Block", "SpillFiles", "file_path", "unlink", "write_file", "read_file"]
 
 class Block:
     """One block's state in the store (every field is guarded by the store's lock)."""
@@ -50,6 +50,40 @@ class Block:
 def file_path(spill_dir: str, key: BlockKey) -> str:
     """The spill file of every block of ``key``."""
     return os.path.join(spill_dir, f"{key[0]}-{key[1]}-{key[2]}.blk")
+
+
+class SpillFiles:
+    """The spill directory's files and their bytes on disk: one file per block key, kept after the key's
+    block is released so that the key's next block is written over it (not thread-safe: the store
+    calls it with its lock held)."""
+
+    def __init__(self, spill_dir: str) -> None:
+        self.dir = spill_dir
+        self.sizes: dict[BlockKey, int] = {}
+        self.bytes = 0
+        """Bytes of all the files: the blocks' and the kept ones."""
+
+    def growth(self, b: Block) -> int:
+        """Bytes on disk a write of ``b`` adds (negative: its key's kept file was longer)."""
+        return b.nbytes - self.sizes.get(b.key, 0)
+
+    def wrote(self, b: Block) -> None:
+        self.bytes += self.growth(b)
+        self.sizes[b.key] = b.nbytes
+
+    def free(self, need: int | None, needed) -> int:
+        """Unlink files no block needs (``needed(key)`` False) until ``need`` bytes are free (None: every
+        such file). Returns the bytes freed."""
+        freed = 0
+        for key in list(self.sizes):
+            if need is not None and freed >= need:
+                break
+            if not needed(key):
+                unlink(file_path(self.dir, key))
+                n = self.sizes.pop(key)
+                self.bytes -= n
+                freed += n
+        return freed
 
 
 def unlink(path: str) -> None:

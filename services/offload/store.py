@@ -38,7 +38,7 @@ import torch
 from argosy.shared.errors import BlockNotFoundError, CacheBudgetError, DiskBudgetError, OffloadError
 
 from .policy import INF, Access, BlockKey, Schedule
-from .spill import Block, file_path, read_file, unlink, write_file
+from .spill import Block, SpillFiles, file_path, read_file, write_file
 
 __all__ = ["OffloadStore", "StoreStats"]
 
@@ -156,7 +156,7 @@ class OffloadStore:
         self._cond = threading.Condition(self._lock)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offload-io")
         self._pf_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offload-prefetch")
-        self._files: dict[BlockKey, int] = {}  # spill files on disk and their sizes (:mod:`.spill`: kept per key)
+        self._files = SpillFiles(self.spill_dir or "")
         self._pending: dict[BlockKey, int] = {}
         self._pending_bytes = 0
         self._writing_bytes = 0  # evicted blocks being written (out of the cache's count, still in memory)
@@ -444,7 +444,8 @@ class OffloadStore:
             for b in list(self._blocks.values()):
                 self._drop(b)
             self._closed = True
-            self._free_files(None)
+            self._files.free(None, lambda key: False)
+            self._stats.file_bytes = self._files.bytes
         if self._own_dir and self.spill_dir:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
 
@@ -714,13 +715,13 @@ class OffloadStore:
                 raise DiskBudgetError(
                     f"spilling block {b.key} ({b.nbytes} bytes) would exceed the disk budget of "
                     f"{self.disk_budget} bytes ({self._stats.disk_bytes} bytes already spilled)")
-            over = self._stats.file_bytes + b.nbytes - self._files.get(b.key, 0) - self.disk_budget
+            over = self._files.bytes + self._files.growth(b) - self.disk_budget
             if over > 0:
-                self._free_files(over, keep=b.key)
+                self._files.free(over, self._file_needed(b))
         try:
             secs = self._write_file(b, data, unlocked)
         except DiskBudgetError:  # the disk is full: give back the kept files of released keys, once
-            if not self._free_files(None, keep=b.key):
+            if not self._files.free(None, self._file_needed(b)):
                 raise
             secs = self._write_file(b, data, unlocked)
         b.version += 1
@@ -731,26 +732,17 @@ class OffloadStore:
         self._stats.write_seconds += secs
         self._stats.disk_bytes += grow
         self._stats.peak_disk_bytes = max(self._stats.peak_disk_bytes, self._stats.disk_bytes)
-        self._stats.file_bytes += b.nbytes - self._files.get(b.key, 0)
-        self._files[b.key] = b.nbytes
-        self._stats.peak_file_bytes = max(self._stats.peak_file_bytes, self._stats.file_bytes)
+        self._files.wrote(b)
+        self._stats.file_bytes = self._files.bytes
+        self._stats.peak_file_bytes = max(self._stats.peak_file_bytes, self._files.bytes)
 
-    def _free_files(self, need: int | None, keep: BlockKey | None = None) -> int:
-        """Unlink kept spill files of released keys (no block of the key has its contents on disk or
-        is being written) until ``need`` bytes are free (None: all of them). Returns the bytes freed.
-        Lock held."""
-        freed = 0
-        for key in list(self._files):
-            if need is not None and freed >= need:
-                break
+    def _file_needed(self, writing: Block):
+        """Whether a key's spill file is still needed while ``writing`` is written: its block's contents
+        are on disk or being written (lock held when called)."""
+        def needed(key: BlockKey) -> bool:
             b = self._blocks.get(key)
-            if key == keep or (b is not None and (b.on_disk or b.loading)):
-                continue
-            unlink(file_path(self.spill_dir, key))
-            n = self._files.pop(key)
-            self._stats.file_bytes -= n
-            freed += n
-        return freed
+            return key == writing.key or (b is not None and (b.on_disk or b.loading))
+        return needed
 
     def _write_file(self, b: Block, data: torch.Tensor, unlocked: bool) -> float:
         """:func:`.spill.write_file` of ``b``; with ``unlocked`` (see :meth:`_write`) the lock is released
