@@ -115,7 +115,8 @@ def write_file(path: str, b: Block, data: torch.Tensor) -> float:
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskBudgetError(f"disk full while spilling block {b.key} ({b.nbytes} bytes) to "
-                                  f"{os.path.dirname(path)}: {e}") from e
+                                  f"{os.path.dirname(path)}: {e} (free space there, point --spill-dir at a larger "
+                                  "disk, or give the cache more memory with --cache-bytes)") from e
         raise
     return time.perf_counter() - t0
 
