@@ -508,6 +508,33 @@ def full_graph_conv(layer: nn.Module, agg, x_src: Tensor, x_dst: Tensor) -> Tens
     raise AssertionError("unreachable")
 
 
+def full_graph_param_grads(layer: nn.Module, dz: Tensor, agg_src: Tensor, x_dst: Tensor) -> None:
+    """Add to ``.grad`` of ``layer``'s parameters their gradient, given ``dz``, the gradient of
+    :func:`full_graph_conv`'s output, for a layer that aggregates before it projects and whose aggregate
+    ``agg_src`` (``agg(x_src)``) the caller kept: ``dz^T input`` per linear map and ``dz`` summed per
+    bias. The output itself is not recomputed: the layer is affine in its parameters, so its value
+    does not enter their gradient (the offloaded schedule's layer-0 backward pass saves a projection).
+
+    Shapes: dz (num_dst, F_out); agg_src, x_dst (num_dst, F_in) (x_dst: SAGE-mean's ``lin_self`` input).
+    """
+    def add(p: nn.Parameter | None, g: Tensor) -> None:
+        if p is not None and p.requires_grad:
+            p.grad = g if p.grad is None else p.grad.add_(g)
+
+    lin = layer.lin if isinstance(layer, GCNConv) else layer.lin_neigh if isinstance(layer, SAGEConv) else None
+    if lin is None or lin.out_features < lin.in_features:
+        raise ValueError(f"full_graph_param_grads: {type(layer).__name__} does not aggregate before it projects")
+    with torch.no_grad():
+        dzt = dz.t()
+        add(lin.weight, dzt @ agg_src)
+        add(lin.bias, dz.sum(0))
+        if isinstance(layer, SAGEConv) and layer.aggr != "gcn":
+            add(layer.lin_self.weight, dzt @ x_dst)
+            add(layer.lin_self.bias, dz.sum(0))
+        else:
+            add(layer.bias, dz.sum(0))
+
+
 def make_optimizer(model: nn.Module, cfg) -> torch.optim.Adam:
     """Adam of every training mode: GCN decays only its first layer (Kipf & Welling); SAGE, GAT and
     user models decay every parameter (PyG's examples).  ``cfg``: a ``TrainerConfig``."""

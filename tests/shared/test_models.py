@@ -399,3 +399,25 @@ def test_kernels_sum_bfloat16_inputs_in_float32(backend, monkeypatch):
     assert a.dtype == torch.float32
     for v in range(4):                     # each destination's edge weights and self weight sum to 1
         torch.testing.assert_close(a[ptr[v]:ptr[v + 1]].sum(0) + a_self[v], torch.ones(4))
+
+
+@pytest.mark.parametrize("kind,aggregator", [("gcn", "mean"), ("sage", "mean"), ("sage", "gcn")])
+def test_full_graph_param_grads_equal_autograd(kind, aggregator):
+    """The parameter gradients from a kept aggregate and the output's gradient equal autograd's through
+    full_graph_conv (no projection recomputed); a layer that projects first is refused."""
+    from argosy.shared.models import build_model, full_graph_conv, full_graph_param_grads
+
+    torch.manual_seed(0)
+    a = torch.rand(30, 30) * (torch.rand(30, 30) < 0.2)
+    x = torch.randn(30, 8)
+    ref, mine = (build_model(kind, 8, 16, 3, 2, 0.0, aggregator=aggregator) for _ in range(2))
+    mine.load_state_dict(ref.state_dict())
+    z = full_graph_conv(ref.layers[0], lambda t: a @ t, x, x)
+    dz = torch.randn_like(z)
+    z.backward(dz)
+    full_graph_param_grads(mine.layers[0], dz, a @ x, x)
+    for (name, p), q in zip(ref.layers[0].named_parameters(), mine.layers[0].parameters()):
+        assert q.grad is not None and torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-6), name
+    narrow = build_model(kind, 8, 4, 3, 2, 0.0, aggregator=aggregator)
+    with pytest.raises(ValueError, match="does not aggregate before it projects"):
+        full_graph_param_grads(narrow.layers[0], torch.zeros(30, 4), a @ x, x)

@@ -18,7 +18,7 @@ import numba
 import numpy as np
 import torch
 
-__all__ = ["dropout_bits", "apply_dropout", "ReluDropout", "relu_dropout"]
+__all__ = ["dropout_bits", "apply_dropout", "ReluDropout", "relu_dropout", "relu_dropout_grad"]
 
 
 def _threshold(prob: float) -> int:
@@ -119,9 +119,17 @@ class ReluDropout(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor):  # type: ignore[override]
         (y,) = ctx.saved_tensors
-        gz = torch.empty_like(y)
-        _passed_grad(y.numpy(), g.contiguous().numpy(), _scale(ctx.prob), gz.numpy())
-        return gz, None, None
+        return relu_dropout_grad(y, g, ctx.prob), None, None
+
+
+def relu_dropout_grad(y: torch.Tensor, g: torch.Tensor, prob: float) -> torch.Tensor:
+    """The gradient of :func:`relu_dropout`'s input from its output ``y`` and the output's gradient
+    ``g``: ``g / (1 - prob)`` where ``y > 0``, else 0 (``prob`` 0: no mask, plain ReLU's). Shapes: ``[n, D]``."""
+    if y.device.type != "cpu":
+        return torch.where(y > 0, g * float(_scale(prob)), torch.zeros((), device=y.device, dtype=g.dtype))
+    gz = torch.empty_like(y)
+    _passed_grad(y.contiguous().numpy(), g.contiguous().numpy(), _scale(prob), gz.numpy())
+    return gz
 
 
 def relu_dropout(z: torch.Tensor, bits: np.ndarray | None, prob: float) -> torch.Tensor:

@@ -45,12 +45,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import torch
 
-from argosy.shared.models import GNN
+from argosy.shared.models import GNN, full_graph_param_grads
 
 from .graph import GraphData, PartPlan
 from .source import GraphSource, part_tensors
 from .kernels import SpMM
-from .dropout import apply_dropout, dropout_bits, relu_dropout
+from .dropout import apply_dropout, dropout_bits, relu_dropout, relu_dropout_grad
 from .model import ModelSpec, layer_forward, masked_loss_sum
 from argosy.shared.malloc import trim_heap
 from argosy.services.offload.policy import Access, Schedule
@@ -191,7 +191,7 @@ class OffloadTrainer:
 
         for l in reversed(range(L)):
             if l == 0 and self._keep_agg:
-                s += [a for p in range(self.P) for a in [("agg", 0, p, "r")] + backward(0, p)]
+                s += [a for p in range(self.P) for a in [("agg", 0, p, "r"), ("act", 1, p, "r")] + backward(0, p)]
             else:
                 s += self._pass(self._in_kind(l, True), l, lambda p: backward(l, p))
         return s
@@ -217,22 +217,20 @@ class OffloadTrainer:
         return layer_forward(self.model, l, agg, g, g[: self.sizes[p]])
 
     def _layer0_backward(self, epoch: int) -> None:
-        """Layer 0's backward pass from the kept aggregates: project each part's ``agg`` block again
-        (its input needs no gradient, so neither the expanded input nor the aggregation is redone)."""
-        st = self.store
+        """Layer 0's backward pass from the kept aggregates: each part's ``agg`` block is the projection's
+        input and its ``act`` block of layer 1 (the ReLU-dropout output, kept since the forward pass)
+        gives the projection's output gradient, so neither the expanded input, the aggregation nor the
+        projection itself is computed again (:func:`~argosy.shared.models.full_graph_param_grads`)."""
+        st, layer = self.store, self.model.layers[0]
         for p in range(self.P):
             h = self._get("agg", 0, p).to(self.device)
+            y = self._get("act", 1, p).to(self.device)
             own = self._own_input(p, epoch) if self._reads_self else h
-
-            def agg(x: torch.Tensor, h: torch.Tensor = h) -> torch.Tensor:
-                if x is not h:
-                    raise AssertionError("layer 0 no longer aggregates its input first")
-                return h
-            z = layer_forward(self.model, 0, agg, h, own)
+            prob = self.spec.dropout if self._mask(epoch, 1, p) is not None else 0.0
+            full_graph_param_grads(layer, relu_dropout_grad(y, self._grad_of(1, p), prob), h, own)
             st.release("agg", 0, p)
-            a = relu_dropout(z, self._mask(epoch, 1, p), self.spec.dropout)
-            a.backward(self._grad_of(1, p))
-            del h, own, z, a
+            st.release("act", 1, p)
+            del h, y, own
 
     def _own_input(self, p: int, epoch: int) -> torch.Tensor:
         """Part ``p``'s own layer-0 input rows in training (features times the epoch's mask)."""
@@ -375,7 +373,10 @@ class OffloadTrainer:
                         st.put_async("gradh", l, self._pair(q, p), gg[off:off + k])
                         off += k
                 del g, z
-            if l > 0:
+            if l == 1 and self._keep_agg:  # layer 0's backward pass reads the own blocks, then releases them
+                self.store.release_layer("acth", 1)
+                trim_heap()
+            elif l > 0:
                 self._release("act", l)
         self._sync()
         self._bits.clear()
