@@ -72,13 +72,13 @@ def test_dropout_training_matches_single_part(graph, tmp_path, eviction):
 
 
 @pytest.mark.parametrize("kind", ["gcn", "sage", "sage-gcn"])
-@pytest.mark.parametrize("parts,dropout", [(1, 0.5), (4, 0.0), (16, 0.0)])
-def test_kept_layer0_aggregates_match_in_memory(graph, tmp_path, kind, parts, dropout):
+@pytest.mark.parametrize("parts,dropout,layers", [(1, 0.5, 2), (4, 0.0, 2), (16, 0.0, 2), (4, 0.0, 3), (1, 0.5, 3)])
+def test_kept_layer0_aggregates_match_in_memory(graph, tmp_path, kind, parts, dropout, layers):
     """With more hidden units than input features layer 0 aggregates first: the forward pass keeps each
     part's aggregate and its ReLU-dropout output, and the backward pass takes the projection's gradients
     from those (no regather, no second aggregation or projection); two Adam steps
     (dropout on: one part, the in-memory run's masks) give the in-memory gradients and parameters."""
-    (m0, spec), (m1, _) = (model(kind, 24, 4, 2, hidden=32, dropout=dropout) for _ in range(2))
+    (m0, spec), (m1, _) = (model(kind, 24, 4, layers, hidden=32, dropout=dropout) for _ in range(2))
     ref = InMemoryTrainer(spec, graph, m0, seed=5)
     owner = (shuffled if parts == 16 else contiguous)(graph.num_nodes, parts)
     o0, o1 = (make_optimizer(m, TrainerConfig(model=kind.split("-")[0], hidden=32)) for m in (m0, m1))
@@ -96,4 +96,7 @@ def test_kept_layer0_aggregates_match_in_memory(graph, tmp_path, kind, parts, dr
         stats = st.stats()
         assert not any(k[0] in ("agg", "act", "acth") for k in st._blocks)  # released by the backward pass
     assert stats["unplanned_accesses"] == 0
-    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(m0.parameters(), m1.parameters()))
+    # Adam divides by the gradient's running RMS: an entry whose gradients are ~1e-5 of the largest turns
+    # their 1e-8 summation-order differences into 5e-6 of parameter (3 layers, SAGE), hence atol 1e-5 there
+    atol = 1e-7 if layers == 2 else 1e-5
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=atol) for a, b in zip(m0.parameters(), m1.parameters()))
