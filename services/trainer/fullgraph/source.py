@@ -30,8 +30,6 @@ import logging
 
 import numpy as np
 import torch
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from argosy.shared.errors import StoreFormatError
 from argosy.shared.store.reader import PartitionStore
@@ -224,6 +222,11 @@ def _split_part(store: PartitionStore, p: int, k: int, assign: np.ndarray,
                 local: np.ndarray) -> list[np.ndarray] | None:
     """Part ``p``'s rows cut into ``k`` runs of a reverse Cuthill-McKee order of its own edges, or None
     when the pieces would read more than :data:`MAX_CUT_HALO` of the part's rows from each other."""
+    # imported here: scipy.sparse and its graph routines add ~5 MiB to a process's RSS, which runs that
+    # cut no part (most stores, SAR workers, the in-memory baseline) need not hold
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
     n_p = store.manifest.parts[p].num_nodes
     a = store.read_part(p, ("indptr", "indices"))
     col = np.asarray(a["indices"], np.int64)
