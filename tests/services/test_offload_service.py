@@ -97,6 +97,11 @@ def test_bad_messages_get_error_replies(server):
         encode(SampledBatch()),  # a valid message of the wrong kind
         encode(StoreRequest(request_id=6, op="gather", kind="act", kinds="act", table=np.array([[3, 0, -1]]))),
         encode(StoreRequest(request_id=7, op="plan", kinds="a", table=np.zeros((2, 2), np.int64))),
+        # block keys name spill files: no way out of the spill directory, no odd names
+        encode(StoreRequest(request_id=9, op="put", kind="../../../escaped", data=np.zeros((4096, 2), np.float32))),
+        encode(StoreRequest(request_id=10, op="put", kind="act/x", data=np.zeros((4096, 2), np.float32))),
+        encode(StoreRequest(request_id=11, op="put", kind="act", part=-3, data=np.zeros((4, 2), np.float32))),
+        encode(StoreRequest(request_id=12, op="gather", kind="act", kinds="../e", table=np.array([[0, 0, -1]]))),
     ]
     for frames in bad:
         rep = _raw(server, [bytes(f) for f in frames])
