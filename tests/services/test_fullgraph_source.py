@@ -21,12 +21,20 @@ from argosy.shared.store.writer import write_store
 from .fullgraph_helpers import make_store, model
 
 
-@pytest.mark.parametrize("aggr", ["gcn", "mean", "mean_self"])
-def test_plan_from_store_equals_the_whole_graph_plan(tmp_path, aggr):
+@pytest.mark.parametrize("aggr,in_files", [("gcn", False), ("mean", False), ("mean_self", False),
+                                           ("gcn", True), ("mean", True)])
+def test_plan_from_store_equals_the_whole_graph_plan(tmp_path, aggr, in_files):
+    """Also with the matrices in files (``matrix_dir``): mapped read-only at each access, the same."""
     store = PartitionStore(make_store(tmp_path, parts=3)[2])
     g, owner = load_store_graph(store)
     ref = build_plan(g, owner, aggr)
-    got = plan_from_store(store, aggr)
+    (tmp_path / "mats").mkdir()
+    got = plan_from_store(store, aggr, matrix_dir=str(tmp_path / "mats") if in_files else None)
+    if in_files:
+        assert len(list((tmp_path / "mats").iterdir())) == 3 * 2 * 3  # parts x (matrix, transpose) x arrays
+        assert isinstance(got.matrix[0].indices, np.memmap) and 0 < got.matrix_bytes() < sum(
+            a.nbytes + b.nbytes for a, b in zip(ref.matrix, ref.matrix_t))
+        assert [got.expanded_size(p) for p in range(3)] == [ref.expanded_size(p) for p in range(3)]
     assert got.num_parts == ref.num_parts == 3
     assert np.array_equal(got.owner, ref.owner) and np.array_equal(got.local, ref.local)
     for p in range(3):
@@ -152,8 +160,9 @@ def test_offload_gradients_over_cut_or_grouped_units_match_in_memory(tmp_path, m
     assert len(units) > 4 if max_rows == 50 else len(units) < 4
     m1, _ = model("gcn", 20, 4)
     with OffloadStore(cache_bytes=8 << 10, spill_dir=str(tmp_path), policy="belady") as st:
-        loss1 = OffloadTrainer(spec, plan_from_store(store, "gcn", units), StoreSource(store, units=units), st, m1,
-                               seed=7).step(0)
+        # the units' matrices in files, as `argosy train` keeps them on the CPU
+        plan = plan_from_store(store, "gcn", units, matrix_dir=str(tmp_path))
+        loss1 = OffloadTrainer(spec, plan, StoreSource(store, units=units), st, m1, seed=7).step(0)
     assert abs(loss1 - loss0) <= 1e-5 * abs(loss0)
     g0, g1 = flat_grads(m0), flat_grads(m1)
     assert max(float((g1[k] - g0[k]).norm() / g0[k].norm()) for k in g0) <= 1e-5

@@ -20,7 +20,7 @@ from argosy.shared.errors import StoreFormatError
 from argosy.shared.graphio import Graph
 from argosy.shared.store.reader import PartitionStore
 
-from .kernels import CSR, csr_from_coo, csr_rows
+from .kernels import CSR, CSRFiles, csr_from_coo, csr_rows
 
 __all__ = ["GraphData", "PartPlan", "load_store_graph", "normalize_rows", "build_plan",
            "normalized_values", "degree_weights", "assemble_plan", "full_matrix"]
@@ -136,6 +136,9 @@ class PartPlan:
         matrix: per part, CSR ``(n_p, n_p + sum_q b_pq)`` over the expanded input:
             own rows, then boundary rows in ``deps`` order.
         matrix_t: transposes of ``matrix``.
+
+    ``matrix``/``matrix_t`` are lists held in memory, or :class:`~.kernels.CSRFiles` (read from files
+    at each access) when the plan was assembled with a ``matrix_dir``.
     """
 
     num_parts: int
@@ -144,14 +147,22 @@ class PartPlan:
     own: list[np.ndarray]
     deps: list[list[int]]
     boundary: list[dict[int, np.ndarray]]
-    matrix: list[CSR] = field(repr=False)
-    matrix_t: list[CSR] = field(repr=False)
+    matrix: list[CSR] | CSRFiles = field(repr=False)
+    matrix_t: list[CSR] | CSRFiles = field(repr=False)
 
     def part_sizes(self) -> list[int]:
         return [len(o) for o in self.own]
 
     def expanded_size(self, p: int) -> int:
-        return self.matrix[p].shape[1]
+        m = self.matrix
+        return m.shapes[p][1] if isinstance(m, CSRFiles) else m[p].shape[1]
+
+    def matrix_bytes(self) -> int:
+        """Bytes of the matrices the plan holds in memory: all of them, or with files the largest
+        unit's pair (what one unit's computation maps)."""
+        if isinstance(self.matrix, CSRFiles):
+            return max((self.matrix.nbytes(p) + self.matrix_t.nbytes(p) for p in range(self.num_parts)), default=0)
+        return sum(a.nbytes + b.nbytes for a, b in zip(self.matrix, self.matrix_t))
 
     def expansion_ratio(self) -> float:
         """GriNNder's alpha: sum of expanded sizes over n."""
@@ -198,10 +209,13 @@ def build_plan(g: GraphData, owner: np.ndarray, aggr: Aggr) -> PartPlan:
     return assemble_plan(owner, own, aggr, lambda p: _edges_of(g, own[p], aggr))
 
 
-def assemble_plan(owner: np.ndarray, own: list[np.ndarray], aggr: Aggr, edges_of) -> PartPlan:
+def assemble_plan(owner: np.ndarray, own: list[np.ndarray], aggr: Aggr, edges_of,
+                  matrix_dir: str | None = None) -> PartPlan:
     """The plan from each part's in-edges: ``edges_of(p)`` gives ``(local_row, global_col, weight)``
     of part ``p``'s rows (self loops included), one part at a time, so a caller reading the
-    topology per part from the store never holds the whole graph.
+    topology per part from the store never holds the whole graph; with ``matrix_dir`` each part's
+    matrices go to files there as they are built (:class:`~.kernels.CSRFiles`), so the plan never
+    holds them all either.
 
     Shapes:
         owner: ``int32[n]``; own: per part ``int64[n_p]`` global ids, ascending.
@@ -213,8 +227,8 @@ def assemble_plan(owner: np.ndarray, own: list[np.ndarray], aggr: Aggr, edges_of
         local[own[p]] = np.arange(len(own[p]), dtype=np.int64)
     deps: list[list[int]] = []
     boundary: list[dict[int, np.ndarray]] = []
-    mats: list[CSR] = []
-    mats_t: list[CSR] = []
+    mats: list[CSR] | CSRFiles = [] if matrix_dir is None else CSRFiles(matrix_dir, "matrix")
+    mats_t: list[CSR] | CSRFiles = [] if matrix_dir is None else CSRFiles(matrix_dir, "matrix_t")
     for p in range(num_parts):
         lr, col, val = edges_of(p)
         col_owner = owner[col]
@@ -241,6 +255,7 @@ def assemble_plan(owner: np.ndarray, own: list[np.ndarray], aggr: Aggr, edges_of
         del lr, col, val, ecol
         mats.append(m)
         mats_t.append(m.transpose())
+        del m
     plan = PartPlan(num_parts, owner.astype(np.int32), local, own, deps, boundary, mats, mats_t)
     logger.info("partition plan: P=%d aggr=%s alpha=%.3f", num_parts, aggr, plan.expansion_ratio())
     return plan

@@ -248,9 +248,10 @@ def _split_part(store: PartitionStore, p: int, k: int, assign: np.ndarray,
     return [np.sort(x) for x in pieces]
 
 
-def plan_from_store(store: PartitionStore, aggr: Aggr, units: list[Unit] | None = None) -> PartPlan:
+def plan_from_store(store: PartitionStore, aggr: Aggr, units: list[Unit] | None = None,
+                    matrix_dir: str | None = None) -> PartPlan:
     """The schedule's plan over ``units`` (default: the store's parts), built from one part's topology
-    at a time.
+    at a time (with ``matrix_dir``, kept there: see :func:`~.graph.assemble_plan`).
 
     Normalisation uses whole-graph degrees (one ``float64[n]`` array, from the parts' row pointers),
     so the plan equals :func:`~.graph.build_plan` on the whole graph with the units as the assignment.
@@ -291,7 +292,7 @@ def plan_from_store(store: PartitionStore, aggr: Aggr, units: list[Unit] | None 
             col = np.concatenate([col, own[u]])
         return lr, col, degree_weights(deg, own[u][lr], col, aggr)
 
-    return assemble_plan(owner, own, aggr, edges_of)
+    return assemble_plan(owner, own, aggr, edges_of, matrix_dir)
 
 
 def part_tensors(source, device: torch.device) -> tuple[list[torch.Tensor], dict[str, list[torch.Tensor]], int]:

@@ -176,12 +176,17 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
         held["features"] = _nbytes(trainer.x)
         out.update(parts=1)
     else:
-        units = None  # one per store part, or sized by the cache (see budget.unit_rows)
+        units, spill = None, None  # one unit per store part, or sized by the cache (see budget.unit_rows)
         if not fg.store_addr:
             units = make_units(store, unit_rows(_cache_bytes(job, fg, m.num_nodes, spec)[0], spec), MIN_UNIT_ROWS)
             out["units"] = [[list(parts), None if rows is None else len(rows)] for parts, rows in units]
             out["unit_layout"] = _layout(units, store.num_parts)
-        plan = plan_from_store(store, spec.aggr, units)
+            if fg.spill_dir:
+                os.makedirs(fg.spill_dir, exist_ok=True)
+            spill = tempfile.mkdtemp(prefix="argosy-offload-", dir=fg.spill_dir)
+            made.append(spill)
+        # on the CPU the units' aggregation matrices wait in the spill directory between uses
+        plan = plan_from_store(store, spec.aggr, units, spill if spill and device.type == "cpu" else None)
         source = StoreSource(store, job.trainer.normalize_features, units)
         out["store_parts"] = store.num_parts
         nnz = sum(mt.nnz for mt in plan.matrix)
@@ -191,10 +196,6 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
 
             ostore = RemoteStore(fg.store_addr)
         else:
-            if fg.spill_dir:
-                os.makedirs(fg.spill_dir, exist_ok=True)
-            spill = tempfile.mkdtemp(prefix="argosy-offload-", dir=fg.spill_dir)
-            made.append(spill)
             # write-behind holds up to two of the largest blocks beyond a quarter of the cache, so a
             # part's writes overlap the next part's compute instead of waiting one block at a time
             block = max(plan.expanded_size(p) for p in range(plan.num_parts)) * max(spec.dims) * 4
@@ -205,8 +206,7 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
             ostore = OffloadStore(cache, spill, fg.disk_bytes, fg.eviction, fg.prefetch,
                                   max_pending_bytes=cache // 4 + 2 * block)
         trainer = OffloadTrainer(spec, plan, source, ostore, model, job.seed, device)
-        held["graph"] = (sum(a.nbytes + b.nbytes for a, b in zip(plan.matrix, plan.matrix_t))
-                         + _nbytes(plan.owner, plan.local, *plan.own)
+        held["graph"] = (plan.matrix_bytes() + _nbytes(plan.owner, plan.local, *plan.own)
                          + sum(_nbytes(*b.values()) for b in plan.boundary)
                          + _nbytes(*trainer.labels, *(t for v in trainer.masks.values() for t in v)))
         held["features"] = max(plan.part_sizes()) * m.feature_dim * 4
