@@ -28,8 +28,9 @@ when a gather needs them, and in training the epoch's dropout mask is applied to
 (own and halo) in place, so the features are never held whole nor copied into the store every
 epoch.  When layer 0 aggregates its input before projecting it (GCN and SAGE with as many hidden units as
 input features or more), the forward pass also stores each part's aggregated input (``agg``: ``n_p``
-rows of the input width) and the backward pass projects that again instead of regathering layer 0's
-expanded input and aggregating it a second time (:meth:`OffloadTrainer._layer0_backward`).
+rows of the input width) and keeps layer 1's own ``act`` blocks until the backward pass, which takes
+layer 0's parameter gradients from the two instead of regathering layer 0's expanded input,
+aggregating and projecting it a second time (:meth:`OffloadTrainer._layer0_backward`).
 Dropout masks are drawn once per (epoch, layer, part) and kept as bits
 (:mod:`.dropout`): 1/32 of the float mask, applied by one fused pass wherever the schedule needs
 it again.  The access order of both passes is handed to the store in advance
