@@ -166,3 +166,34 @@ def test_offload_gradients_over_cut_or_grouped_units_match_in_memory(tmp_path, m
     assert abs(loss1 - loss0) <= 1e-5 * abs(loss0)
     g0, g1 = flat_grads(m0), flat_grads(m1)
     assert max(float((g1[k] - g0[k]).norm() / g0[k].norm()) for k in g0) <= 1e-5
+
+
+_FULL_DISK = """
+import sys, numpy as np
+from argosy.services.trainer.fullgraph.kernels import CSRFiles, csr_from_coo
+from argosy.shared.errors import DiskBudgetError
+rng = np.random.default_rng(0)
+m = csr_from_coo(rng.integers(0, 100, 20000), rng.integers(0, 100, 20000), np.ones(20000, np.float32), (100, 100))
+try:
+    CSRFiles(sys.argv[1], "matrix").append(m)  # 240 KB of arrays into a 64 KiB disk
+    print("written")
+except DiskBudgetError as e:
+    print("full", "disk full while writing the aggregation matrices" in str(e))
+"""
+
+
+def test_matrix_files_on_a_full_disk_say_so(tmp_path):
+    """A real ENOSPC (a 64 KiB tmpfs in a user namespace) while the plan's matrices are written: a
+    DiskBudgetError naming the directory (np.save's own write reports it without an errno)."""
+    import shutil
+    import subprocess
+    import sys
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare not available")
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    script = tmp_path / "fill.py"
+    script.write_text(_FULL_DISK)
+    r = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {mnt} && "
+                        f"{sys.executable} {script} {mnt}"], capture_output=True, text=True, timeout=120)
+    assert r.stdout.split() == ["full", "True"], r.stdout + r.stderr

@@ -11,6 +11,7 @@ of a scatter.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Sequence
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 import torch
+
+from argosy.shared.errors import DiskBudgetError
 
 __all__ = ["CSR", "CSRFiles", "SpMM", "spmm", "csr_from_coo", "csr_rows", "warm_up"]
 
@@ -103,10 +106,23 @@ class CSRFiles(Sequence):
         return os.path.join(self.dir, f"{self.name}-{i}-{array}.npy")
 
     def append(self, m: CSR) -> None:
-        """Write ``m``'s arrays to the next index's files."""
+        """Write ``m``'s arrays to the next index's files.
+
+        Raises:
+            DiskBudgetError: the disk is full.
+        """
         i = len(self.shapes)
         for array in ("indptr", "indices", "data"):
-            np.save(self._path(i, array), getattr(m, array))
+            arr = np.ascontiguousarray(getattr(m, array))
+            try:  # np.save's own write reports a full disk without an errno
+                with open(self._path(i, array), "wb") as f:
+                    np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))
+                    f.write(memoryview(arr).cast("B"))
+            except OSError as e:
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise DiskBudgetError(f"disk full while writing the aggregation matrices to {self.dir}: {e} "
+                                          "(free space there or point --spill-dir at a larger disk)") from e
+                raise
         self.shapes.append(m.shape)
         self.nnzs.append(m.nnz)
 
