@@ -13,14 +13,35 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+import re
 from typing import Iterable, Literal
 
-__all__ = ["BlockKey", "Access", "Schedule", "INF"]
+__all__ = ["BlockKey", "Access", "Schedule", "INF", "block_key"]
 
 logger = logging.getLogger(__name__)
 
 BlockKey = tuple[str, int, int]
 """``(kind, layer, part)``."""
+
+
+_KIND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+
+
+def block_key(kind: str, layer: int, part: int) -> BlockKey:
+    """A block's key, checked: it names the block's spill file (:func:`.spill.file_path`), so a kind such
+    as ``../../x`` from a store client must not reach the file system.
+
+    Raises:
+        ValueError: a kind other than 1-64 letters, digits and ``_`` (a letter first), or a negative
+            layer or part.
+    """
+    kind, layer, part = str(kind), int(layer), int(part)
+    if not _KIND.fullmatch(kind):
+        raise ValueError(f"block kind {kind!r}: 1-64 letters, digits and _, a letter first")
+    if layer < 0 or part < 0:
+        raise ValueError(f"block ({kind!r}, {layer}, {part}): layer and part must be >= 0")
+    return (kind, layer, part)
+
 
 Access = tuple[str, int, int, Literal["r", "w"]]
 """``(kind, layer, part, op)``: ``r`` reads (or read-modify-writes) a block,

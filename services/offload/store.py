@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -38,7 +37,7 @@ import torch
 
 from argosy.shared.errors import BlockNotFoundError, CacheBudgetError, DiskBudgetError, OffloadError
 
-from .policy import INF, Access, BlockKey, Schedule
+from .policy import INF, Access, BlockKey, Schedule, block_key as _key
 from .spill import Block, SpillFiles, file_path, read_file, write_file
 
 __all__ = ["OffloadStore", "StoreStats"]
@@ -99,23 +98,6 @@ class StoreStats:
         return d
 
 
-_KIND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
-
-
-def _key(kind: str, layer: int, part: int) -> BlockKey:
-    """A block's key, checked: it names the block's spill file (:func:`.spill.file_path`), so a kind such
-    as ``../../x`` from a store client must not reach the file system.
-
-    Raises:
-        ValueError: a kind other than 1-64 letters, digits and ``_`` (a letter first), or a negative
-            layer or part.
-    """
-    kind, layer, part = str(kind), int(layer), int(part)
-    if not _KIND.fullmatch(kind):
-        raise ValueError(f"block kind {kind!r}: 1-64 letters, digits and _, a letter first")
-    if layer < 0 or part < 0:
-        raise ValueError(f"block ({kind!r}, {layer}, {part}): layer and part must be >= 0")
-    return (kind, layer, part)
 
 
 class OffloadStore:
