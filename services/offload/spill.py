@@ -54,8 +54,13 @@ def file_path(spill_dir: str, key: BlockKey) -> str:
 
 class SpillFiles:
     """The spill directory's files and their bytes on disk: one file per block key, kept after the key's
-    block is released so that the key's next block is written over it (not thread-safe: the store
-    calls it with its lock held)."""
+    block is released so that a later block of the same size, of this key or another, is written over
+    it (not thread-safe: the store calls it with its lock held).
+
+    A block whose key has no file takes over a kept file of exactly its size (renamed to its key's
+    name): the evaluation pass's blocks then reuse the training step's released files and the next
+    step reuses theirs, instead of every key keeping a file of its own.
+    """
 
     def __init__(self, spill_dir: str) -> None:
         self.dir = spill_dir
@@ -66,6 +71,17 @@ class SpillFiles:
     def growth(self, b: Block) -> int:
         """Bytes on disk a write of ``b`` adds (negative: its key's kept file was longer)."""
         return b.nbytes - self.sizes.get(b.key, 0)
+
+    def adopt(self, b: Block, needed) -> None:
+        """Give ``b``'s key a kept file of exactly ``b.nbytes`` that no block needs (``needed(key)``
+        False), when its key has none."""
+        if b.key in self.sizes:
+            return
+        for key, n in self.sizes.items():
+            if n == b.nbytes and not needed(key):
+                os.replace(file_path(self.dir, key), file_path(self.dir, b.key))
+                self.sizes[b.key] = self.sizes.pop(key)
+                return
 
     def wrote(self, b: Block) -> None:
         self.bytes += self.growth(b)

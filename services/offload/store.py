@@ -708,6 +708,7 @@ class OffloadStore:
         if self.spill_dir is None:
             raise CacheBudgetError(f"no spill directory to write block {b.key} to")
         grow = 0 if b.on_disk else b.nbytes
+        self._files.adopt(b, self._file_needed(b))
         if self.disk_budget is not None:
             if self._stats.disk_bytes + grow > self.disk_budget:
                 raise DiskBudgetError(

@@ -166,6 +166,27 @@ def test_a_released_keys_file_is_reused_and_close_removes_every_file(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_a_block_without_a_file_takes_over_a_kept_file_of_its_size(tmp_path):
+    """The evaluation pass's blocks reuse the training step's released files and the next step reuses
+    theirs: one file per size in use, not one per key; a live block's file is never taken."""
+    with OffloadStore(cache_bytes=0, spill_dir=str(tmp_path)) as s:
+        for epoch in range(3):
+            s.put("act", 1, 0, blk(epoch))
+            s.put("acth", 1, 5, torch.ones(3, 16))          # another size: a file of its own
+            assert torch.equal(s.get("act", 1, 0), blk(epoch))
+            s.release("act", 1, 0)
+            s.put("eval", 1, 0, blk(10 + epoch))           # takes a released file of its size
+            if epoch == 0:
+                assert sorted(f.name for f in tmp_path.iterdir()) == ["acth-1-5.blk", "eval-1-0.blk"]
+            s.put("grad", 1, 0, blk(20 + epoch))           # eval's block is live: not its file
+            assert len(list(tmp_path.iterdir())) == 3      # two of BLK live at once, whatever the epoch
+            assert torch.equal(s.get("eval", 1, 0), blk(10 + epoch))
+            assert torch.equal(s.get("grad", 1, 0), blk(20 + epoch))
+            for k in ("eval", "grad", "acth"):
+                s.release(k, 1, 5 if k == "acth" else 0)
+        assert s.stats()["file_bytes"] == 2 * BLK + 3 * 16 * 4 == s.stats()["peak_file_bytes"]
+
+
 def test_a_spill_file_removed_underneath_is_named(tmp_path):
     """A spill file deleted by someone else (a /tmp cleaner) is an OffloadError naming the block and the
     file, not a bare FileNotFoundError."""
