@@ -77,9 +77,13 @@ class SpillFiles:
         False), when its key has none."""
         if b.key in self.sizes:
             return
-        for key, n in self.sizes.items():
+        for key, n in list(self.sizes.items()):
             if n == b.nbytes and not needed(key):
-                os.replace(file_path(self.dir, key), file_path(self.dir, b.key))
+                try:
+                    os.replace(file_path(self.dir, key), file_path(self.dir, b.key))
+                except FileNotFoundError:  # removed underneath: forget it, the write makes a new file
+                    self.bytes -= self.sizes.pop(key)
+                    continue
                 self.sizes[b.key] = self.sizes.pop(key)
                 return
 
