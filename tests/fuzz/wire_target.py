@@ -13,7 +13,9 @@ besides plain byte mutations of one frame.
 """
 from __future__ import annotations
 
+import atexit
 import random
+import shutil
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -45,6 +47,7 @@ def _env():
     from argosy.services.trainer.core import TrainerCore
     from tests.graphs import random_graph
     root = Path(tempfile.mkdtemp(prefix="argosy-fuzz-"))
+    atexit.register(shutil.rmtree, root, True)  # every process that sets up the target made one
     g = random_graph(N, 1500, seed=3, features=8, classes=3)
     write_store(g, np.random.default_rng(0).integers(0, 3, N), root / "store")
     cfg = JobConfig(job=JOB, store=str(root / "store"), num_trainers=2,
