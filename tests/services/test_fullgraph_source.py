@@ -18,6 +18,8 @@ from argosy.shared.errors import StoreFormatError
 from argosy.shared.store.reader import PartitionStore
 from argosy.shared.store.writer import write_store
 
+from tests.full_disk import run_on_full_disk
+
 from .fullgraph_helpers import make_store, model
 
 
@@ -185,15 +187,5 @@ except DiskBudgetError as e:
 def test_matrix_files_on_a_full_disk_say_so(tmp_path):
     """A real ENOSPC (a 64 KiB tmpfs in a user namespace) while the plan's matrices are written: a
     DiskBudgetError naming the directory (np.save's own write reports it without an errno)."""
-    import shutil
-    import subprocess
-    import sys
-    if shutil.which("unshare") is None:
-        pytest.skip("unshare not available")
-    mnt = tmp_path / "full"
-    mnt.mkdir()
-    script = tmp_path / "fill.py"
-    script.write_text(_FULL_DISK)
-    r = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {mnt} && "
-                        f"{sys.executable} {script} {mnt}"], capture_output=True, text=True, timeout=120)
+    r = run_on_full_disk(tmp_path, "64k", _FULL_DISK)
     assert r.stdout.split() == ["full", "True"], r.stdout + r.stderr

@@ -10,6 +10,8 @@ from argosy.services.offload.policy import Schedule
 from argosy.services.offload.store import OffloadStore
 from argosy.shared.errors import BlockNotFoundError, CacheBudgetError, DiskBudgetError
 
+from tests.full_disk import run_on_full_disk
+
 BLK = 1024  # bytes of one 16x16 float32 block
 
 
@@ -291,16 +293,6 @@ def test_a_full_disk_takes_back_kept_files_then_says_so(tmp_path):
     and the write retried; when live blocks fill the disk the put fails with 'disk full' and every
     block already stored still reads back; a queued (write-behind) put that fails is reported by the
     next call and every call after it, never dropped silently."""
-    import shutil
-    import subprocess
-    import sys
-    if shutil.which("unshare") is None:
-        pytest.skip("unshare not available")
-    mnt = tmp_path / "full"
-    mnt.mkdir()
-    script = tmp_path / "fill.py"
-    script.write_text(_FULL_DISK_SCRIPT)
-    r = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=96k tmpfs {mnt} && "
-                        f"{sys.executable} {script} {mnt}"], capture_output=True, text=True, timeout=120)
+    r = run_on_full_disk(tmp_path, "96k", _FULL_DISK_SCRIPT)
     assert r.stdout.split() == ["live", "True", "full", "True", "kept", "True", "async", "True", "after", "True"], \
         r.stdout + r.stderr
