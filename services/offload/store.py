@@ -389,6 +389,7 @@ class OffloadStore:
         """Counters as a dict (see :class:`StoreStats`); ``reset`` zeroes the traffic counters."""
         with self._lock:
             self._stats.unplanned_accesses = self._schedule.unplanned if self._schedule else 0
+            self._stats.file_bytes = self._files.bytes  # also after files were freed for room
             d = self._stats.as_dict()
             if reset:
                 keep = (self._stats.resident_bytes, self._stats.disk_bytes, self._stats.file_bytes)
@@ -443,7 +444,6 @@ class OffloadStore:
                 self._drop(b)
             self._closed = True
             self._files.free(None, lambda key: False)
-            self._stats.file_bytes = self._files.bytes
         if self._own_dir and self.spill_dir:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
 
@@ -732,7 +732,6 @@ class OffloadStore:
         self._stats.disk_bytes += grow
         self._stats.peak_disk_bytes = max(self._stats.peak_disk_bytes, self._stats.disk_bytes)
         self._files.wrote(b)
-        self._stats.file_bytes = self._files.bytes
         self._stats.peak_file_bytes = max(self._stats.peak_file_bytes, self._files.bytes)
 
     def _file_needed(self, writing: Block):
