@@ -92,10 +92,12 @@ MODEL_DEFAULTS: dict[str, dict] = {
     "gcn": {"hidden": 16, "dropout": 0.5, "lr": 0.01},
     "sage": {"hidden": 64, "dropout": 0.5, "lr": 0.005},
     "gat": {"hidden": 8, "dropout": 0.6, "lr": 0.005},
+    "rgcn": {"hidden": 16, "dropout": 0.0, "lr": 0.01},
     "custom": {"hidden": 64, "dropout": 0.5, "lr": 0.01},
 }
 """Per-model defaults of the fields left at None in :class:`TrainerConfig`: the published settings
-(Kipf & Welling for GCN, Velickovic et al. for GAT with 8 heads of 8, PyG's GraphSAGE example);
+(Kipf & Welling for GCN, Velickovic et al. for GAT with 8 heads of 8, PyG's GraphSAGE example,
+Schlichtkrull et al.'s entity classification for R-GCN: 16 hidden, no dropout, Adam 0.01);
 ``custom`` is a ``MODULE:FACTORY`` model."""
 
 LINK_DEFAULTS: dict = {"model": "gcn", "hidden": 32, "dropout": 0.0, "lr": 0.01, "weight_decay": 0.0, "patience": 50}
@@ -108,8 +110,12 @@ climbs after 20 flat epochs (docs/link-prediction.md)."""
 @dataclass
 class TrainerConfig:
     model: str | None = None
-    """``sage``, ``gcn``, ``gat``, or ``MODULE:FACTORY`` (a PyG-style model, see :mod:`shared.models`);
-    None = ``sage`` for node classification, ``gcn`` for link prediction (:data:`LINK_DEFAULTS`)."""
+    """``sage``, ``gcn``, ``gat``, ``rgcn`` (relational, for a typed store) or ``MODULE:FACTORY`` (a
+    PyG-style model, see :mod:`shared.models`); None = ``sage`` for node classification, ``gcn`` for
+    link prediction (:data:`LINK_DEFAULTS`); the launcher picks ``rgcn`` for a typed input."""
+    num_bases: int = 30
+    """R-GCN's basis decomposition: each relation's matrix is a mix of this many shared ones
+    (0, or >= the relations: one full matrix per relation)."""
     task: str = "node"
     """``node`` (classify vertices) or ``link`` (score vertex pairs; the model's output, ``hidden``
     wide, is each vertex's embedding, see :class:`LinkConfig`)."""
@@ -177,8 +183,10 @@ class TrainerConfig:
         for name, value in (LINK_DEFAULTS if self.task == "link" else node).items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
-        if self.model not in ("sage", "gcn", "gat") and ":" not in str(self.model):
-            raise ConfigError(f"model must be sage, gcn, gat or MODULE:FACTORY (got {self.model!r})")
+        if self.model not in ("sage", "gcn", "gat", "rgcn") and ":" not in str(self.model):
+            raise ConfigError(f"model must be sage, gcn, gat, rgcn or MODULE:FACTORY (got {self.model!r})")
+        if self.num_bases < 0:
+            raise ConfigError(f"num_bases must be >= 0 (got {self.num_bases})")
         for name, value in MODEL_DEFAULTS["custom" if ":" in self.model else self.model].items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
@@ -408,8 +416,12 @@ class JobConfig:
             d.pop(k)
         d.pop("wire")
         if self.trainer.task == "node":
-            d.pop("link")                      # unused: node jobs keep their fingerprints
+            emb = d.pop("link")["node_embeddings"]   # the rest is unused: node jobs keep their fingerprints
+            if emb is not None:                # learned inputs of a featureless node job
+                d["trainer"]["node_embeddings"] = emb
             d["trainer"].pop("task")
+        if d["trainer"]["model"] != "rgcn" and d["trainer"]["num_bases"] == 30:
+            d["trainer"].pop("num_bases")      # R-GCN's only
         d["trainer"].pop("prefetch")           # how far ingest runs ahead does not change results
         d["trainer"].pop("gpu_cache")          # nor where the feature rows come from
         d["loader"].pop("shm_ring_slots")      # nor how they travel

@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 MAX_REQUEST_IDS = 1 << 22
 """Vertex ids one halo request may carry (a larger request is answered with ``too_large``)."""
-HALO_LIMITS = Limits(max_header_bytes=64 * 1024, max_frame_bytes=1 << 30, max_message_bytes=1 << 31, max_frames=5)
+HALO_LIMITS = Limits(max_header_bytes=64 * 1024, max_frame_bytes=1 << 30, max_message_bytes=1 << 31, max_frames=6)
 
 
 def check_request(req, serves: tuple[str, ...], assignment: np.ndarray, held: np.ndarray) -> np.ndarray:
@@ -327,6 +327,8 @@ class HaloClient:
             weighted = bool(results) and all(r.weighted_degrees.shape[0] == sel.size for sel, r in results)
             wts = np.empty(indices.shape[0] if weighted else 0, np.float32)   # edge weights, when the store has them
             wdeg = np.empty(m if weighted else 0, np.float32)
+            typed = what == "adjacency" and any(r.types.size for _, r in results)
+            types = np.empty(indices.shape[0] if typed else 0, np.int32)        # relations, a typed store's
             if what == "adjacency":
                 for sel, r in results:
                     if r.indices.shape[0] != r.indptr[-1]:
@@ -336,10 +338,14 @@ class HaloClient:
                         if r.weights.shape != r.indices.shape:
                             raise RequestFailedError("halo adjacency: reply weights do not match its indices")
                         scatter_csr(indptr, wts, sel, r.indptr, r.weights)
+                    if typed:
+                        if r.types.shape != r.indices.shape:
+                            raise RequestFailedError("halo adjacency: reply relations do not match its indices")
+                        scatter_csr(indptr, types, sel, r.indptr, r.types.astype(np.int32, copy=False))
             if weighted:
                 for sel, r in results:
                     wdeg[sel] = r.weighted_degrees
-            return AdjacencyRows(indptr=indptr, indices=indices, weights=wts, weighted_degrees=wdeg)
+            return AdjacencyRows(indptr=indptr, indices=indices, weights=wts, weighted_degrees=wdeg, types=types)
         feats = labels = None
         for sel, r in results:
             if not isinstance(r, FeatureRows):

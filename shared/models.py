@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from argosy.shared.aggregate import csr_ptr, edge_softmax, segment_sum
 from argosy.shared.config import SAGE_AGGREGATORS
 
-__all__ = ["EarlyStopping", "Blocks", "SAGEConv", "GCNConv", "GATConv", "GNN", "EdgeIndexModel", "load_factory", "build_model",
+__all__ = ["EarlyStopping", "Blocks", "SAGEConv", "GCNConv", "GATConv", "RGCNConv", "GNN", "EmbeddedInput", "EdgeIndexModel", "load_factory", "build_model",
            "full_graph_aggr", "full_graph_conv", "make_optimizer"]
 
 
@@ -81,7 +81,8 @@ class Blocks:
         (offsets within the hop; edges grouped by destination), or None: the layers build it;
         edge_weight: float[E] aligned with edge_src, and weighted_degrees: float[N] full-graph sums
         of each node's edge weights -- both None for an unweighted batch (GCN and SAGE use them,
-        GAT ignores them).
+        GAT ignores them); edge_type: int64[E] the relation of each edge (a typed store's; R-GCN
+        uses it, the others ignore it) or None.
     """
 
     hop_nodes: list[int]
@@ -92,6 +93,7 @@ class Blocks:
     dst_ptr: list[Tensor] | None = None
     edge_weight: Tensor | None = None
     weighted_degrees: Tensor | None = None
+    edge_type: Tensor | None = None
 
     @property
     def num_hops(self) -> int:
@@ -110,13 +112,17 @@ class Blocks:
         """Hop ``h``'s edge weights (aligned with :meth:`hop`'s edges), when the batch is weighted."""
         return None if self.edge_weight is None else self.edge_weight[self.hop_edges[h - 1]:self.hop_edges[h]]
 
+    def hop_type(self, h: int) -> Tensor | None:
+        """Hop ``h``'s edge relations (aligned with :meth:`hop`'s edges), when the batch is typed."""
+        return None if self.edge_type is None else self.edge_type[self.hop_edges[h - 1]:self.hop_edges[h]]
+
     @classmethod
     def full_graph(cls, indptr, indices, num_layers: int, device: str | torch.device = "cpu",
-                   edge_weight=None) -> "Blocks":
+                   edge_weight=None, edge_type=None) -> "Blocks":
         """Every vertex, every edge, at every hop: a block model on a whole (small) graph in one call.
 
         Shapes: indptr int[n + 1], indices int[E] (CSR, neighbours of row v are in-edges of v);
-        edge_weight float[E] aligned with indices, or None.
+        edge_weight float[E] aligned with indices, or None; edge_type int[E] likewise, or None.
         """
         indptr = torch.as_tensor(indptr, dtype=torch.int64)
         n, E = indptr.shape[0] - 1, int(indptr[-1])
@@ -130,7 +136,9 @@ class Blocks:
         return cls(hop_nodes=[n] * (num_layers + 1), hop_edges=[h * E for h in range(num_layers + 1)],
                    edge_src=src.repeat(num_layers).to(device), edge_dst=dst.repeat(num_layers).to(device),
                    degrees=indptr.diff().to(device, torch.float32), dst_ptr=[indptr.to(device)] * num_layers,
-                   edge_weight=ew, weighted_degrees=wdeg)
+                   edge_weight=ew, weighted_degrees=wdeg,
+                   edge_type=None if edge_type is None else
+                   torch.as_tensor(edge_type, dtype=torch.int64).repeat(num_layers).to(device))
 
     def edge_index(self) -> Tensor:
         """The sampled subgraph as one PyG ``edge_index`` (row 0 source, row 1 target, local ids).
@@ -341,23 +349,77 @@ class GATConv(nn.Module):
         return f"GATConv({self.lin.in_features}, {self.out_dim}, heads={self.heads}, concat={self.concat})"
 
 
+class RGCNConv(nn.Module):
+    """R-GCN layer (Schlichtkrull et al. 2018) with basis decomposition.
+
+    ``h_v' = W_0 h_v + b + sum_r (1 / |N_r(v)|) sum_{u in N_r(v)} W_r h_u`` with
+    ``W_r = sum_b a_rb V_b`` (``num_bases`` B < R; B = 0 or >= R: one full matrix per relation).
+    ``N_r(v)`` are v's sampled in-neighbours along relation ``r`` (all of them with fanout -1, the
+    paper's layer exactly).  Computed aggregate-first: the per-(destination, relation) means as one
+    ``index_add`` over the edges, then one contraction with the relation matrices, so no per-edge
+    projected message is materialised.
+
+    Shapes: x (num_src, F_in); src, dst int[E]; et int[E] relation ids -> (num_dst, F_out).
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, num_relations: int, num_bases: int = 0):
+        super().__init__()
+        if num_relations < 1:
+            raise ValueError(f"R-GCN needs a typed store (num_relations >= 1, got {num_relations})")
+        R = int(num_relations)
+        B = int(num_bases) if 0 < num_bases < R else R
+        self.num_relations, self.num_bases = R, B
+        self.basis = nn.Parameter(torch.empty(B, in_dim, out_dim))
+        nn.init.xavier_uniform_(self.basis.view(B * in_dim, out_dim), gain=nn.init.calculate_gain("relu"))
+        self.comp = nn.Parameter(torch.empty(R, B)) if B < R else None
+        if self.comp is not None:
+            nn.init.xavier_uniform_(self.comp)
+        self.root = nn.Linear(in_dim, out_dim)
+
+    def weights(self) -> Tensor:
+        """float[R, F_in, F_out]: every relation's matrix."""
+        if self.comp is None:
+            return self.basis
+        return torch.einsum("rb,bio->rio", self.comp, self.basis)
+
+    def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor,
+                ptr: Tensor | None = None, ew: Tensor | None = None, wdeg: Tensor | None = None,
+                et: Tensor | None = None) -> Tensor:
+        if et is None:
+            raise ValueError("R-GCN needs each edge's relation: train it on a typed store")
+        R = self.num_relations
+        key = dst.long() * R + et.long()
+        agg = torch.zeros(num_dst * R, x.shape[1], dtype=x.dtype, device=x.device).index_add_(0, key, x[src.long()])
+        cnt = torch.bincount(key, minlength=num_dst * R).to(x.dtype).clamp_(min=1)
+        agg = (agg / cnt[:, None]).view(num_dst, R, x.shape[1])
+        out = torch.einsum("vri,rio->vo", agg, self.weights().to(x.dtype))
+        return self.root(x[:num_dst]) + out
+
+    def __repr__(self) -> str:
+        return (f"RGCNConv({self.root.in_features}, {self.root.out_features}, relations={self.num_relations}, "
+                f"bases={self.num_bases})")
+
+
 class GNN(nn.Module):
-    """A stack of ``num_layers`` GCN, SAGE or GAT layers with an activation and dropout between them.
+    """A stack of ``num_layers`` GCN, SAGE, GAT or R-GCN layers with an activation and dropout between them.
 
     Args:
-        model: ``"sage"``, ``"gcn"`` or ``"gat"``.
+        model: ``"sage"``, ``"gcn"``, ``"gat"`` or ``"rgcn"`` (needs ``num_relations``, ``num_bases``).
         hidden: hidden width (per head for GAT).  heads: GAT attention heads of the hidden layers
             (the output layer has one head).  dropout: on every layer's input (and GAT's attention).
         aggregator: SAGE's neighbour aggregator, ``"mean"`` or ``"gcn"`` (see :class:`SAGEConv`).
     """
 
     def __init__(self, model: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
-                 heads: int = 8, aggregator: str = "mean"):
+                 heads: int = 8, aggregator: str = "mean", num_relations: int = 0, num_bases: int = 0):
         super().__init__()
-        if model not in ("sage", "gcn", "gat"):
-            raise ValueError(f"built-in models are sage, gcn and gat (got {model!r})")
+        if model not in ("sage", "gcn", "gat", "rgcn"):
+            raise ValueError(f"built-in models are sage, gcn, gat and rgcn (got {model!r})")
         self.kind = model
-        if model == "gat":
+        if model == "rgcn":
+            dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+            self.layers = nn.ModuleList(RGCNConv(a, b, num_relations, num_bases) for a, b in zip(dims[:-1], dims[1:]))
+        elif model == "gat":
             dims = [in_dim] + [hidden * heads] * (num_layers - 1)
             self.layers = nn.ModuleList(
                 [GATConv(a, hidden, heads, concat=True, attn_dropout=dropout) for a in dims[:-1]]
@@ -369,16 +431,20 @@ class GNN(nn.Module):
         self.dropout = dropout
 
     def layer_forward(self, i: int, h: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor,
-                      ptr: Tensor | None = None, ew: Tensor | None = None, wdeg: Tensor | None = None) -> Tensor:
+                      ptr: Tensor | None = None, ew: Tensor | None = None, wdeg: Tensor | None = None,
+                      et: Tensor | None = None) -> Tensor:
         """Layer ``i`` with its input dropout and (but for the last layer) its activation.
 
         Mini-batch training, full-graph modes and layer-wise inference (``argosy predict``) all go
         through here, so they compute the same function.  ``ptr``: the block's CSR offsets over
         destinations, when known (see :class:`Blocks`); ``ew``/``wdeg``: the block's edge weights
-        and the sources' weighted degrees (a weighted batch).
+        and the sources' weighted degrees (a weighted batch); ``et``: the edges' relations (R-GCN).
         """
         h = dropout(h, self.dropout, self.training)
-        h = self.layers[i](h, src, dst, num_dst, degrees, ptr, ew, wdeg)
+        if self.kind == "rgcn":
+            h = self.layers[i](h, src, dst, num_dst, degrees, ptr, ew, wdeg, et)
+        else:
+            h = self.layers[i](h, src, dst, num_dst, degrees, ptr, ew, wdeg)
         if i < len(self.layers) - 1:
             h = F.elu(h) if self.kind == "gat" else F.relu(h)
         return h
@@ -392,8 +458,27 @@ class GNN(nn.Module):
         for i in range(len(self.layers)):
             src, dst, num_src, num_dst = blocks.hop(H - i)
             h = self.layer_forward(i, h, src, dst, num_dst, blocks.degrees, blocks.hop_ptr(H - i),
-                                   blocks.hop_weight(H - i), blocks.weighted_degrees)
+                                   blocks.hop_weight(H - i), blocks.weighted_degrees, blocks.hop_type(H - i))
         return h
+
+
+class EmbeddedInput(nn.Module):
+    """A node model whose input rows are the store's features followed by a learned row per vertex
+    (:class:`~argosy.shared.scorers.NodeEmbedding`, looked up by global id): node classification on a
+    featureless (or partly featureless) graph, e.g. an RDF graph whose entities have no features.
+
+    ``forward(x, blocks, ids)``: x float[N, F] (F may be 0), ids int64[N] global ids -> the wrapped
+    model on float[N, F + dim].
+    """
+
+    def __init__(self, model: nn.Module, embedding: nn.Module):
+        super().__init__()
+        self.model = model
+        self.embedding = embedding
+
+    def forward(self, x: Tensor, blocks: "Blocks", ids: Tensor) -> Tensor:
+        e = self.embedding(ids[:x.shape[0]])
+        return self.model(e if x.shape[1] == 0 else torch.cat([x, e.to(x.dtype)], 1), blocks)
 
 
 class EdgeIndexModel(nn.Module):
@@ -444,13 +529,14 @@ def attr_call(model: str, kwargs: dict) -> str:
 
 
 def build_model(model: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
-                heads: int = 8, aggregator: str = "mean") -> nn.Module:
+                heads: int = 8, aggregator: str = "mean", num_relations: int = 0, num_bases: int = 0) -> nn.Module:
     """A built-in :class:`GNN`, or ``MODULE:FACTORY`` called as
     ``FACTORY(in_channels=, hidden_channels=, num_layers=, out_channels=)`` (plus ``dropout=`` when
     the factory's signature names it, as PyG's models do) and wrapped in :class:`EdgeIndexModel`,
     which applies ``dropout`` to the input features."""
     if ":" not in model:
-        return GNN(model, in_dim, hidden, out_dim, num_layers, dropout, heads=heads, aggregator=aggregator)
+        return GNN(model, in_dim, hidden, out_dim, num_layers, dropout, heads=heads, aggregator=aggregator,
+                   num_relations=num_relations, num_bases=num_bases)
     fn = load_factory(model)
     kwargs = dict(in_channels=in_dim, hidden_channels=hidden, num_layers=num_layers, out_channels=out_dim)
     try:

@@ -30,12 +30,13 @@ __all__ = ["PROTOCOL_VERSION", "MsgKind", "Message", "SampledBatch", "FeatureBat
            "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS",
            "HaloRequest", "AdjacencyRows", "FeatureRows", "HALO_WHAT"]
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 """2: SampledBatch carries dst_ptr (the blocks' CSR offsets); 3: and link_pairs (link prediction);
 4: edge weights (SampledBatch.edge_weight, weighted_degrees; AdjacencyRows.weights, weighted_degrees);
 5: FeatureBatch.feature_cache (rows the trainer caches are left out of ``features``);
 6: HaloRequest.values and the trainers' ``embeddings``/``embedding_grads`` requests;
-7: FeatureBatch.ring, ring_slot, ring_seq, ring_bytes (the rows wait in a shared-memory ring)."""
+7: FeatureBatch.ring, ring_slot, ring_seq, ring_bytes (the rows wait in a shared-memory ring);
+8: relations (SampledBatch.edge_type; AdjacencyRows.types) of a typed store."""
 
 
 class MsgKind(IntEnum):
@@ -92,7 +93,7 @@ class SampledBatch(Message):
 
     KIND: ClassVar[MsgKind] = MsgKind.SAMPLED_BATCH
     ARRAYS: ClassVar[tuple[str, ...]] = ("nodes", "hop_nodes", "degrees", "edge_src", "edge_dst", "hop_edges",
-                                         "dst_ptr", "link_pairs", "edge_weight", "weighted_degrees")
+                                         "dst_ptr", "link_pairs", "edge_weight", "weighted_degrees", "edge_type")
     job: str = ""
     epoch: int = 0
     phase: str = "train"
@@ -117,6 +118,7 @@ class SampledBatch(Message):
     link_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int32))
     edge_weight: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
     weighted_degrees: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
+    edge_type: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
 
     @property
     def weighted(self) -> bool:
@@ -280,16 +282,18 @@ class AdjacencyRows(Message):
     Shapes:
         indptr: int64[m + 1] row offsets in request order; indices: int32|int64[indptr[-1]]
         global neighbour ids (empty for ``degree``); weights: float32[indptr[-1]] aligned with
-        ``indices`` and weighted_degrees: float32[m] -- a weighted store's, else empty.
+        ``indices`` and weighted_degrees: float32[m] -- a weighted store's, else empty;
+        types: int32[indptr[-1]] the relation of each entry -- a typed store's, else empty.
     """
 
     KIND: ClassVar[MsgKind] = MsgKind.ADJACENCY_ROWS
-    ARRAYS: ClassVar[tuple[str, ...]] = ("indptr", "indices", "weights", "weighted_degrees")
+    ARRAYS: ClassVar[tuple[str, ...]] = ("indptr", "indices", "weights", "weighted_degrees", "types")
     request_id: int = 0
     indptr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     indices: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     weights: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
     weighted_degrees: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
+    types: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
 
 
 @dataclass

@@ -77,6 +77,8 @@ class BatchBounds:
     """Most ``link_pairs`` rows of a batch (0: node classification, none allowed)."""
     ring_slots: int = 0
     """Slots of a loader's shared-memory ring (``loader.shm_ring_slots``; 0: features always inline)."""
+    num_relations: int = 0
+    """Relations of a typed store (0: untyped, ``edge_type`` must be empty)."""
 
     @property
     def ring_slot_bytes(self) -> int:
@@ -113,7 +115,8 @@ class BatchBounds:
                    feature_dtype=str(m.feature_dtype or "float32"), hops=len(train_f), eval_hops=len(eval_f), epochs=int(cfg.trainer.epochs),
                    trainers=int(cfg.num_trainers), max_seeds=max_seeds, max_nodes=min(nodes, n),
                    max_edges=edges, max_degree=min(nnz, 2**31 - 1), max_message_bytes=int(cfg.wire.max_message_bytes),
-                   task=cfg.trainer.task, max_pairs=max_pairs, ring_slots=int(cfg.loader.shm_ring_slots))
+                   task=cfg.trainer.task, max_pairs=max_pairs, ring_slots=int(cfg.loader.shm_ring_slots),
+                   num_relations=int(m.num_relations))
 
 
 def check_work_ref(b: SampledBatch, job: str, bounds: BatchBounds) -> None:
@@ -143,7 +146,7 @@ def check_sampled_batch(b: SampledBatch, bounds: BatchBounds) -> None:
     """Shapes, dtypes, id ranges and hop structure of the blocks (see :class:`SampledBatch`)."""
     for name in SampledBatch.ARRAYS:
         a = getattr(b, name)
-        if name in _WEIGHT_ARRAYS or name == "link_pairs":   # check_weight_arrays, check_link_pairs
+        if name in _WEIGHT_ARRAYS or name in ("link_pairs", "edge_type"):   # checked below
             continue
         if a.ndim != 1 or a.dtype.name != _INT_DTYPES[name]:
             raise _bad(b, f"{name} must be 1-d {_INT_DTYPES[name]} (got {a.ndim}-d {a.dtype})")
@@ -190,6 +193,20 @@ def check_sampled_batch(b: SampledBatch, bounds: BatchBounds) -> None:
         raise _bad(b, f"remote_neighbors {b.remote_neighbors} outside [0, {E}]")
     check_link_pairs(b, bounds)
     check_weight_arrays(b)
+    check_edge_types(b, bounds)
+
+
+def check_edge_types(b: SampledBatch, bounds: BatchBounds) -> None:
+    """Relations: int32, one per edge, each in ``[0, R)`` on a typed store; none on an untyped one."""
+    t, E, R = b.edge_type, b.edge_src.shape[0], bounds.num_relations
+    if not R:
+        if t.shape[0]:
+            raise _bad(b, f"edge_type given ({t.shape[0]} values) but the store has no relations")
+        return
+    if t.ndim != 1 or t.dtype.name != "int32" or t.shape[0] != E:
+        raise _bad(b, f"edge_type must be int32[{E}] (one relation per edge; got {t.dtype}{list(t.shape)})")
+    if E and (int(t.min()) < 0 or int(t.max()) >= R):
+        raise _bad(b, f"edge_type spans [{int(t.min())}, {int(t.max())}], outside the store's {R} relations")
 
 
 def check_link_pairs(b: SampledBatch, bounds: BatchBounds) -> None:

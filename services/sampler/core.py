@@ -77,6 +77,8 @@ class SamplerCore:
         self.task = "node" if link is None else "link"
         self.fetch = fetch
         self.weighted = bool(edge_weights and store.manifest.edge_weights)
+        self.has_types = bool(store.manifest.num_relations)
+        """A typed store: each sampled edge carries its relation (``SampledBatch.edge_type``)."""
         self.cache_bytes = cache_bytes
         k = store.num_parts
         self._dtype = np.dtype(store.manifest.index_dtype)
@@ -88,6 +90,7 @@ class SamplerCore:
         self._orders: dict[tuple, np.ndarray] = {}
         self._loaded: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._wloaded: dict[int, np.ndarray] = {}
+        self._tloaded: dict[int, np.ndarray] = {}
         self._wdeg = np.full(n, np.nan, np.float32) if self.weighted else None
         """float32[n]: weighted degree of the vertices of held parts (NaN elsewhere)."""
         self.held = np.zeros(k, np.bool_)
@@ -96,9 +99,8 @@ class SamplerCore:
         self._scratch: tuple | None = None
         if held_parts is None:
             self.held[:] = True
-            if self.weighted:
-                for p in range(k):
-                    self._load_weights(p)
+            for p in range(k):
+                self._load_values(p)
             self._set_topology([np.asarray(store.part(p).indptr).astype(np.int64, copy=False) for p in range(k)],
                                [np.asarray(store.part(p).indices) for p in range(k)])
         else:
@@ -114,9 +116,9 @@ class SamplerCore:
         res = self.residency = plan_residency(self.store, parts, self.memory_budget)
         self._loaded = {p: v for p, v in self._loaded.items() if p in parts}
         self._wloaded = {p: v for p, v in self._wloaded.items() if p in parts}
+        self._tloaded = {p: v for p, v in self._tloaded.items() if p in parts}
         for p in parts:
-            if self.weighted and p not in self._wloaded:
-                self._load_weights(p)
+            self._load_values(p)
             if p not in self._loaded:
                 # memory-mapped: shared by the host's samplers; indptr (per vertex) always read ahead
                 ptr = self.store.read_part(p, ("indptr",))["indptr"]
@@ -132,14 +134,19 @@ class SamplerCore:
                            [self._loaded[p][1] if p in self._loaded else empty_ind for p in range(k)], held)
         self.held = held
         self._orders.clear()
+        # the halo row cache holds ids (and weights), not relations: off for a typed store
         self.cache = AdjacencyCache(self._assign.shape[0], self.cache_bytes, self._dtype, weighted=self.weighted) \
-            if self.cache_bytes and not self.held.all() else None
+            if self.cache_bytes and not self.held.all() and not self.has_types else None
 
-    def _load_weights(self, p: int) -> None:
-        """Part ``p``'s edge weights (memory-mapped) and its vertices' weighted degrees."""
-        a = self.store.read_part(p, ("edge_weight", "weighted_degree", "nodes"))
-        self._wloaded[p] = _read_only(np.ascontiguousarray(a["edge_weight"], np.float32))
-        self._wdeg[np.asarray(a["nodes"])] = a["weighted_degree"]
+    def _load_values(self, p: int) -> None:
+        """Part ``p``'s per-entry values, once: edge weights (memory-mapped) and its vertices' weighted
+        degrees (a weighted job), relations as int32 (a typed store)."""
+        if self.weighted and p not in self._wloaded:
+            a = self.store.read_part(p, ("edge_weight", "weighted_degree", "nodes"))
+            self._wloaded[p] = _read_only(np.ascontiguousarray(a["edge_weight"], np.float32))
+            self._wdeg[np.asarray(a["nodes"])] = a["weighted_degree"]
+        if self.has_types and p not in self._tloaded:
+            self._tloaded[p] = _read_only(np.asarray(self.store.read_part(p, ("edge_type",))["edge_type"], np.int32))
 
     def _set_topology(self, indptr: list[np.ndarray], indices: list[np.ndarray], held: np.ndarray | None = None) -> None:
         """Swap in the per-part CSR arrays (``held`` defaults to :attr:`held`): the typed lists the
@@ -153,6 +160,11 @@ class SamplerCore:
             wts = [self._wloaded.get(p, empty) if held[p] else empty for p in range(len(indptr))]
             self._wtab = PartTable(indptr, [w.view(np.int32) for w in wts], held)
             self._weights = typed.List(wts)
+        if self.has_types:                   # relations: the same layout again
+            empty = _read_only(np.empty(0, np.int32))
+            rel = [self._tloaded.get(p, empty) if held[p] else empty for p in range(len(indptr))]
+            self._ttab = PartTable(indptr, rel, held)
+            self._types = typed.List(rel)
 
     @property
     def held_parts(self) -> list[int]:
@@ -172,10 +184,13 @@ class SamplerCore:
         ids = req.ids
         parts, locs = parts.astype(np.int64), self._local[ids].astype(np.int64)
         indptr, indices = gather_csr_rows(self._indptr, self._indices, parts, locs, req.what == "degree")
-        if not self.weighted:
-            return AdjacencyRows(indptr=indptr, indices=indices)
-        _, w = gather_csr_rows(self._indptr, self._weights, parts, locs, req.what == "degree")
-        return AdjacencyRows(indptr=indptr, indices=indices, weights=w, weighted_degrees=self._wdeg[ids])
+        out = AdjacencyRows(indptr=indptr, indices=indices)
+        if self.weighted:
+            _, out.weights = gather_csr_rows(self._indptr, self._weights, parts, locs, req.what == "degree")
+            out.weighted_degrees = self._wdeg[ids]
+        if self.has_types and req.what == "adjacency":
+            _, out.types = gather_csr_rows(self._indptr, self._types, parts, locs, False)
+        return out
 
     # ---- sampling ------------------------------------------------------------------------------
     def seeds_for(self, item: WorkItem) -> np.ndarray:
@@ -190,19 +205,20 @@ class SamplerCore:
         return order[item.offset:item.offset + item.count]
 
     def _resolve(self, lo: int, hi: int, nodes, degrees, nstart, halo: np.ndarray, halo_w: np.ndarray,
-                 rows: bool, epoch: int):
+                 halo_t: np.ndarray, rows: bool, epoch: int):
         """Fill in degree (and, with ``rows``, the halo offset) of nodes[lo:hi] held elsewhere.
 
         Returns the grown ``halo`` rows and, weighted, their weights ``halo_w`` (float32, aligned
-        with ``halo``; empty otherwise); a fetched vertex's weighted degree goes to ``_wdeg``."""
+        with ``halo``; empty otherwise), and, typed, their relations ``halo_t`` (int32, aligned
+        likewise); a fetched vertex's weighted degree goes to ``_wdeg``."""
         unres = lo + np.flatnonzero(degrees[lo:hi] < 0)
         if unres.size == 0:
-            return halo, halo_w
+            return halo, halo_w, halo_t
         ids = nodes[unres]
         if self.fetch is None:
             raise RequestFailedError(f"vertex {int(ids[0])} belongs to part {int(self._assign[ids[0]])}, which this "
                                      f"sampler does not hold (held: {self.held_parts}) and no halo client is set")
-        pieces, wpieces = [halo], [halo_w]
+        pieces, wpieces, tpieces = [halo], [halo_w], [halo_t]
         off = halo.shape[0]
         hit = np.zeros(ids.shape[0], np.bool_)
         if self.cache is not None:
@@ -232,11 +248,17 @@ class SamplerCore:
             if rows:
                 nstart[sel] = off + rep.indptr[:-1]
                 pieces.append(rep.indices.astype(self._dtype, copy=False))
+                if self.has_types:
+                    if rep.types.shape != rep.indices.shape:
+                        raise RequestFailedError(f"a halo reply for {sel.shape[0]} vertices carries no relations "
+                                                 "(a peer on an untyped store)")
+                    tpieces.append(rep.types.astype(np.int32, copy=False))
                 if self.cache is not None:
                     self.cache.put(ids[miss], rep.indptr, rep.indices, rep.weights if self.weighted else None)
         if len(pieces) == 1:
-            return halo, halo_w
-        return np.concatenate(pieces), (np.concatenate(wpieces) if self.weighted else halo_w)
+            return halo, halo_w, halo_t
+        return (np.concatenate(pieces), (np.concatenate(wpieces) if self.weighted else halo_w),
+                (np.concatenate(tpieces) if self.has_types else halo_t))
 
     def sample(self, seeds: np.ndarray, fanouts, rng_seed: int = 0, home_part: int | None = None,
                epoch: int = 0) -> SampledBatch:
@@ -273,21 +295,24 @@ class SamplerCore:
                                nodes, degrees, npart, nstart)
         hop_nodes[0] = count
         local = bool(self.held.all())                   # nothing to fetch
-        halo, halo_w = np.empty(0, topo.dtype), np.empty(0, np.float32)
+        halo, halo_w, halo_t = np.empty(0, topo.dtype), np.empty(0, np.float32), np.empty(0, np.int32)
         wtab = self._wtab if self.weighted else None    # the weights of the same parts as ``topo``
+        ttab = self._ttab if self.has_types else None   # and their relations
+        values = self.weighted or self.has_types        # sample_hop records each edge's position
         if not local:
-            halo, halo_w = self._resolve(0, count, nodes, degrees, nstart, halo, halo_w, H > 0, epoch)
+            halo, halo_w, halo_t = self._resolve(0, count, nodes, degrees, nstart, halo, halo_w, halo_t, H > 0, epoch)
         ecount = remote = 0
         for h in range(H):
             before = count
             nodes, degrees, npart, nstart, esrc, edst, count, ecount, r, epos = sample_hop(
                 fanouts[h], count, ecount, nodes, degrees, npart, nstart, esrc, edst, topo.ptr_addr,
                 topo.ind_addr, halo, self._assign, self._local, served, self._slot, self._tick, state,
-                epos, self.weighted)
+                epos, values)
             remote += r
             hop_nodes[h + 1], hop_edges[h + 1] = count, ecount
             if not local:
-                halo, halo_w = self._resolve(before, count, nodes, degrees, nstart, halo, halo_w, h + 1 < H, epoch)
+                halo, halo_w, halo_t = self._resolve(before, count, nodes, degrees, nstart, halo, halo_w, halo_t,
+                                                     h + 1 < H, epoch)
         self._scratch = (nodes, degrees, npart, nstart, esrc, edst, epos)
         out = SampledBatch(nodes=nodes[:count].copy(), hop_nodes=hop_nodes, degrees=degrees[:count].copy(),
                            edge_src=esrc[:ecount].copy(), edge_dst=edst[:ecount].copy(), hop_edges=hop_edges,
@@ -296,13 +321,20 @@ class SamplerCore:
             if halo_w.shape[0] != halo.shape[0]:
                 raise RequestFailedError(f"halo rows hold {halo.shape[0]} entries but {halo_w.shape[0]} weights")
             w = np.empty(ecount, np.float32)
-            gather_weights(epos, out.edge_dst, npart, nstart, degrees, count, topo.ind_addr, wtab.ind_addr, halo_w, w)
+            gather_weights(epos, out.edge_dst, npart, nstart, degrees, count, topo.ind_addr, wtab.ind_addr,
+                           halo_w.view(np.int32), w.view(np.int32))
             wd = self._wdeg[out.nodes]
             if np.isnan(wd).any():
                 v = int(out.nodes[np.flatnonzero(np.isnan(wd))[0]])
                 raise RequestFailedError(f"vertex {v} (part {int(self._assign[v])}) has no weighted degree: "
                                          "neither held here nor fetched")
             out.edge_weight, out.weighted_degrees = w, wd
+        if self.has_types:
+            if halo_t.shape[0] != halo.shape[0]:
+                raise RequestFailedError(f"halo rows hold {halo.shape[0]} entries but {halo_t.shape[0]} relations")
+            t = np.empty(ecount, np.int32)
+            gather_weights(epos, out.edge_dst, npart, nstart, degrees, count, topo.ind_addr, ttab.ind_addr, halo_t, t)
+            out.edge_type = t
         out.sample_seconds = time.perf_counter() - t0
         return out
 
@@ -321,7 +353,7 @@ class SamplerCore:
             ecap = max(num_seeds * 8, 16)
             self._scratch = (np.empty(cap, np.int64), np.empty(cap, np.int32), np.empty(cap, np.int32),
                              np.empty(cap, np.int64), np.empty(ecap, np.int32), np.empty(ecap, np.int32),
-                             np.empty(ecap if self.weighted else 0, np.int64))
+                             np.empty(ecap if self.weighted or self.has_types else 0, np.int64))
         return self._scratch
 
     def sample_item(self, item: WorkItem, fanouts) -> SampledBatch:

@@ -228,7 +228,8 @@ def gather_weights(epos, edst, npart, nstart, degrees, count, ind_addr, wt_addr,
     """``out[e]``: the stored weight of sampled edge ``e``, read at the position :func:`sample_hop`
     recorded (``epos[e]``) in its destination's part's weights (``wt_addr``, laid out like that
     part's indices at ``ind_addr``) or, for a fetched row, in ``halo_w`` (aligned with ``halo``).
-    ``count``: the batch's node count (destinations lie below it)."""
+    ``count``: the batch's node count (destinations lie below it).  Values are moved as 4-byte words
+    (``halo_w`` and ``out`` int32, or float32 viewed as int32): edge weights and relations alike."""
     last = -1
     w = halo_w
     hw_addr = np.int64(halo_w.ctypes.data)
@@ -237,7 +238,7 @@ def gather_weights(epos, edst, npart, nstart, degrees, count, ind_addr, wt_addr,
         if j != last:                          # edges come grouped by destination: one lookup each
             last = j
             p = npart[j]
-            w = halo_w if ind_addr[p] == 0 else carray(_voidptr(wt_addr[p]), nstart[j] + degrees[j], np.float32)
+            w = halo_w if ind_addr[p] == 0 else carray(_voidptr(wt_addr[p]), nstart[j] + degrees[j], np.int32)
             k = j + _AHEAD
             if k < count and degrees[k] > 0:
                 q = npart[k]

@@ -21,7 +21,7 @@ from argosy.shared.envs import torch_threads
 from argosy.shared.errors import ConfigError
 from argosy.shared.hot_rows import AUTO_FRACTION, HotRows, cache_rows
 from argosy.shared.protocol import FeatureBatch
-from argosy.shared.models import Blocks, build_model, make_optimizer
+from argosy.shared.models import Blocks, EmbeddedInput, build_model, make_optimizer
 from argosy.shared.scorers import LinkModel, NodeEmbedding, make_scorer
 
 __all__ = ["TrainerCore", "DeviceBatch", "Staging", "pick_device", "set_threads", "resolved", "cache_budget"]
@@ -140,7 +140,7 @@ class DeviceBatch:
 
 
 _STAGED = ("features", "edge_src", "edge_dst", "degrees", "labels", "dst_ptr", "link_pairs", "edge_weight",
-           "weighted_degrees")
+           "weighted_degrees", "edge_type")
 """The arrays of a FeatureBatch a step reads, in the order they are packed for one copy."""
 
 
@@ -211,14 +211,17 @@ class TrainerCore:
         in_dim: input feature width (0: a store without features).  num_classes: output width.
         num_layers: = number of hops.
         num_nodes: the graph's vertices (the rows of a link model's learned node embeddings).
-        shard_embeddings: learned node embeddings are split between several trainers: the model gets
-            them from :meth:`attach_embeddings` (:mod:`services.trainer.embedding_shards`); else the
-            model holds the whole table, stepped by ``SparseAdam`` (a step touches the batch's rows).
+        shard_embeddings: several trainers: a link job's learned node embeddings are split between
+            them (the model gets them from :meth:`attach_embeddings`,
+            :mod:`services.trainer.embedding_shards`), a node job's table is dense and replicated
+            (DDP all-reduces it); else the model holds the whole table, stepped by ``SparseAdam``
+            (a step touches the batch's rows).
+        num_relations: relations of a typed store (R-GCN's relation matrices).
     """
 
     def __init__(self, cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int = 0,
                  device: torch.device | None = None, link: LinkConfig | None = None, num_nodes: int = 0,
-                 shard_embeddings: bool = False):
+                 shard_embeddings: bool = False, num_relations: int = 0):
         torch.manual_seed(seed)
         set_threads(torch_threads())
         # Subnormal floats (Adam's moments of long-zero gradients decay into them) cost x86 ~100x per
@@ -230,8 +233,9 @@ class TrainerCore:
         self.device = device or pick_device(cfg.device)
         self.out_dim = cfg.hidden if self.link is not None else num_classes
         """Output width: the classes, or a link model's embedding width (``hidden``)."""
-        self.embedding_dim = self.link.embedding_dim(in_dim) if self.link is not None else 0
-        """Width of the learned per-vertex inputs (0 = none; :class:`~argosy.shared.scorers.NodeEmbedding`)."""
+        self.embedding_dim = link.embedding_dim(in_dim) if link is not None else 0
+        """Width of the learned per-vertex inputs (0 = none; :class:`~argosy.shared.scorers.NodeEmbedding`):
+        on by default on a featureless store, for node classification too (an RDF graph's entities)."""
         if self.embedding_dim and num_nodes < 1:
             raise ConfigError(f"node embeddings need the graph's vertex count (got num_nodes={num_nodes})")
         self.in_dim = in_dim + self.embedding_dim
@@ -240,7 +244,11 @@ class TrainerCore:
             raise ConfigError("the store has no node features and node embeddings are off (--node-embeddings 0): "
                               "the model has no input; pass --node-embeddings DIM or give features")
         self.model = build_model(cfg.model, self.in_dim, cfg.hidden, self.out_dim, num_layers, cfg.dropout,
-                                 heads=cfg.heads, aggregator=cfg.aggregator)
+                                 heads=cfg.heads, aggregator=cfg.aggregator, num_relations=num_relations,
+                                 num_bases=cfg.num_bases)
+        if self.link is None and self.embedding_dim:
+            # several trainers: a dense table that DDP all-reduces; one: sparse rows stepped by SparseAdam
+            self.model = EmbeddedInput(self.model, NodeEmbedding(num_nodes, self.embedding_dim, sparse=not shard_embeddings))
         if self.link is not None:
             emb = NodeEmbedding(num_nodes, self.embedding_dim) if self.embedding_dim and not shard_embeddings else None
             self.model = LinkModel(self.model, make_scorer(self.link.scorer, cfg.hidden), emb)
@@ -251,7 +259,14 @@ class TrainerCore:
         self.module: torch.nn.Module = self.model          # replaced by a DDP wrapper when distributed
         self.sparse_opt: torch.optim.SparseAdam | None = None
         """The learned node embeddings' optimizer when their gradients are sparse."""
-        if self.link is None:
+        if self.link is None and self.embedding_dim:
+            self.opt = make_optimizer(self.model.model, cfg)
+            emb = list(self.model.embedding.parameters())
+            if shard_embeddings:
+                self.opt.add_param_group({"params": emb, "weight_decay": 0.0})
+            else:
+                self.sparse_opt = torch.optim.SparseAdam(emb, lr=cfg.lr)
+        elif self.link is None:
             self.opt = make_optimizer(self.model, cfg)
         else:
             self.opt = make_optimizer(self.model.encoder, cfg)
@@ -299,12 +314,12 @@ class TrainerCore:
         else:
             moved = [torch.from_numpy(np.asarray(a)).to(dev, non_blocking=True) for a in arrays]
         ids = moved.pop() if self.embedding_dim else None
-        feats, src, dst, deg, y, ptr, pairs, ew, wdeg = moved[:9]
+        feats, src, dst, deg, y, ptr, pairs, ew, wdeg, et = moved[:10]
         with torch.cuda.stream(staging.stream) if side else nullcontext():
             if side and not staging.finish(feats):     # the received rows (the cache's were checked at fill)
                 return None
             if cached:                                 # cached rows from the device, the received ones scattered in
-                slots, miss = moved[9:]
+                slots, miss = moved[10:]
                 xs = self.cache.index_select(0, slots.clamp(min=0))
                 if miss.shape[0]:
                     xs.index_copy_(0, miss, feats)
@@ -316,8 +331,11 @@ class TrainerCore:
             ptrs = ptr.split([n + 1 for n in hop_nodes[:-1]]) if ptr.shape[0] else None
             blocks = Blocks(hop_nodes=hop_nodes, hop_edges=fb.hop_edges.tolist(),
                             edge_src=src.long(), edge_dst=dst.long(), degrees=deg.float(), dst_ptr=ptrs,
-                            edge_weight=ew if wdeg.shape[0] else None, weighted_degrees=wdeg if wdeg.shape[0] else None)
+                            edge_weight=ew if wdeg.shape[0] else None, weighted_degrees=wdeg if wdeg.shape[0] else None,
+                            edge_type=et.long() if et.shape[0] else None)
             b = DeviceBatch(x=x, blocks=blocks, y=y, count=int(np.count_nonzero(np.asarray(fb.labels) >= 0)))
+            if self.link is None and ids is not None:
+                b.ids = ids                            # a node model's learned inputs (EmbeddedInput)
             if self.link is not None:
                 b.pairs, b.count, b.ids = pairs.long(), int(fb.link_pairs.shape[0]), ids
                 if fb.phase == "train" and self.link.loss == "margin":
@@ -434,7 +452,7 @@ class TrainerCore:
             else:
                 loss = F.binary_cross_entropy_with_logits(logits, target, reduction="sum")
             return logits, loss, ((logits > 0) == (target > 0.5)).sum()
-        logits = module(b.x, b.blocks).float()      # float32 loss under bf16 autocast too
+        logits = (module(b.x, b.blocks, b.ids) if b.ids is not None else module(b.x, b.blocks)).float()  # float32 loss
         if b.count == 0:
             loss = logits.sum() * 0.0
         else:                   # -1 = unlabelled: ignored, so no boolean mask (which would sync)

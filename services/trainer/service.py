@@ -146,7 +146,8 @@ class TrainerProc:
         # rows (ShardedEmbeddings, attached in init_distributed; docs/link-prediction.md)
         self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
                                 len(self.cfg.sampler.fanouts), seed=self.cfg.seed, link=self.cfg.link,
-                                num_nodes=m.num_nodes, shard_embeddings=self.world > 1)
+                                num_nodes=m.num_nodes, shard_embeddings=self.world > 1,
+                                num_relations=m.num_relations)
         self.shards: ShardedEmbeddings | None = None
         tc = self.cfg.trainer
         logger.info("edge weights: %s; step precision: %s", json.dumps(tc.edge_weights_used(m.edge_weights)), self.core.precision)
@@ -201,7 +202,7 @@ class TrainerProc:
         logger.info("joining torch.distributed %s world=%d rank=%d via %s", backend, self.world, self.rank, url)
         dist.init_process_group(backend, store=store, world_size=self.world, rank=self.rank,
                                 timeout=__import__("datetime").timedelta(seconds=self.cfg.coord.peer_timeout))
-        if self.core.embedding_dim:
+        if self.core.embedding_dim and self.link:   # a node job's table is replicated (dense, all-reduced)
             self.shards = ShardedEmbeddings(self.ctx, self.store, self.zctx, self.rank, self.world,
                                             self.core.embedding_dim, self.cfg.trainer.lr, self.cfg.seed,
                                             self.core.device, self.cfg.coord.peer_timeout)

@@ -13,6 +13,7 @@ Layout of a store directory (all paths in the manifest are relative to its root)
         ├── features.npy       # float32|float16[n_p, F]   (if the graph has features)
         ├── edge_weight.npy    # float32[e_p]  weight of each entry, aligned with indices (if weighted)
         ├── weighted_degree.npy  # float32[n_p]  sum of each row's edge weights (if weighted)
+        ├── edge_type.npy      # int16|int32[e_p]  relation id of each entry, aligned with indices (if typed)
         ├── labels.npy         # int64[n_p]  -1 = unlabelled (if the graph has labels)
         └── {train,val,test}_mask.npy   # bool[n_p]
 
@@ -77,6 +78,19 @@ class Manifest:
     (how, seed, held-out counts) and per part ``train_edges``, ``val_pairs``, ``test_pairs``
     (written only when set)."""
 
+    typed: dict = field(default_factory=dict)
+    """A heterogeneous store (written only when set): ``node_types`` (names, in id-range order),
+    ``type_offsets`` (type ``t`` owns global ids ``[off[t], off[t+1])``), ``relations`` (``[src_type,
+    relation, dst_type]`` per relation id, reverse relations included), ``reverse`` (how many of the
+    relations are added reverses), ``target`` (the labelled node type), ``feature_dims`` (per type;
+    0 = featureless, a learned embedding), ``label_names``.  An entry ``(v, u)`` of relation ``r`` in
+    ``v``'s row is the message ``u -> v`` along ``r``."""
+
+    @property
+    def num_relations(self) -> int:
+        """Relation ids in ``edge_type.npy`` (0: an untyped store)."""
+        return len(self.typed.get("relations", ()))
+
     def to_json(self) -> str:
         d = asdict(self)
         d = {"format_version": d.pop("format_version"), **d}
@@ -84,6 +98,8 @@ class Manifest:
             del d["edge_weights"]
         if not d["link"]:                  # likewise a store without a link split
             del d["link"]
+        if not d["typed"]:                 # and an untyped one
+            del d["typed"]
         return json.dumps(d, indent=1)
 
     @classmethod

@@ -41,6 +41,7 @@ class PartData:
     test_mask: np.ndarray | None
     edge_weight: np.ndarray | None = None
     weighted_degree: np.ndarray | None = None
+    edge_type: np.ndarray | None = None
 
 
 def _min_max(path: Path, window: int = 1 << 22) -> tuple[int, int]:
@@ -161,7 +162,8 @@ class PartitionStore:
                 val_mask=self._load(f"{d}/val_mask.npy", required=False),
                 test_mask=self._load(f"{d}/test_mask.npy", required=False),
                 edge_weight=self._load(f"{d}/edge_weight.npy") if self.manifest.edge_weights else None,
-                weighted_degree=self._load(f"{d}/weighted_degree.npy") if self.manifest.edge_weights else None)
+                weighted_degree=self._load(f"{d}/weighted_degree.npy") if self.manifest.edge_weights else None,
+                edge_type=self._load(f"{d}/edge_type.npy") if self.manifest.num_relations else None)
         return self._parts[p]
 
     def split_nodes(self, split: str, parts: list[int] | None = None) -> np.ndarray:
@@ -205,6 +207,13 @@ class PartitionStore:
                     raise StoreFormatError(f"{self.root}: part {entry.part}: {name} has {arr.shape[0]} rows for {k} nodes")
             if m.edge_weights:
                 _verify_weights(self.root, entry.part, pd)
+            if m.num_relations:
+                et = pd.edge_type
+                if et.shape != pd.indices.shape or et.dtype.kind != "i":
+                    raise StoreFormatError(f"{self.root}: part {entry.part}: edge_type must be int[{pd.indices.shape[0]}] "
+                                           f"(got {et.dtype}{et.shape})")
+                if et.size and (int(et.min()) < 0 or int(et.max()) >= m.num_relations):
+                    raise StoreFormatError(f"{self.root}: part {entry.part}: edge_type outside [0, {m.num_relations})")
             total_nodes += k
             total_entries += pd.indices.shape[0]
             if not cached:                   # unmap what only this check opened (its pages count in RSS)

@@ -40,7 +40,7 @@ SLAB_ENTRIES = 1 << 22
 
 
 @njit(cache=True, nogil=True)
-def _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered, slots):
+def _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered, slots, drop_loops=True):
     """Counting-sort one chunk's entries by their source's part into ``pairs`` (local row,
     neighbour), self loops dropped; return the ``k + 1`` part offsets.
 
@@ -49,11 +49,12 @@ def _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered, slot
     ``p``'s CSR needs no sort and no deduplication.  A stream grouped by source with sorted,
     unique neighbours (the partitioner's regrouped buckets, a sorted CSR) arrives that way.
     ``slots`` (int64[c], or empty: not wanted) receives the row of ``pairs`` each entry went to
-    (-1: a self loop), so that edge weights follow their entries."""
+    (-1: a self loop), so that edge weights follow their entries.  ``drop_loops`` False: ``dst``
+    holds typed keys (self loops were dropped by the caller), so no entry is compared with its source."""
     want = slots.size > 0
     offs = np.zeros(k + 1, np.int64)
     for i in range(src.size):
-        if src[i] != dst[i]:
+        if src[i] != dst[i] or not drop_loops:
             offs[assign[src[i]] + 1] += 1
     for p in range(k):
         offs[p + 1] += offs[p]
@@ -61,7 +62,7 @@ def _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered, slot
     for i in range(src.size):
         s = src[i]
         d = dst[i]
-        if s != d:
+        if s != d or not drop_loops:
             p = assign[s]
             j = pos[p]
             r = local_index[s]
@@ -139,12 +140,18 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
                            node_data: dict | None = None, partition_info: dict | None = None,
                            feature_dtype: str = "float32", overwrite: bool = False,
                            name: str = "graph", directed: bool = False, weighted: bool = False,
-                           finish=None) -> Manifest:
+                           finish=None, num_relations: int = 0, typed: dict | None = None) -> Manifest:
     """Stream directed adjacency entries into a store (see module docstring).
 
     ``weighted``: the chunks are ``(src, dst, weight float32, mirrored uint8)``: each part's CSR
     gets ``edge_weight.npy`` (aligned with ``indices``, duplicates merged by
     :func:`~argosy.shared.graphio.coalesce_weights`) and ``weighted_degree.npy`` (row sums).
+
+    ``num_relations`` R > 0: a typed store; every chunk carries one more array last, the entry's
+    relation id (int, ``[0, R)``), and each part gets ``edge_type.npy`` (int16|int32, aligned with
+    ``indices``).  Entries are kept per ``(row, neighbour, relation)``: two relations between the same
+    pair are two entries, sorted by neighbour then relation.  ``typed`` (node types, relations,
+    target type, per-type feature widths) is recorded in the manifest.
 
     ``edge_chunks`` must contain both directions of every undirected edge (as a symmetric CSR
     does) unless ``directed``, where each entry is an arc and ``num_edges`` counts arcs; self
@@ -189,7 +196,8 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
         raise
     try:
         manifest = _write(tmp, edge_chunks, num_nodes, assignment.astype(np.int32), k, columns,
-                          partition_info or {}, feature_dtype, name, directed, weighted)
+                          partition_info or {}, feature_dtype, name, directed, weighted, int(num_relations),
+                          typed or {})
         if finish is not None:
             manifest = finish(tmp, manifest)
         _verify(tmp, manifest)
@@ -216,8 +224,14 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
 
 def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns: dict,
            partition_info: dict, feature_dtype: str, name: str, directed: bool = False,
-           weighted: bool = False) -> Manifest:
+           weighted: bool = False, R: int = 0, typed: dict | None = None) -> Manifest:
     idt = index_dtype(n)
+    # A typed store spills each entry's neighbour as the key ``neighbour * R + relation`` (int64), so the
+    # one sort/deduplicate/slab path below keeps one entry per (row, neighbour, relation) unchanged;
+    # each part's CSR splits the key back into ``indices`` and ``edge_type`` (``_TypeSplitter``).
+    if R and n * R >= 2**62 // max(n, 1):
+        raise GraphFormatError(f"typed store of {n:,} vertices and {R} relations is beyond the int64 entry key")
+    sdt = np.dtype(np.int64) if R else idt                # the spill files' id dtype
     sizes = np.bincount(assign, minlength=k)
     order = np.argsort(assign, kind="stable")            # owned ids per part, ascending
     starts = np.concatenate([[0], np.cumsum(sizes)])
@@ -236,9 +250,10 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
     no_slots = np.empty(0, np.int64)
     try:
         for chunk in edge_chunks:
-            if len(chunk) != (4 if weighted else 2):
-                raise GraphFormatError(f"edge chunks must be {'(src, dst, weight, mirrored)' if weighted else '(src, dst)'}"
-                                       f" (got a tuple of {len(chunk)})")
+            want = (4 if weighted else 2) + (1 if R else 0)
+            if len(chunk) != want:
+                names = "(src, dst" + (", weight, mirrored" if weighted else "") + (", relation" if R else "") + ")"
+                raise GraphFormatError(f"edge chunks must be {names} (got a tuple of {len(chunk)})")
             src, dst = np.asarray(chunk[0]), np.asarray(chunk[1])
             if src.dtype.kind not in "iu" or dst.dtype.kind not in "iu":
                 src, dst = src.astype(np.int64), dst.astype(np.int64)
@@ -247,9 +262,22 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
             lo, hi = min(src.min(), dst.min()), max(src.max(), dst.max())
             if lo < 0 or hi >= n:
                 raise GraphFormatError(f"edge id {lo if lo < 0 else hi} is out of range [0, {n})")
-            pairs = np.empty((src.size, 2), idt)                  # (local row, neighbour)
+            if R:
+                rel = np.asarray(chunk[-1])
+                if rel.shape != src.shape or rel.dtype.kind not in "iu":
+                    raise GraphFormatError(f"edge chunk relations must be integers, one per entry (got {rel.dtype}{rel.shape})")
+                if rel.size and (int(rel.min()) < 0 or int(rel.max()) >= R):
+                    raise GraphFormatError(f"relation id {int(rel.min()) if rel.min() < 0 else int(rel.max())} "
+                                           f"is out of range [0, {R})")
+                loop = src == dst                                # self loops dropped here: the key hides them
+                if loop.any():
+                    keep = ~loop
+                    src, dst, rel = src[keep], dst[keep], rel[keep]
+                    chunk = tuple(np.asarray(c)[keep] for c in chunk)
+                dst = dst.astype(np.int64) * R + rel
+            pairs = np.empty((src.size, 2), sdt)                  # (local row, neighbour[ * R + relation])
             slots = np.full(src.size, -1, np.int64) if weighted else no_slots
-            bounds = _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered, slots)
+            bounds = _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered, slots, not R)
             if weighted:
                 rec = np.empty(pairs.shape[0], WREC)
                 ok = slots >= 0
@@ -269,8 +297,9 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
         pdir = root / f"part-{p:05d}"
         pdir.mkdir()
         nodes = order[starts[p]:starts[p + 1]].astype(np.int64)
-        counts, entries, cut = _part_csr(spill / f"{p}.bin", pdir / "indices.npy", len(nodes), n, idt, assign, p,
-                                         bool(ordered[p]), pdir if weighted else None)
+        counts, entries, cut = _part_csr(spill / f"{p}.bin", pdir / "indices.npy", len(nodes), n, sdt, assign, p,
+                                         bool(ordered[p]), pdir if weighted else None,
+                                         _TypeSplitter(pdir, R, idt) if R else None)
         indptr = np.zeros(len(nodes) + 1, np.int64)
         np.cumsum(counts, out=indptr[1:])
         np.save(pdir / "nodes.npy", nodes)
@@ -299,7 +328,7 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
         feature_dtype=str(feats.dtype) if feats is not None else "",
         num_classes=int(stats["labels"]["max"]) + 1 if "labels" in stats else 0,
         splits=splits, partition=info, parts=parts, name=name, format_version=FORMAT_VERSION,
-        directed=bool(directed), edge_weights=bool(weighted))
+        directed=bool(directed), edge_weights=bool(weighted), typed=dict(typed or {}))
     (root / MANIFEST_NAME).write_text(manifest.to_json())
     return manifest
 
@@ -346,7 +375,8 @@ def _npy_header(fh, dtype, n: int) -> None:
 
 
 def _part_csr(bucket: Path, out: Path, n_p: int, n: int, idt, assign: np.ndarray, p: int,
-              ordered: bool = False, wdir: Path | None = None) -> tuple[np.ndarray, int, int]:
+              ordered: bool = False, wdir: Path | None = None,
+              types: "_TypeSplitter | None" = None) -> tuple[np.ndarray, int, int]:
     """Build part ``p``'s CSR neighbour array from its spill bucket into ``out`` (``indices.npy``).
 
     ``ordered``: the bucket's entries are already strictly increasing (row, neighbour), so
@@ -361,10 +391,16 @@ def _part_csr(bucket: Path, out: Path, n_p: int, n: int, idt, assign: np.ndarray
     (``<bucket>.w``) follow their entries into ``edge_weight.npy``, and each row's sum goes to
     ``weighted_degree.npy``.
 
+    ``types``: a typed store: the spilled neighbours are keys ``neighbour * R + relation``, split
+    back by ``types`` (relations to ``edge_type.npy``) before they are written; ``idt`` is then the
+    spill dtype (int64) and the key width is ``n * R``.
+
     Returns:
         ``(per-row neighbour counts int64[n_p], entries written, cut entries)``.
     """
     item = 2 * np.dtype(idt).itemsize
+    width = n * types.R if types is not None else n
+    split = types.split if types is not None else (lambda nbrs: nbrs)
     total = bucket.stat().st_size // item
     counts = np.zeros(n_p, np.int64)
     wb = bucket.with_suffix(".w") if wdir is not None else None
@@ -380,11 +416,11 @@ def _part_csr(bucket: Path, out: Path, n_p: int, n: int, idt, assign: np.ndarray
         if ordered:
             cut = 0
             with open(out, "wb") as fh:
-                _npy_header(fh, idt, total)
+                _npy_header(fh, types.idt if types is not None else idt, total)
                 for s0 in range(0, total, SLAB_ENTRIES):
                     pairs = _read_pairs(bucket, idt, s0, SLAB_ENTRIES)
                     counts += np.bincount(pairs[:, 0], minlength=n_p)
-                    nbrs = np.ascontiguousarray(pairs[:, 1])
+                    nbrs = split(np.ascontiguousarray(pairs[:, 1]))
                     cut += int(np.count_nonzero(assign[nbrs] != p))
                     fh.write(nbrs.data)
                     if wb is not None:
@@ -392,8 +428,8 @@ def _part_csr(bucket: Path, out: Path, n_p: int, n: int, idt, assign: np.ndarray
             bucket.unlink()
             return counts, total, cut
         if total <= SLAB_ENTRIES:
-            res = _sorted_unique_slab(_read_pairs(bucket, idt, 0, total), n, idt, _read_wrec(wb, 0, total))
-            rows, nbrs = res[0], res[1]
+            res = _sorted_unique_slab(_read_pairs(bucket, idt, 0, total), width, idt, _read_wrec(wb, 0, total))
+            rows, nbrs = res[0], split(res[1])
             bucket.unlink()
             counts += np.bincount(rows, minlength=n_p)
             np.save(out, nbrs)
@@ -440,9 +476,9 @@ def _part_csr(bucket: Path, out: Path, n_p: int, n: int, idt, assign: np.ndarray
         with open(raw, "wb") as fh:
             for i, f in enumerate(slab_files):
                 c = f.stat().st_size // item
-                res = _sorted_unique_slab(_read_pairs(f, idt, 0, c), n, idt,
+                res = _sorted_unique_slab(_read_pairs(f, idt, 0, c), width, idt,
                                           _read_wrec(wslab_files[i], 0, c) if wslab_files else None)
-                rows, nbrs = res[0], res[1]
+                rows, nbrs = res[0], split(res[1])
                 f.unlink()
                 if wslab_files:
                     wslab_files[i].unlink()
@@ -453,16 +489,46 @@ def _part_csr(bucket: Path, out: Path, n_p: int, n: int, idt, assign: np.ndarray
                 fh.write(nbrs.tobytes())
                 del rows, nbrs, res
         with open(out, "wb") as fh, open(raw, "rb") as src:  # .npy header, then the slabs' bytes
-            _npy_header(fh, idt, entries)
+            _npy_header(fh, types.idt if types is not None else idt, entries)
             shutil.copyfileobj(src, fh, 16 << 20)
         raw.unlink()
         return counts, entries, cut
     finally:
+        if types is not None:
+            types.close()
         if wout is not None:
             wout.close()
             _finish_weights(wdir, wdeg)
             if wb is not None and wb.exists():
                 wb.unlink()
+
+
+class _TypeSplitter:
+    """Splits a typed part's spilled keys ``neighbour * R + relation`` back into neighbours (returned,
+    as the store's id dtype) and relations (appended to ``edge_type.raw``, then ``edge_type.npy``)."""
+
+    def __init__(self, pdir: Path, R: int, idt):
+        self.pdir, self.R, self.idt = pdir, int(R), np.dtype(idt)
+        self.tdt = np.dtype(np.int16) if R < 2**15 else np.dtype(np.int32)
+        self.fh = open(pdir / "edge_type.raw", "wb")
+        self.count = 0
+
+    def split(self, keys: np.ndarray) -> np.ndarray:
+        keys = np.asarray(keys, np.int64)
+        nbrs = keys // self.R
+        self.fh.write((keys - nbrs * self.R).astype(self.tdt).tobytes())
+        self.count += int(keys.size)
+        return nbrs.astype(self.idt)
+
+    def close(self) -> None:
+        if self.fh.closed:
+            return
+        self.fh.close()
+        raw = self.pdir / "edge_type.raw"
+        with open(self.pdir / "edge_type.npy", "wb") as fh, open(raw, "rb") as src:
+            _npy_header(fh, self.tdt, self.count)
+            shutil.copyfileobj(src, fh, 16 << 20)
+        raw.unlink()
 
 
 def _finish_weights(pdir: Path, wdeg: np.ndarray) -> None:
