@@ -55,8 +55,8 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
     p.add_argument("--task", default=_default(T, "task"), choices=TASKS,
                    help="node: node classification (default); link: link prediction, scoring vertex pairs "
                         "(needs an edge split: --edge-split or --val-edges/--test-edges; docs/link-prediction.md)")
-    p.add_argument("--model", default=_default(T, "model"), metavar="sage|gcn|gat|MODULE:FACTORY",
-                   help="GNN (default sage; gcn with --task link); MODULE:FACTORY is called as FACTORY(in_channels=, "
+    p.add_argument("--model", default=_default(T, "model"), metavar="sage|gcn|gat|rgcn|MODULE:FACTORY",
+                   help="GNN (default sage; rgcn on a typed graph; gcn with --task link); MODULE:FACTORY is called as FACTORY(in_channels=, "
                         "hidden_channels=, num_layers=, out_channels=) and run as forward(x, edge_index) on each "
                         "batch's sampled subgraph, e.g. torch_geometric.nn.models:GraphSAGE")
     p.add_argument("--epochs", type=int, default=_default(T, "epochs") if epochs is None else epochs,
@@ -65,6 +65,9 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                    help="stop after this many epochs with neither a better validation accuracy (a link job: "
                         "--link-metric) nor a lower validation loss (default 20, 50 with --task link; 0 = run all --epochs)")
     p.add_argument("--hidden", type=int, default=None, help=f"hidden width, per head for gat (default {_per_model('hidden')})")
+    p.add_argument("--num-bases", type=int, default=_default(T, "num_bases"),
+                   help=f"rgcn: basis matrices shared by the relations (default {_default(T, 'num_bases')}; "
+                        "0 = one full matrix per relation)")
     p.add_argument("--heads", type=int, default=_default(T, "heads"), help=f"gat: attention heads (default {_default(T, 'heads')})")
     p.add_argument("--no-edge-weights", action="store_true",
                    help="ignore the store's edge weights (by default GCN and SAGE use them when the store has them)")
@@ -286,8 +289,20 @@ def _seconds(text: str) -> float:
     return v
 
 
+def store_is_typed(store) -> bool:
+    """Whether the store at ``store`` holds a typed graph (False when it cannot be read here)."""
+    from argosy.shared.store import Manifest
+    try:
+        return bool(Manifest.load(store).num_relations)
+    except Exception:                   # noqa: BLE001 - a missing store is reported elsewhere
+        return False
+
+
 def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -> JobConfig:
     fan = tuple(int(x) for x in args.fanouts.split(","))
+    model = args.model
+    if model is None and getattr(args, "task", "node") == "node" and store_is_typed(store):
+        model = "rgcn"                  # a typed graph's default: relations are what it has
     return JobConfig(
         job=job, store=str(Path(store).resolve()), run_dir=str(Path(run_dir).resolve()), seed=args.seed,
         num_samplers=args.samplers, num_loaders=args.loaders, num_trainers=args.trainers,
@@ -297,7 +312,7 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
                               eval_max_nodes=args.eval_max_nodes,
                               halo_cache_bytes=parse_size(getattr(args, "halo_cache", None) or "64M")),
         loader=LoaderConfig(halo_cache_bytes=parse_size(getattr(args, "halo_cache", None) or "64M")),
-        trainer=TrainerConfig(model=args.model, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
+        trainer=TrainerConfig(model=model, num_bases=getattr(args, "num_bases", 30), hidden=args.hidden, dropout=args.dropout, lr=args.lr,
                               weight_decay=args.weight_decay, epochs=args.epochs, device=args.device,
                               work_factor=args.work_factor, normalize_features=args.normalize_features,
                               patience=args.patience, heads=args.heads, aggregator=args.aggregator,

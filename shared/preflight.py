@@ -28,6 +28,7 @@ import numpy as np
 from argosy.shared.config import JobConfig
 from argosy.shared.errors import ArgosyError, ConfigError
 from argosy.shared.store import PartitionStore
+from argosy.shared.graphio.typed import looks_typed
 
 __all__ = ["TrainInputError", "Preflight", "JobInputs", "check_trainable", "check_job", "probe_model",
            "probe_model_isolated"]
@@ -67,7 +68,8 @@ def check_trainable(store: PartitionStore | str, cfg: JobConfig) -> Preflight:
     non-negative, as bag-of-words features are) and warns about that choice.
     """
     store = store if isinstance(store, PartitionStore) else PartitionStore(store)
-    problems = _store_problems(store, out := Preflight(), cfg.trainer.task, cfg.trainer.edge_weights, _learned(cfg))
+    problems = _store_problems(store, out := Preflight(), cfg.trainer.task, cfg.trainer.edge_weights,
+                               _learned(cfg, bool(store.manifest.num_relations)))
     if problems:
         raise TrainInputError(_join(problems))
     t = cfg.trainer
@@ -90,9 +92,11 @@ def _join(problems: list[str]) -> str:
     return f"{len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems)
 
 
-def _learned(cfg: JobConfig) -> bool:
-    """The job learns node embeddings on a featureless store (a link job, ``--node-embeddings`` not 0)."""
-    return cfg.trainer.task == "link" and cfg.link.embedding_dim(0) > 0
+def _learned(cfg: JobConfig, typed: bool = False) -> bool:
+    """The job learns node embeddings on a featureless store: a link job, a typed graph (its featureless
+    types), or ``--node-embeddings DIM`` asked for; ``--node-embeddings 0`` turns them off."""
+    wanted = cfg.trainer.task == "link" or typed or bool(cfg.link.node_embeddings)
+    return wanted and cfg.link.embedding_dim(0) > 0
 
 
 def _no_features(where) -> str:
@@ -265,7 +269,8 @@ def probe_model(cfg, in_dim: int, num_classes: int, nodes: int = 6) -> list[str]
     try:
         with with_cwd_on_path():
             model = build_model(t.model, in_dim, t.hidden, num_classes, L, t.dropout, heads=t.heads,
-                                aggregator=t.aggregator)
+                                aggregator=t.aggregator, num_relations=2 if t.model == "rgcn" else 0,
+                                num_bases=t.num_bases)
     except ValueError as e:                   # build_model's own sentences name the model and the call
         return [str(e)]
     except Exception as e:  # noqa: BLE001 -- any failure of the user's factory is reported, not raised
@@ -276,7 +281,7 @@ def probe_model(cfg, in_dim: int, num_classes: int, nodes: int = 6) -> list[str]
     nbr = np.arange(nodes)
     indices = np.stack([(nbr - 1) % nodes, (nbr + 1) % nodes], 1).reshape(-1)
     indptr = np.arange(0, 2 * nodes + 1, 2)
-    blocks = Blocks.full_graph(indptr, indices, L)
+    blocks = Blocks.full_graph(indptr, indices, L, edge_type=np.arange(indices.size) % 2 if t.model == "rgcn" else None)
     gen = torch.Generator().manual_seed(0)
     model.eval()
     try:
@@ -346,10 +351,13 @@ def check_job(cfg: JobConfig, inputs: JobInputs, remote: bool = False) -> Prefli
     if inputs.store is not None:
         try:
             store = PartitionStore(inputs.store)
-            problems += _store_problems(store, out, cfg.trainer.task, cfg.trainer.edge_weights, _learned(cfg))
+            problems += _store_problems(store, out, cfg.trainer.task, cfg.trainer.edge_weights,
+                                        _learned(cfg, bool(store.manifest.num_relations)))
             dim, classes = store.manifest.feature_dim or None, store.manifest.num_classes or None
         except ArgosyError as e:
             problems.append(str(e))
+    elif inputs.data is not None and looks_typed(inputs.data):
+        pass                                    # the typed readers check it when the partitioner reads it
     elif inputs.data is not None:
         p, dim, classes = _data_problems(inputs, _learned(cfg))
         problems += p

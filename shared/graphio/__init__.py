@@ -49,3 +49,15 @@ __all__ = ["Graph", "load_graph", "csr_from_edges", "csr_from_keys", "csr_is_sym
            "TextEdgeReader", "NodeColumn", "NpyColumn", "CsvColumn", "ArrayColumn", "check_node_columns",
            "node_column_from_file", "SUPPORTED_FORMATS", "check_num_nodes", "check_ids", "NODE_ARRAYS", "SPLITS",
            "save_graph_ogb", "coalesce_weights", "check_weights", "iter_weighted_edges", "TEXT_COLUMN", "WEIGHT_KEYS"]
+
+# Typed (heterogeneous) inputs: every reader returns a TypedGraph (torch_geometric imported lazily).
+from .typed import REVERSE_PREFIX, Relation, TypedGraph
+from .rdf import read_rdf, read_rdf_dir
+from .kgtriples import read_kg_triples
+from .typed_dir import read_ogb_hetero, read_typed_dir, save_typed_dir
+from .hetero_pyg import from_hetero_data, to_hetero_data
+from .typed_open import open_typed, typed_format
+
+__all__ += ["TypedGraph", "Relation", "REVERSE_PREFIX", "read_rdf", "read_rdf_dir", "read_kg_triples",
+            "read_typed_dir", "save_typed_dir", "read_ogb_hetero", "from_hetero_data", "to_hetero_data",
+            "open_typed", "typed_format"]

@@ -14,18 +14,37 @@ position in ``relations``.  An edge ``(s, d)`` of relation ``r`` is a message ``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from argosy.shared.errors import GraphFormatError
 
-__all__ = ["TypedGraph", "Relation", "REVERSE_PREFIX"]
+__all__ = ["TypedGraph", "Relation", "REVERSE_PREFIX", "looks_typed"]
 
 Relation = tuple[str, str, str]
 """A canonical edge type: ``(src_type, relation_name, dst_type)``."""
 
 REVERSE_PREFIX = "rev_"
 """Name prefix of the reverse relation added for each relation (``(d, rev_r, s)`` for ``(s, r, d)``)."""
+
+
+def looks_typed(path) -> bool:
+    """Whether ``path`` is a typed input by its layout alone (nothing read): an RDF N-Triples file
+    (``.nt``, ``.nt.gz``) or a directory holding one, a knowledge-graph directory (``train.txt``,
+    ``valid.txt``, ``test.txt``), a typed directory (``graph.yaml``), an OGB heterogeneous
+    directory (``raw/relations/``).  The readers (:mod:`.typed_open`) decide the rest."""
+    p = Path(path)
+    if p.is_file():
+        return p.name.lower().endswith((".nt", ".nt.gz"))
+    if not p.is_dir():
+        return False
+    names = {c.name.lower() for c in p.iterdir()}
+    if any(n.endswith((".nt", ".nt.gz")) for n in names) or "graph.yaml" in names:
+        return True
+    if all(any(n.startswith(s + ".") for n in names) for s in ("train", "valid", "test")):
+        return True
+    return (p / "raw" / "relations").is_dir()
 
 
 @dataclass
