@@ -197,6 +197,8 @@ def add_mode_args(p: argparse.ArgumentParser) -> None:
 def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     """Defaults that depend on other flags (per-model ones come from :data:`MODEL_DEFAULTS`)."""
     if hasattr(args, "hidden"):
+        if args.model is None and getattr(args, "task", "node") == "node" and typed_input(args):
+            args.model = "rgcn"         # a typed graph's default: its relations are what it has
         t = TrainerConfig(model=args.model, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
                           weight_decay=getattr(args, "weight_decay", None), task=getattr(args, "task", "node"),
                           patience=getattr(args, "patience", None))
@@ -289,6 +291,14 @@ def _seconds(text: str) -> float:
     return v
 
 
+def typed_input(args: argparse.Namespace) -> bool:
+    """The job's input is a typed graph: ``--data`` in a typed layout, or a typed ``--store``."""
+    from argosy.shared.graphio.typed import looks_typed
+    if getattr(args, "store", None):
+        return store_is_typed(args.store)
+    return bool(getattr(args, "data", None)) and looks_typed(args.data)
+
+
 def store_is_typed(store) -> bool:
     """Whether the store at ``store`` holds a typed graph (False when it cannot be read here)."""
     from argosy.shared.store import Manifest
@@ -300,9 +310,6 @@ def store_is_typed(store) -> bool:
 
 def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -> JobConfig:
     fan = tuple(int(x) for x in args.fanouts.split(","))
-    model = args.model
-    if model is None and getattr(args, "task", "node") == "node" and store_is_typed(store):
-        model = "rgcn"                  # a typed graph's default: relations are what it has
     return JobConfig(
         job=job, store=str(Path(store).resolve()), run_dir=str(Path(run_dir).resolve()), seed=args.seed,
         num_samplers=args.samplers, num_loaders=args.loaders, num_trainers=args.trainers,
@@ -312,7 +319,7 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
                               eval_max_nodes=args.eval_max_nodes,
                               halo_cache_bytes=parse_size(getattr(args, "halo_cache", None) or "64M")),
         loader=LoaderConfig(halo_cache_bytes=parse_size(getattr(args, "halo_cache", None) or "64M")),
-        trainer=TrainerConfig(model=model, num_bases=getattr(args, "num_bases", 30), hidden=args.hidden, dropout=args.dropout, lr=args.lr,
+        trainer=TrainerConfig(model=args.model, num_bases=getattr(args, "num_bases", 30), hidden=args.hidden, dropout=args.dropout, lr=args.lr,
                               weight_decay=args.weight_decay, epochs=args.epochs, device=args.device,
                               work_factor=args.work_factor, normalize_features=args.normalize_features,
                               patience=args.patience, heads=args.heads, aggregator=args.aggregator,

@@ -362,22 +362,40 @@ class RGCNConv(nn.Module):
     Shapes: x (num_src, F_in); src, dst int[E]; et int[E] relation ids -> (num_dst, F_out).
     """
 
-    def __init__(self, in_dim: int, out_dim: int, num_relations: int, num_bases: int = 0):
+    def __init__(self, in_dim: int, out_dim: int, num_relations: int, num_bases: int = 0, featureless: bool = False):
         super().__init__()
         if num_relations < 1:
             raise ValueError(f"R-GCN needs a typed store (num_relations >= 1, got {num_relations})")
         R = int(num_relations)
-        B = int(num_bases) if 0 < num_bases < R else R
-        self.num_relations, self.num_bases = R, B
-        self.basis = nn.Parameter(torch.empty(B, in_dim, out_dim))
-        nn.init.xavier_uniform_(self.basis.view(B * in_dim, out_dim), gain=nn.init.calculate_gain("relu"))
+        B = self.bases_used(R, num_bases)
+        self.num_relations, self.num_bases, self.out_dim, self.featureless = R, B, int(out_dim), bool(featureless)
         self.comp = nn.Parameter(torch.empty(R, B)) if B < R else None
         if self.comp is not None:
             nn.init.xavier_uniform_(self.comp)
-        self.root = nn.Linear(in_dim, out_dim)
+        if featureless:     # the inputs ARE the basis rows: x = [V_1[u] .. V_B[u], W_0[u]] (learned per vertex)
+            if in_dim != self.featureless_width(out_dim, R, num_bases):
+                raise ValueError(f"a featureless R-GCN layer takes {self.featureless_width(out_dim, R, num_bases)} "
+                                 f"input columns (got {in_dim})")
+            self.basis, self.root = None, None
+            self.bias = nn.Parameter(torch.zeros(out_dim))
+        else:
+            self.basis = nn.Parameter(torch.empty(B, in_dim, out_dim))
+            nn.init.xavier_uniform_(self.basis.view(B * in_dim, out_dim), gain=nn.init.calculate_gain("relu"))
+            self.root = nn.Linear(in_dim, out_dim)
+
+    @staticmethod
+    def bases_used(num_relations: int, num_bases: int) -> int:
+        """Basis matrices actually kept: ``num_bases`` when it decomposes, else one per relation."""
+        return int(num_bases) if 0 < num_bases < num_relations else int(num_relations)
+
+    @classmethod
+    def featureless_width(cls, out_dim: int, num_relations: int, num_bases: int) -> int:
+        """Learned input columns per vertex of a featureless first layer: ``(B + 1) * out_dim`` (its
+        rows of every basis matrix and of the self-loop matrix, as with one-hot inputs)."""
+        return (cls.bases_used(num_relations, num_bases) + 1) * int(out_dim)
 
     def weights(self) -> Tensor:
-        """float[R, F_in, F_out]: every relation's matrix."""
+        """float[R, F_in, F_out]: every relation's matrix (not for a featureless layer)."""
         if self.comp is None:
             return self.basis
         return torch.einsum("rb,bio->rio", self.comp, self.basis)
@@ -388,6 +406,8 @@ class RGCNConv(nn.Module):
         if et is None:
             raise ValueError("R-GCN needs each edge's relation: train it on a typed store")
         R = self.num_relations
+        if self.featureless:
+            return self._featureless(x, src.long(), dst.long(), num_dst, et.long())
         key = dst.long() * R + et.long()
         agg = torch.zeros(num_dst * R, x.shape[1], dtype=x.dtype, device=x.device).index_add_(0, key, x[src.long()])
         cnt = torch.bincount(key, minlength=num_dst * R).to(x.dtype).clamp_(min=1)
@@ -395,9 +415,23 @@ class RGCNConv(nn.Module):
         out = torch.einsum("vri,rio->vo", agg, self.weights().to(x.dtype))
         return self.root(x[:num_dst]) + out
 
+    def _featureless(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, et: Tensor) -> Tensor:
+        """One-hot inputs without the one-hot matrix: each edge's message is its source's learned row
+        of ``W_r = sum_b a_rb V_b`` (a gather of B rows of ``out_dim``), divided by ``|N_r(v)|``."""
+        B, O, R = self.num_bases, self.out_dim, self.num_relations
+        rows = x[:, :B * O].reshape(x.shape[0], B, O)
+        if self.comp is None:                      # a full matrix per relation: its row, gathered
+            msg = rows[src, et]
+        else:
+            msg = torch.einsum("ebo,eb->eo", rows[src], self.comp[et].to(x.dtype))
+        key = dst * R + et
+        cnt = torch.bincount(key, minlength=num_dst * R).to(x.dtype).clamp_(min=1)
+        out = torch.zeros(num_dst, O, dtype=x.dtype, device=x.device).index_add_(0, dst, msg / cnt[key][:, None])
+        return out + x[:num_dst, B * O:] + self.bias
+
     def __repr__(self) -> str:
-        return (f"RGCNConv({self.root.in_features}, {self.root.out_features}, relations={self.num_relations}, "
-                f"bases={self.num_bases})")
+        return (f"RGCNConv({'featureless' if self.featureless else self.root.in_features}, {self.out_dim}, "
+                f"relations={self.num_relations}, bases={self.num_bases})")
 
 
 class GNN(nn.Module):
@@ -411,14 +445,16 @@ class GNN(nn.Module):
     """
 
     def __init__(self, model: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
-                 heads: int = 8, aggregator: str = "mean", num_relations: int = 0, num_bases: int = 0):
+                 heads: int = 8, aggregator: str = "mean", num_relations: int = 0, num_bases: int = 0,
+                 featureless: bool = False):
         super().__init__()
         if model not in ("sage", "gcn", "gat", "rgcn"):
             raise ValueError(f"built-in models are sage, gcn, gat and rgcn (got {model!r})")
         self.kind = model
         if model == "rgcn":
             dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-            self.layers = nn.ModuleList(RGCNConv(a, b, num_relations, num_bases) for a, b in zip(dims[:-1], dims[1:]))
+            self.layers = nn.ModuleList(RGCNConv(a, b, num_relations, num_bases, featureless=featureless and i == 0)
+                                        for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])))
         elif model == "gat":
             dims = [in_dim] + [hidden * heads] * (num_layers - 1)
             self.layers = nn.ModuleList(
@@ -529,14 +565,15 @@ def attr_call(model: str, kwargs: dict) -> str:
 
 
 def build_model(model: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
-                heads: int = 8, aggregator: str = "mean", num_relations: int = 0, num_bases: int = 0) -> nn.Module:
+                heads: int = 8, aggregator: str = "mean", num_relations: int = 0, num_bases: int = 0,
+                featureless: bool = False) -> nn.Module:
     """A built-in :class:`GNN`, or ``MODULE:FACTORY`` called as
     ``FACTORY(in_channels=, hidden_channels=, num_layers=, out_channels=)`` (plus ``dropout=`` when
     the factory's signature names it, as PyG's models do) and wrapped in :class:`EdgeIndexModel`,
     which applies ``dropout`` to the input features."""
     if ":" not in model:
         return GNN(model, in_dim, hidden, out_dim, num_layers, dropout, heads=heads, aggregator=aggregator,
-                   num_relations=num_relations, num_bases=num_bases)
+                   num_relations=num_relations, num_bases=num_bases, featureless=featureless)
     fn = load_factory(model)
     kwargs = dict(in_channels=in_dim, hidden_channels=hidden, num_layers=num_layers, out_channels=out_dim)
     try:

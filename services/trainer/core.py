@@ -21,7 +21,7 @@ from argosy.shared.envs import torch_threads
 from argosy.shared.errors import ConfigError
 from argosy.shared.hot_rows import AUTO_FRACTION, HotRows, cache_rows
 from argosy.shared.protocol import FeatureBatch
-from argosy.shared.models import Blocks, EmbeddedInput, build_model, make_optimizer
+from argosy.shared.models import Blocks, EmbeddedInput, RGCNConv, build_model, make_optimizer
 from argosy.shared.scorers import LinkModel, NodeEmbedding, make_scorer
 
 __all__ = ["TrainerCore", "DeviceBatch", "Staging", "pick_device", "set_threads", "resolved", "cache_budget"]
@@ -203,6 +203,12 @@ class Staging:
         return bool(self.flag)
 
 
+FEATURELESS_MAX_BYTES = 1 << 30
+"""Largest one-hot-equivalent R-GCN input table (see :meth:`TrainerCore.featureless_rgcn`)."""
+FEATURELESS_INIT_STD = 0.05
+"""Initial spread of that table's entries (a Glorot matrix of a few thousand rows has ~0.03)."""
+
+
 class TrainerCore:
     """Owns the model and optimizer; turns FeatureBatches into steps and eval counts.
 
@@ -234,6 +240,9 @@ class TrainerCore:
         self.out_dim = cfg.hidden if self.link is not None else num_classes
         """Output width: the classes, or a link model's embedding width (``hidden``)."""
         self.embedding_dim = link.embedding_dim(in_dim) if link is not None else 0
+        featureless = self.featureless_rgcn(cfg, in_dim, num_relations, num_nodes, link)
+        if featureless:                 # one-hot inputs, as the R-GCN paper: per-vertex rows of every basis
+            self.embedding_dim = RGCNConv.featureless_width(cfg.hidden, num_relations, cfg.num_bases)
         """Width of the learned per-vertex inputs (0 = none; :class:`~argosy.shared.scorers.NodeEmbedding`):
         on by default on a featureless store, for node classification too (an RDF graph's entities)."""
         if self.embedding_dim and num_nodes < 1:
@@ -245,10 +254,13 @@ class TrainerCore:
                               "the model has no input; pass --node-embeddings DIM or give features")
         self.model = build_model(cfg.model, self.in_dim, cfg.hidden, self.out_dim, num_layers, cfg.dropout,
                                  heads=cfg.heads, aggregator=cfg.aggregator, num_relations=num_relations,
-                                 num_bases=cfg.num_bases)
+                                 num_bases=cfg.num_bases, featureless=featureless)
         if self.link is None and self.embedding_dim:
             # several trainers: a dense table that DDP all-reduces; one: sparse rows stepped by SparseAdam
-            self.model = EmbeddedInput(self.model, NodeEmbedding(num_nodes, self.embedding_dim, sparse=not shard_embeddings))
+            emb = NodeEmbedding(num_nodes, self.embedding_dim, sparse=not shard_embeddings)
+            if featureless:             # rows of weight matrices: small, as a Glorot-initialised matrix's
+                torch.nn.init.normal_(emb.table.weight, std=FEATURELESS_INIT_STD)
+            self.model = EmbeddedInput(self.model, emb)
         if self.link is not None:
             emb = NodeEmbedding(num_nodes, self.embedding_dim) if self.embedding_dim and not shard_embeddings else None
             self.model = LinkModel(self.model, make_scorer(self.link.scorer, cfg.hidden), emb)
@@ -281,6 +293,25 @@ class TrainerCore:
         """The feature cache's rows (which vertices), None = no cache; ``cache`` holds their features."""
         self.cache: torch.Tensor | None = None
         """float[C, F] in the store's dtype on the device: the cached rows in slot order."""
+
+    @staticmethod
+    def featureless_rgcn(cfg: TrainerConfig, in_dim: int, num_relations: int, num_nodes: int,
+                         link: LinkConfig | None) -> bool:
+        """Whether an R-GCN node job on a featureless store learns the paper's one-hot input layer
+        (per vertex, its rows of every basis matrix and of the self-loop matrix, ``(B + 1) * hidden``
+        values) rather than a ``--node-embeddings`` row fed to an ordinary first layer: when no width
+        is asked for and the table fits :data:`FEATURELESS_MAX_BYTES` (AIFB: 8,285 x 496 floats, 16 MB)."""
+        if cfg.model != "rgcn" or cfg.task != "node" or in_dim or not num_relations or link is None:
+            return False
+        if link.node_embeddings is not None:
+            return False
+        width = RGCNConv.featureless_width(cfg.hidden, num_relations, cfg.num_bases)
+        if num_nodes * width * 4 > FEATURELESS_MAX_BYTES:
+            logger.warning("R-GCN: the one-hot input layer would take %.0f MB (%d x %d); learning %d-d input "
+                           "embeddings instead (--node-embeddings DIM to choose)", num_nodes * width * 4 / 1e6,
+                           num_nodes, width, link.embedding_dim(0))
+            return False
+        return True
 
     def fill_cache(self, store, budget: int) -> HotRows | None:
         """Keep the ``budget`` bytes' worth of hottest feature rows of ``store`` on the device
