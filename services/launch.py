@@ -188,6 +188,8 @@ def cmd_warmup(args) -> int:
 def cmd_generate(args) -> int:
     from argosy.shared.graphio import save_graph_npz
     from argosy.shared.synthetic import generate_dcsbm, write_dcsbm_edge_list
+    if args.preset == "mag":
+        return _generate_mag(args)
     if args.preset or not args.out.endswith((".npy", ".npz")):
         return _generate_dataset(args)
     if args.out.endswith(".npy"):
@@ -198,6 +200,22 @@ def cmd_generate(args) -> int:
         g = generate_dcsbm(num_nodes=args.nodes, avg_degree=args.avg_degree, seed=args.seed, feature_dim=args.feature_dim)
         save_graph_npz(g, args.out)
         print(f"wrote {args.out}: {g.num_nodes:,} nodes, {g.num_edges:,} edges, {g.num_classes} classes")
+    return 0
+
+
+def _generate_mag(args) -> int:
+    """``--preset mag --scale S --out DIR``: an ogbn-mag-shaped typed graph (papers, authors,
+    institutions, fields of study; planted labels on papers) as a typed directory (graph.yaml)."""
+    from argosy.shared.graphio.typed_dir import save_typed_dir
+    from argosy.shared.synthetic_hetero import OGBN_MAG, mag_like
+    papers = int(round(OGBN_MAG["paper"] * args.scale))
+    tg = mag_like(num_papers=papers, seed=args.seed, **({"num_classes": args.classes} if args.classes else {}))
+    save_typed_dir(tg, args.out)
+    rec = {"out": args.out, "num_nodes": tg.total_nodes, "num_edges": tg.total_edges,
+           "node_types": {t: int(tg.num_nodes[t]) for t in tg.node_types}, "relations": len(tg.relations)}
+    print(json.dumps(rec) if args.json else
+          f"wrote {args.out}: {rec['num_nodes']:,} vertices ({', '.join(f'{t} {c:,}' for t, c in rec['node_types'].items())}), "
+          f"{rec['num_edges']:,} edges over {rec['relations']} relations\ntrain on it with: argosy train --data {args.out}")
     return 0
 
 
@@ -361,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.set_defaults(func=cmd_warmup)
     g = sub.add_parser("generate", help="write a synthetic DC-SBM graph (.npz; .npy edge list; or a directory of "
                                         ".npy edges + node data, streamed in bounded memory, for graphs of any size)")
-    g.add_argument("--preset", choices=("papers100m",), default=None,
+    g.add_argument("--preset", choices=("papers100m", "mag"), default=None,
                    help="papers100m: ogbn-papers100M's shape (111M vertices, 1.6B edge rows, 128-d float16 "
                         "features, 172 classes, 1.2M train vertices), written to the directory --out")
     g.add_argument("--scale", type=float, default=1.0, help="--preset: fraction of its vertices/edges/splits "

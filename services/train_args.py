@@ -197,6 +197,8 @@ def add_mode_args(p: argparse.ArgumentParser) -> None:
 def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     """Defaults that depend on other flags (per-model ones come from :data:`MODEL_DEFAULTS`)."""
     if hasattr(args, "hidden"):
+        if getattr(args, "task", None) == "node" and kg_input(args):
+            args.task = "link"          # a knowledge graph's triples: link prediction is what it has
         if args.model is None and getattr(args, "task", "node") == "node" and typed_input(args):
             args.model = "rgcn"         # a typed graph's default: its relations are what it has
         t = TrainerConfig(model=args.model, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
@@ -297,6 +299,18 @@ def typed_input(args: argparse.Namespace) -> bool:
     if getattr(args, "store", None):
         return store_is_typed(args.store)
     return bool(getattr(args, "data", None)) and looks_typed(args.data)
+
+
+def kg_input(args: argparse.Namespace) -> bool:
+    """The job's input is a knowledge graph (train/valid/test triples), as ``--data`` or a ``--store``."""
+    from argosy.shared.graphio.typed_open import typed_format
+    from argosy.shared.store import Manifest
+    if getattr(args, "store", None):
+        try:
+            return bool(Manifest.load(args.store).typed.get("triples"))
+        except Exception:               # noqa: BLE001 - a missing store is reported elsewhere
+            return False
+    return bool(getattr(args, "data", None)) and typed_format(args.data) == "kg"
 
 
 def store_is_typed(store) -> bool:

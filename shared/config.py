@@ -227,6 +227,7 @@ class TrainerConfig:
 
 LINK_SCORERS = ("dot", "mlp", "distmult")
 LINK_LOSSES = ("bce", "margin")
+KG_SCORER_NAMES = ("complex", "distmult", "rotate")
 NODE_EMBEDDINGS_AUTO_DIM = 64
 """Width of the learned vertex inputs a link job on a featureless store gets by default."""
 NEG_SAMPLERS = ("uniform", "degree", "in_batch")
@@ -264,6 +265,18 @@ class LinkConfig:
     """Validation metric of early stopping and of the best epoch: ``auc``, ``ap``, ``hits`` (Hits@``hits_k``) or ``mrr``."""
     hits_k: int = 50
     """K of Hits@K (OGB's convention: positives above the K-th best negative)."""
+    kg_scorer: str = "complex"
+    """A knowledge graph's triple scorer (a store with train/valid/test triples): ``complex``,
+    ``distmult`` or ``rotate`` (:mod:`shared.kg`), with reciprocal relations; its entities are learned
+    embeddings, each triple scored against every entity (1vsAll), ranked by filtered MRR."""
+    kg_dim: int = 512
+    """Width of a knowledge graph's entity embeddings, in reals (ComplEx: half real, half imaginary)."""
+    kg_lr: float = 0.1
+    """Adagrad learning rate of a knowledge-graph model (Lacroix et al. 2018's recipe)."""
+    kg_n3: float = 0.05
+    """Weight of the N3 penalty on each batch's head, relation and tail embeddings (Lacroix et al.)."""
+    kg_init_std: float = 1e-3
+    """Entity and relation rows start N(0, kg_init_std)."""
 
     def __post_init__(self):
         for name, value, allowed in (("scorer", self.scorer, LINK_SCORERS), ("neg_sampler", self.neg_sampler, NEG_SAMPLERS),
@@ -278,6 +291,11 @@ class LinkConfig:
             raise ConfigError(f"margin must be > 0 (got {self.margin})")
         if self.node_embeddings is not None and self.node_embeddings < 0:
             raise ConfigError(f"node_embeddings must be a width >= 0, 0 = off (got {self.node_embeddings})")
+        if self.kg_scorer not in KG_SCORER_NAMES:
+            raise ConfigError(f"kg_scorer must be one of {', '.join(KG_SCORER_NAMES)} (got {self.kg_scorer!r})")
+        if self.kg_dim < 2 or self.kg_dim % 2 or not self.kg_lr > 0 or self.kg_n3 < 0 or not self.kg_init_std > 0:
+            raise ConfigError(f"kg_dim must be even >= 2, kg_lr and kg_init_std > 0, kg_n3 >= 0 (got {self.kg_dim}, "
+                              f"{self.kg_lr}, {self.kg_init_std}, {self.kg_n3})")
 
     def embedding_dim(self, feature_dim: int) -> int:
         """Width of the learned vertex inputs on a store whose features are ``feature_dim`` wide (0 = none)."""
@@ -427,7 +445,8 @@ class JobConfig:
         d["loader"].pop("shm_ring_slots")      # nor how they travel
         if d["trainer"]["edge_weights"]:       # the default: fingerprints of earlier jobs stay the same
             d["trainer"].pop("edge_weights")
-        for k, v in (("loss", "bce"), ("margin", 1.0), ("node_embeddings", None)):
+        for k, v in (("loss", "bce"), ("margin", 1.0), ("node_embeddings", None), ("kg_scorer", "complex"),
+                     ("kg_dim", 512), ("kg_lr", 0.1), ("kg_n3", 0.05), ("kg_init_std", 1e-3)):
             if "link" in d and d["link"][k] == v:   # defaults: link fingerprints of earlier jobs stay the same
                 d["link"].pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

@@ -248,8 +248,23 @@ def write_link_arrays(root: Path, manifest, split: EdgeSplit):
     return manifest
 
 
+KG_PHASE_SPLIT = {"train": "train", "val": "valid", "test": "test"}
+"""A knowledge graph's triple file per phase (``kg_<split>.npy``, :func:`shared.store.typed.write_kg_triples`)."""
+
+
+def kg_relations(store) -> int:
+    """Relations of a knowledge-graph store's triples (the graph's own, reverses excluded); 0: not a KG."""
+    typed = getattr(store.manifest, "typed", None) or {}
+    if not typed.get("triples"):
+        return 0
+    return int(typed.get("reverse") or len(typed.get("relations", ())))
+
+
 def link_counts(store, phase: str) -> np.ndarray:
-    """Per part: training edges (``train``) or val/test pairs of a link store.  -> int64[k]."""
+    """Per part: training edges (``train``) or val/test pairs of a link store, or a knowledge graph's
+    train/valid/test triples.  -> int64[k]."""
+    if kg_relations(store):
+        return np.asarray(store.manifest.typed["triples"][KG_PHASE_SPLIT[phase]], np.int64)
     link = getattr(store.manifest, "link", None) or {}
     key = "train_edges" if phase == "train" else f"{phase}_pairs"
     if key not in link:
@@ -263,9 +278,17 @@ _PAIRS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def part_pairs(store, part: int, phase: str) -> tuple[np.ndarray, np.ndarray]:
     """A part's training edges (``train``; labels all 1) or held-out pairs and labels, memory-mapped
-    once per store.  Shapes: -> (int64[m, 2], uint8[m])."""
+    once per store; a knowledge graph's ``(head, tail)`` pairs of the phase's triples and their
+    relation ids in place of labels.  Shapes: -> (int64[m, 2], uint8[m] | int64[m])."""
     cache = _PAIRS.setdefault(store, {})
     key = (int(part), phase)
+    if key not in cache and kg_relations(store):   # a knowledge graph: (head, tail) and the relation as label
+        name = f"kg_{KG_PHASE_SPLIT[phase]}"
+        tr = store.read_part(part, (name,), advice=None)[name]
+        if tr is None:
+            raise ConfigError(f"{store.root}: part {part} has no {name}.npy (a knowledge-graph store's triples)")
+        tr = np.asarray(tr, np.int64)
+        cache[key] = (np.ascontiguousarray(tr[:, [0, 2]]), np.ascontiguousarray(tr[:, 1]))
     if key not in cache:
         if phase == "train":
             a = store.read_part(part, ("train_edges",), advice=None)["train_edges"]

@@ -118,3 +118,37 @@ class LinkModel(nn.Module):
 
     def forward(self, x: Tensor, blocks, pairs: Tensor, ids: Tensor | None = None) -> Tensor:
         return self.score(self.embed(x, blocks, ids), pairs)
+
+
+class KGModel(nn.Module):
+    """A knowledge graph's model: a learned embedding per entity and a relation scorer
+    (:mod:`shared.kg`: ComplEx, DistMult, RotatE, reciprocal relations), one module so DDP syncs both.
+
+    Training scores each triple's tail and (through the reciprocal relation) head against every
+    entity (``1vsAll``: softmax cross-entropy) with the N3 penalty; evaluation ranks them by the
+    filtered protocol.  Shapes: ``triples`` int64[B, 3] ``(head, relation, tail)`` in global ids.
+    """
+
+    def __init__(self, num_entities: int, num_relations: int, scorer: str = "complex", dim: int = 512,
+                 init_std: float = 1e-3):
+        super().__init__()
+        from argosy.shared.kg import make_kg_scorer
+        self.embedding = NodeEmbedding(num_entities, dim, sparse=False)
+        nn.init.normal_(self.embedding.table.weight, std=init_std)
+        self.scorer = make_kg_scorer(scorer, num_relations, dim)
+        self.scorer.reset_parameters(init_std)
+
+    def forward(self, triples: Tensor, n3: float = 0.0) -> Tensor:
+        """Mean 1vsAll loss of a batch of triples (both directions) plus ``n3`` times its N3 penalty
+        (``forward``, so a DDP wrapper synchronises it)."""
+        from argosy.shared.kg import kg_loss
+        return kg_loss(self.scorer, self.embedding.table.weight, triples, "1vsAll", n3=n3)
+
+    @torch.no_grad()
+    def ranks(self, triples: Tensor, known) -> Tensor:
+        """Filtered ranks (float64[2B]: as tail, then as head) of ``triples`` against every entity,
+        every other known true triple removed (``known``: a :class:`~argosy.shared.kg.TripleFilter`)."""
+        from argosy.shared.kg import filtered_ranks, table_score_fn
+        table = self.embedding.table.weight
+        r = filtered_ranks(table_score_fn(self.scorer, table), triples, known, table.shape[0])
+        return torch.cat([r.tail, r.head])

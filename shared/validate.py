@@ -79,6 +79,8 @@ class BatchBounds:
     """Slots of a loader's shared-memory ring (``loader.shm_ring_slots``; 0: features always inline)."""
     num_relations: int = 0
     """Relations of a typed store (0: untyped, ``edge_type`` must be empty)."""
+    kg_relations: int = 0
+    """A knowledge-graph link job: ``link_pairs[:, 2]`` is a relation id in ``[0, kg_relations)``."""
 
     @property
     def ring_slot_bytes(self) -> int:
@@ -98,6 +100,7 @@ class BatchBounds:
         max_seeds = max(int(s.batch_size), int(s.eval_batch_size))
         link = cfg.trainer.task == "link"
         max_pairs = max(int(s.batch_size) * (1 + int(cfg.link.negatives)), int(s.eval_batch_size)) if link else 0
+        from argosy.shared.linkpred import kg_relations
         if link:                             # seeds are the pairs' endpoints
             max_seeds = 2 * max_pairs
         # Per hop the widest of the train and eval fanouts (-1 = all neighbours); every count is a
@@ -116,7 +119,7 @@ class BatchBounds:
                    trainers=int(cfg.num_trainers), max_seeds=max_seeds, max_nodes=min(nodes, n),
                    max_edges=edges, max_degree=min(nnz, 2**31 - 1), max_message_bytes=int(cfg.wire.max_message_bytes),
                    task=cfg.trainer.task, max_pairs=max_pairs, ring_slots=int(cfg.loader.shm_ring_slots),
-                   num_relations=int(m.num_relations))
+                   num_relations=int(m.num_relations), kg_relations=kg_relations(store) if link else 0)
 
 
 def check_work_ref(b: SampledBatch, job: str, bounds: BatchBounds) -> None:
@@ -225,7 +228,10 @@ def check_link_pairs(b: SampledBatch, bounds: BatchBounds) -> None:
     ends = lp[:, :2]
     if int(ends.min()) < 0 or int(ends.max()) >= S:
         raise _bad(b, f"link_pairs endpoints span [{int(ends.min())}, {int(ends.max())}], outside the {S} seeds")
-    if ((lp[:, 2] != 0) & (lp[:, 2] != 1)).any():
+    if bounds.kg_relations:
+        if int(lp[:, 2].min()) < 0 or int(lp[:, 2].max()) >= bounds.kg_relations:
+            raise _bad(b, f"link_pairs relations outside the knowledge graph's {bounds.kg_relations}")
+    elif ((lp[:, 2] != 0) & (lp[:, 2] != 1)).any():
         raise _bad(b, "link_pairs labels must be 0 or 1")
     if np.count_nonzero(np.bincount(ends.reshape(-1), minlength=S)) != S:
         raise _bad(b, "has seeds that are no pair's endpoint")
@@ -544,7 +550,11 @@ class MessageValidator:
         rows = self.plans.seeds(it)
         lp = b.link_pairs
         got = b.nodes[lp[:, :2]]
-        if it.phase == "train":
+        if self.bounds.kg_relations:              # triples: all positives, relations in place of labels
+            if not np.array_equal(lp[:, 2], labels[rows]):
+                raise _bad(b, f"triple relations differ from the plan's {it.phase} triples")
+            want = pairs[rows]
+        elif it.phase == "train":
             got, want = got[lp[:, 2] == 1], pairs[rows]
         else:
             want = pairs[rows]

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from argosy.shared.config import LinkConfig
-from argosy.shared.linkpred import degree_cdf, negatives, pair_keys, part_pairs
+from argosy.shared.linkpred import degree_cdf, kg_relations, negatives, pair_keys, part_pairs
 from argosy.shared.plan import WorkItem, mix_seed
 from argosy.shared.protocol import SampledBatch
 
@@ -70,14 +70,18 @@ def sample_link_item(core, item: WorkItem, fanouts, link: LinkConfig, rows: np.n
     """The link batch a work item describes (``rows`` of its part's edges or pairs), deterministically.
 
     Shapes: the batch's ``link_pairs`` int32[P, 3]: for ``train`` the item's positives first, then
-    negative ``j`` of positive ``i`` at row ``P_pos + i * K + j``.
+    negative ``j`` of positive ``i`` at row ``P_pos + i * K + j``.  A knowledge graph's batch holds
+    its triples ``(head, tail, relation)`` instead (no negatives: the trainer scores every entity).
     """
     t0 = time.perf_counter()
     n = int(core.store.manifest.num_nodes)
     pairs, labels = part_pairs(core.store, item.part, item.phase)
     sel = np.asarray(pairs[rows], np.int64)
     rng = np.random.default_rng(mix_seed(core.seed, item.epoch, item.batch_id, 0x11A7))
-    if item.phase == "train":
+    kg = bool(kg_relations(core.store))
+    if kg:                          # a knowledge graph: triples, each scored by the trainer against every entity
+        src, dst, lab = sel[:, 0], sel[:, 1], np.asarray(labels[rows], np.int32)
+    elif item.phase == "train":
         cdf = degree_cdf(core.store) if link.neg_sampler == "degree" else None
         nsrc, ndst = negatives(link.neg_sampler, sel[:, 0], sel[:, 1], link.negatives, n, rng, cdf)
         src, dst = np.concatenate([sel[:, 0], nsrc]), np.concatenate([sel[:, 1], ndst])
@@ -87,7 +91,7 @@ def sample_link_item(core, item: WorkItem, fanouts, link: LinkConfig, rows: np.n
     seeds, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
     batch = core.sample(seeds, fanouts, rng_seed=mix_seed(core.seed, item.epoch, item.batch_id),
                         home_part=item.part, epoch=item.epoch)
-    if item.phase == "train":
+    if item.phase == "train" and not kg:
         exclude_pairs(batch, sel[:, 0], sel[:, 1], n)
     m = src.shape[0]
     batch.link_pairs = np.stack([inv[:m], inv[m:], lab], axis=1).astype(np.int32)

@@ -22,7 +22,8 @@ from argosy.shared.errors import ConfigError
 from argosy.shared.hot_rows import AUTO_FRACTION, HotRows, cache_rows
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.models import Blocks, EmbeddedInput, RGCNConv, build_model, make_optimizer
-from argosy.shared.scorers import LinkModel, NodeEmbedding, make_scorer
+from argosy.shared.kg import TripleFilter
+from argosy.shared.scorers import KGModel, LinkModel, NodeEmbedding, make_scorer
 
 __all__ = ["TrainerCore", "DeviceBatch", "Staging", "pick_device", "set_threads", "resolved", "cache_budget"]
 
@@ -223,11 +224,14 @@ class TrainerCore:
             (DDP all-reduces it); else the model holds the whole table, stepped by ``SparseAdam``
             (a step touches the batch's rows).
         num_relations: relations of a typed store (R-GCN's relation matrices).
+        kg_relations, kg_known: a knowledge-graph link job: its triples' relations and every known
+            true triple (train, valid, test; int64[M, 3]) for the filtered ranking (:class:`KGModel`).
     """
 
     def __init__(self, cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int = 0,
                  device: torch.device | None = None, link: LinkConfig | None = None, num_nodes: int = 0,
-                 shard_embeddings: bool = False, num_relations: int = 0):
+                 shard_embeddings: bool = False, num_relations: int = 0, kg_relations: int = 0,
+                 kg_known: np.ndarray | None = None):
         torch.manual_seed(seed)
         set_threads(torch_threads())
         # Subnormal floats (Adam's moments of long-zero gradients decay into them) cost x86 ~100x per
@@ -252,6 +256,11 @@ class TrainerCore:
         if self.in_dim == 0:
             raise ConfigError("the store has no node features and node embeddings are off (--node-embeddings 0): "
                               "the model has no input; pass --node-embeddings DIM or give features")
+        self.kg_filter: TripleFilter | None = None
+        """A knowledge-graph job's known triples (filtered ranking); None: not a KG job."""
+        if self.link is not None and kg_relations:
+            self._init_kg(kg_relations, kg_known, num_nodes)
+            return
         self.model = build_model(cfg.model, self.in_dim, cfg.hidden, self.out_dim, num_layers, cfg.dropout,
                                  heads=cfg.heads, aggregator=cfg.aggregator, num_relations=num_relations,
                                  num_bases=cfg.num_bases, featureless=featureless)
@@ -293,6 +302,21 @@ class TrainerCore:
         """The feature cache's rows (which vertices), None = no cache; ``cache`` holds their features."""
         self.cache: torch.Tensor | None = None
         """float[C, F] in the store's dtype on the device: the cached rows in slot order."""
+
+    def _init_kg(self, kg_relations: int, kg_known, num_nodes: int) -> None:
+        """A knowledge graph: :class:`KGModel` (entity table + relation scorer) stepped by Adagrad, the
+        recipe of Lacroix et al. 2018 that reaches CoDEx-S's published ComplEx figure."""
+        lk = self.link
+        self.embedding_dim = lk.kg_dim             # the batch's global ids are staged for the lookups
+        self.model = KGModel(num_nodes, kg_relations, lk.kg_scorer, lk.kg_dim, lk.kg_init_std).to(self.device)
+        self.kg_filter = TripleFilter(np.zeros((0, 3), np.int64) if kg_known is None else kg_known, num_nodes,
+                                      kg_relations).to(self.device)
+        self.module = self.model
+        self.opt = torch.optim.Adagrad(self.model.parameters(), lr=lk.kg_lr)
+        self.sparse_opt = None
+        self.autocast, self.precision = None, "fp32"
+        self._pending = 0
+        self.hot = self.cache = None
 
     @staticmethod
     def featureless_rgcn(cfg: TrainerConfig, in_dim: int, num_relations: int, num_nodes: int,
@@ -369,7 +393,7 @@ class TrainerCore:
                 b.ids = ids                            # a node model's learned inputs (EmbeddedInput)
             if self.link is not None:
                 b.pairs, b.count, b.ids = pairs.long(), int(fb.link_pairs.shape[0]), ids
-                if fb.phase == "train" and self.link.loss == "margin":
+                if fb.phase == "train" and self.link.loss == "margin" and self.kg_filter is None:
                     b.positives = self._positives(fb.link_pairs)
             if side:
                 b.ready = torch.cuda.Event()
@@ -474,6 +498,12 @@ class TrainerCore:
         """``(outputs, summed loss, correct)`` of one batch: logits of the seeds and cross-entropy
         over the labelled ones, or one logit per pair and the link loss (binary cross-entropy, or
         :meth:`_margin_loss`; a pair counts as correct when its logit's sign matches its label)."""
+        if self.kg_filter is not None:             # triples (head, tail, relation) of local seeds
+            tr = torch.stack([b.ids[b.pairs[:, 0]], b.pairs[:, 2], b.ids[b.pairs[:, 1]]], 1)
+            zero = torch.zeros((), device=tr.device)
+            if not module.training:
+                return self.model.ranks(tr, self.kg_filter), zero, zero
+            return None, module(tr, self.link.kg_n3) * tr.shape[0], zero
         if b.pairs is not None:
             logits = module(b.x, b.blocks, b.pairs, b.ids) if b.ids is not None else module(b.x, b.blocks, b.pairs)
             logits = logits.float()
@@ -515,7 +545,9 @@ class TrainerCore:
         self.module.eval()
         logits, loss, correct = self._forward(self.model, b)
         out = {"correct": int(correct), "count": b.count, "loss_sum": float(loss) if b.count else 0.0}
-        if b.pairs is not None:
+        if self.kg_filter is not None:             # filtered ranks as tail, then as head
+            out["scores"], out["labels"] = logits.cpu().numpy(), None
+        elif b.pairs is not None:
             out["scores"] = logits.float().cpu().numpy()
             out["labels"] = b.pairs[:, 2].cpu().numpy().astype(np.int8)
         return out

@@ -109,7 +109,7 @@ class PhaseStats:
                              for f, v in zip(self.FIELDS, t.tolist())}, scores=scores)
 
 
-LINK_KEYS = tuple(f"{p}_{k}" for p in ("val", "test") for k in ("auc", "ap", "hits", "mrr"))
+LINK_KEYS = tuple(f"{p}_{k}" for p in ("val", "test") for k in ("auc", "ap", "hits", "mrr", "hits1", "hits3", "hits10"))
 """A link job's figures of its best epoch, in the result."""
 
 
@@ -147,7 +147,7 @@ class TrainerProc:
         self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
                                 len(self.cfg.sampler.fanouts), seed=self.cfg.seed, link=self.cfg.link,
                                 num_nodes=m.num_nodes, shard_embeddings=self.world > 1,
-                                num_relations=m.num_relations)
+                                num_relations=m.num_relations, **self._kg(self.store))
         self.shards: ShardedEmbeddings | None = None
         tc = self.cfg.trainer
         logger.info("edge weights: %s; step precision: %s", json.dumps(tc.edge_weights_used(m.edge_weights)), self.core.precision)
@@ -202,7 +202,7 @@ class TrainerProc:
         logger.info("joining torch.distributed %s world=%d rank=%d via %s", backend, self.world, self.rank, url)
         dist.init_process_group(backend, store=store, world_size=self.world, rank=self.rank,
                                 timeout=__import__("datetime").timedelta(seconds=self.cfg.coord.peer_timeout))
-        if self.core.embedding_dim and self.link:   # a node job's table is replicated (dense, all-reduced)
+        if self.core.embedding_dim and self.link and self.core.kg_filter is None:   # a node or KG job's table: replicated
             self.shards = ShardedEmbeddings(self.ctx, self.store, self.zctx, self.rank, self.world,
                                             self.core.embedding_dim, self.cfg.trainer.lr, self.cfg.seed,
                                             self.core.device, self.cfg.coord.peer_timeout)
@@ -426,7 +426,11 @@ class TrainerProc:
                 self.epochs.append(rec)
                 if self.rank == 0:
                     coord.append_epoch(rec)
-                    if self.link:                  # ranking scores: AUC/AP/Hits/MRR, no thresholded accuracy
+                    if self.core.kg_filter is not None:   # filtered ranking of the valid triples
+                        logger.info("epoch %d: loss %.4f val mrr %.4f hits@1 %.4f hits@10 %.4f (%.2f s, idle %.0f%%)",
+                                    epoch, rec["train_loss"], rec["val_mrr"], rec["val_hits1"], rec["val_hits10"],
+                                    rec["epoch_seconds"], 100 * rec["trainer_idle_fraction"])
+                    elif self.link:                # ranking scores: AUC/AP/Hits/MRR, no thresholded accuracy
                         logger.info("epoch %d: loss %.4f val auc %.4f ap %.4f hits@%d %.4f mrr %.4f (%.2f s, "
                                     "idle %.0f%%)", epoch, rec["train_loss"], rec["val_auc"], rec["val_ap"],
                                     cfg.link.hits_k, rec["val_hits"], rec["val_mrr"], rec["epoch_seconds"],
@@ -477,9 +481,21 @@ class TrainerProc:
             self.result.update({k: rec.get(k) for k in LINK_KEYS})
         return True
 
+    def _kg(self, store) -> dict:
+        """A knowledge-graph link job's relations and known triples (every part's train/valid/test)."""
+        from argosy.shared.linkpred import kg_relations
+        R = kg_relations(store) if self.link else 0
+        if not R:
+            return {}
+        known = [np.asarray(store.read_part(p, (f"kg_{s}",), advice=None)[f"kg_{s}"], np.int64).reshape(-1, 3)
+                 for p in range(store.num_parts) for s in ("train", "valid", "test")]
+        return {"kg_relations": R, "kg_known": np.concatenate(known)}
+
     def _val_score(self, rec: dict) -> float:
-        """What picks the best epoch: validation accuracy, or a link job's ``--link-metric`` (AUC by default)."""
-        v = rec[f"val_{self.cfg.link.metric}"] if self.link else rec["val_accuracy"]
+        """What picks the best epoch: validation accuracy, or a link job's ``--link-metric`` (AUC by default;
+        filtered MRR for a knowledge graph)."""
+        metric = "mrr" if self.core.kg_filter is not None else self.cfg.link.metric
+        v = rec[f"val_{metric}"] if self.link else rec["val_accuracy"]
         return -1.0 if v is None or v != v else float(v)
 
     def _improves(self, rec: dict) -> bool:
@@ -506,7 +522,14 @@ class TrainerProc:
                        bytes_per_batch=st.wire_bytes / max(st.batches, 1), batches_per_second=st.batches / max(secs, 1e-9),
                        sampled_edges_per_second=st.sampled_edges / max(secs, 1e-9))
         else:
-            if st.scores is not None:
+            if st.scores is not None and self.core.kg_filter is not None:   # filtered ranks, both directions
+                from argosy.shared.kg import kg_metrics
+                ranks = np.concatenate([x for x, _ in st.scores]) if st.scores else np.empty(0)
+                met = kg_metrics(ranks) if ranks.size else {"mrr": float("nan")}
+                rec.update({f"{phase}_{k.replace('@', '')}": v for k, v in met.items()})
+                rec[f"{phase}_hits"], rec[f"{phase}_pairs"] = met.get("hits@10"), int(ranks.shape[0] // 2)
+                rec[f"{phase}_auc"] = rec[f"{phase}_ap"] = None
+            elif st.scores is not None:
                 scores = np.concatenate([x for x, _ in st.scores]) if st.scores else np.empty(0)
                 labels = np.concatenate([y for _, y in st.scores]) if st.scores else np.empty(0, np.int8)
                 met = link_metrics(scores, labels, self.cfg.link.hits_k)
@@ -542,7 +565,11 @@ class TrainerProc:
             "resumed_from_epoch": self.resumed_from, "config_fingerprint": self.cfg.fingerprint(),
             "task": self.cfg.trainer.task, "precision": self.core.precision,
             **({"scorer": self.cfg.link.scorer, "link_loss": self.cfg.link.loss,
-                "node_embeddings": self.core.embedding_dim} if self.link else {}),
+                "node_embeddings": self.core.embedding_dim} if self.link and self.core.kg_filter is None else {}),
+            **({"scorer": self.cfg.link.kg_scorer, "link_loss": "1vsAll + N3", "entity_dim": self.core.embedding_dim,
+                "evaluation": "filtered ranking: each triple's tail and head against every entity, other true "
+                              "triples (train/valid/test) removed, ties as the mean rank"}
+               if self.core.kg_filter is not None else {}),
             **({"node_embedding_rows": list(self.shards.rows_of),
                 "embedding_rows_pulled": self.epochs[-1].get("embedding_rows_pulled", 0),
                 "embedding_bytes": self.epochs[-1].get("embedding_bytes", 0)} if self.shards is not None else {}),
