@@ -107,6 +107,34 @@ def _plot(run_dir: Path, epochs: list[dict], timeline: list[dict], origin: float
     return files
 
 
+def _graph_section(store) -> list[str]:
+    """The trained graph in a few lines: n, m, parts and, for a typed store, vertices per node type,
+    the relations (reverses included) and the labelled type."""
+    from argosy.shared.errors import ArgosyError
+    from argosy.shared.store import Manifest
+    try:
+        m = Manifest.load(store) if store else None
+    except (ArgosyError, OSError):
+        return []
+    if m is None:
+        return []
+    out = ["", "## Graph", "", f"{m.num_nodes:,} vertices, {m.num_edges:,} {'arcs' if m.directed else 'edges'}, "
+           f"{m.num_parts} parts ({m.partition.get('method', '?')}, edge cut "
+           f"{100 * m.partition.get('edge_cut_fraction', 0.0):.2f} %)"]
+    t = m.typed
+    if t:
+        off = t["type_offsets"]
+        out += ["", "| node type | vertices | feature width |", "|---|---:|---:|"]
+        out += [f"| {name}{' (target)' if name == t.get('target') else ''} | {off[i + 1] - off[i]:,} | "
+                f"{t['feature_dims'].get(name, 0) or 'learned'} |" for i, name in enumerate(t["node_types"])]
+        rels = t["relations"]
+        out += ["", f"{len(rels)} relations ({t.get('reverse', 0)} of them added reverses): "
+                + ", ".join("(" + ", ".join(r) + ")" for r in rels[:12]) + (" ..." if len(rels) > 12 else "")]
+        if t.get("triples"):
+            out += ["", "Knowledge-graph triples: " + ", ".join(f"{k} {sum(v):,}" for k, v in t["triples"].items())]
+    return out
+
+
 def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline: list[dict], extra: dict) -> Path:
     """Write the report files; returns the path of ``report.md``."""
     epochs = [e.to_dict() if isinstance(e, EpochRecord) else e for e in epochs]
@@ -120,6 +148,7 @@ def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline
     for k, v in result.items():
         lines.append(f"| {k} | {v:.4g} |" if isinstance(v, float) else
                      f"| {k} | {json.dumps(v)} |" if isinstance(v, bool) else f"| {k} | {v} |")
+    lines += _graph_section(extra.get("store"))
     lines += ["", "## Setup", "", "```json", json.dumps(extra, indent=1), "```", ""]
     lines += [f"![{p}]({p})" for p in plots]
     decisions = [d for d in extra.get("autoscale") or [] if d.get("action") != "hold" or d.get("paused")]
