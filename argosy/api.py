@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from argosy.shared.errors import ArgosyError, ConfigError
+from argosy.shared.graphio.typed import TypedGraph
 
 __all__ = ["train", "predict", "load_model", "train_argv", "graph_to_npz"]
 
@@ -111,6 +112,16 @@ def graph_to_npz(data, path: Path, arrays: dict | None = None) -> Path:
     return path
 
 
+def _is_typed(data) -> bool:
+    """A heterogeneous graph object: a TypedGraph, or a PyG ``HeteroData`` (has node and edge types)."""
+    return isinstance(data, TypedGraph) or (hasattr(data, "node_types") and hasattr(data, "edge_types"))
+
+
+def from_hetero_data(data):
+    from argosy.shared.graphio.hetero_pyg import from_hetero_data as convert
+    return convert(data)
+
+
 def train(data=None, *, config: str | None = None, **options) -> dict:
     """Partition ``data`` (or use ``store=``), train with separate sampler/loader/trainer processes
     and return the result: the fields of ``argosy train --json`` (``test_accuracy`` and
@@ -118,7 +129,9 @@ def train(data=None, *, config: str | None = None, **options) -> dict:
     ``best_checkpoint`` (the best weights) and ``run_dir``.  Raises :class:`ArgosyError` when the
     job fails.  Mini-batch mode only; the full-graph modes run from the CLI.
 
-    ``data`` is a file path, or a graph in memory: a PyG ``Data``, a scipy sparse adjacency
+    ``data`` is a file path, or a graph in memory: a PyG ``Data`` or ``HeteroData`` (typed: node
+    types, relations, features per type, labels and masks on the labelled type), a
+    :class:`~argosy.shared.graphio.typed.TypedGraph`, a scipy sparse adjacency
     matrix, or an integer edge array ``(m, 2)``/``(2, m)`` (see :func:`graph_to_npz`); the node
     options ``features=``, ``labels=``, ``train_mask=``, ... then take arrays too.  An in-memory
     graph is written to a temporary ``.npz`` for the partitioner and removed afterwards."""
@@ -131,7 +144,11 @@ def train(data=None, *, config: str | None = None, **options) -> dict:
     options.pop("mode", None)
     arrays = {k: options.pop(k) for k in NODE_ARRAYS if not _is_path(options.get(k))}
     with tempfile.TemporaryDirectory(prefix="argosy-input-") as tmp:
-        if not _is_path(data):
+        if not _is_path(data) and _is_typed(data):          # PyG HeteroData or a TypedGraph: a typed directory
+            from argosy.shared.graphio.typed_dir import save_typed_dir
+            save_typed_dir(data if isinstance(data, TypedGraph) else from_hetero_data(data), Path(tmp) / "typed")
+            data = Path(tmp) / "typed"
+        elif not _is_path(data):
             data = graph_to_npz(data, Path(tmp) / "graph.npz", arrays)
         elif arrays:
             for name, v in arrays.items():                   # arrays beside a graph file: side files
