@@ -255,8 +255,8 @@ def kg_loss(scorer: KGScorer, emb: Tensor, triples: Tensor, mode: str = "1vsAll"
             ``negsample`` (``-log s(pos) - mean log s(-neg)`` against ``num_negatives`` rows drawn
             uniformly, shared by the batch).
         label_smoothing: 1vsAll: ``F.cross_entropy``'s; KvsAll: targets ``(1 - ls) y + ls / C``.
-        n3, l2: weights of the N3 (sum |x|^3, Lacroix et al. 2018) and squared-L2 penalties on the
-            batch's h, r, t magnitudes, divided by the batch size.
+        n3, l2: weights of the N3 (sum |x|^3, Lacroix et al. 2018) and squared-L2 penalties on each
+            query's anchor, relation and answer magnitudes, averaged over the queries.
     """
     if mode not in KG_LOSSES:
         raise ConfigError(f"kg_loss mode must be one of {', '.join(KG_LOSSES)} (got {mode!r})")

@@ -138,11 +138,12 @@ class KGModel(nn.Module):
         self.scorer = make_kg_scorer(scorer, num_relations, dim)
         self.scorer.reset_parameters(init_std)
 
-    def forward(self, triples: Tensor, n3: float = 0.0) -> Tensor:
+    def forward(self, triples: Tensor, n3: float = 0.0, label_smoothing: float = 0.0) -> Tensor:
         """Mean 1vsAll loss of a batch of triples (both directions) plus ``n3`` times its N3 penalty
         (``forward``, so a DDP wrapper synchronises it)."""
         from argosy.shared.kg import kg_loss
-        return kg_loss(self.scorer, self.embedding.table.weight, triples, "1vsAll", n3=n3)
+        return kg_loss(self.scorer, self.embedding.table.weight, triples, "1vsAll", n3=n3,
+                       label_smoothing=label_smoothing)
 
     @torch.no_grad()
     def ranks(self, triples: Tensor, known) -> Tensor:

@@ -503,7 +503,7 @@ class TrainerCore:
             zero = torch.zeros((), device=tr.device)
             if not module.training:
                 return self.model.ranks(tr, self.kg_filter), zero, zero
-            return None, module(tr, self.link.kg_n3) * tr.shape[0], zero
+            return None, module(tr, self.link.kg_n3, self.link.kg_label_smoothing) * tr.shape[0], zero
         if b.pairs is not None:
             logits = module(b.x, b.blocks, b.pairs, b.ids) if b.ids is not None else module(b.x, b.blocks, b.pairs)
             logits = logits.float()
