@@ -1,11 +1,11 @@
 """Every vertex's output with full neighbourhoods, from a store: what ``argosy predict`` runs for
 node and link models alike.
 
-Built-in models (GCN, SAGE, GAT) run **layer by layer** (:func:`layerwise`): layer ``i`` for every
+Built-in models (GCN, SAGE, GAT, R-GCN) run **layer by layer** (:func:`layerwise`): layer ``i`` for every
 vertex, part by part, in chunks of destination vertices whose full neighbour lists come from the
-store, its output written to a memory-mapped file that layer ``i + 1`` reads; memory is one chunk
-plus the page cache, whatever the graph size.  A ``MODULE:FACTORY`` model has no layer structure
-Argosy can split, so :func:`khop` runs it on chunks of seeds with their full ``L``-hop
+store (on a typed store with each neighbour's relation), its output written to a memory-mapped
+file that layer ``i + 1`` reads; memory is one chunk plus the page cache, whatever the graph size.
+A ``MODULE:FACTORY`` model has no layer structure Argosy can split, so :func:`khop` runs it on chunks of seeds with their full ``L``-hop
 neighbourhoods and the in-edges of the outermost hop (exact, equal to training's evaluation).
 """
 from __future__ import annotations
@@ -24,6 +24,10 @@ __all__ = ["layerwise", "khop"]
 
 _CHUNK_EDGES = 1 << 20
 _CHUNK_NODES = 1 << 15
+_RGCN_FLOATS = 1 << 26
+"""An R-GCN layer's chunk holds at most this many floats (256 MB) of per-(destination, relation)
+means (``num_dst * R * width``), or, for a featureless first layer, of gathered basis rows
+(``edges * B * hidden``): its chunks are smaller than other layers' where these would be larger."""
 
 
 class _Rows:
@@ -69,17 +73,21 @@ def _degrees(store: PartitionStore, weighted: bool = False) -> np.ndarray:
     return deg
 
 
-def _chunks(store: PartitionStore):
-    """``(dst global ids, src local ids, dst local ids, nodes, weights)`` per chunk of destination
-    vertices: full neighbour lists, destinations first in ``nodes``; ``weights`` float32 aligned
-    with the edges (a weighted store) or None."""
+def _chunks(store: PartitionStore, max_nodes: int = 0, max_edges: int = 0):
+    """``(dst global ids, src local ids, dst local ids, nodes, weights, relations)`` per chunk of
+    destination vertices: full neighbour lists, destinations first in ``nodes``; ``weights`` float32
+    aligned with the edges (a weighted store) or None; ``relations`` int64 each edge's relation (a
+    typed store's ``edge_type``) or None.  ``max_nodes``, ``max_edges``: at most this many
+    destinations, edges (0: :data:`_CHUNK_NODES`, :data:`_CHUNK_EDGES`; a vertex with more edges
+    is a chunk alone)."""
+    max_nodes, max_edges = max_nodes or _CHUNK_NODES, max_edges or _CHUNK_EDGES
     for p in range(store.num_parts):
         pd = store.part(p)
         indptr, owned = np.asarray(pd.indptr), np.asarray(pd.nodes)
         a = 0
         while a < owned.shape[0]:
-            b = min(owned.shape[0], a + _CHUNK_NODES,
-                    max(a + 1, int(np.searchsorted(indptr, indptr[a] + _CHUNK_EDGES, "right")) - 1))
+            b = min(owned.shape[0], a + max_nodes,
+                    max(a + 1, int(np.searchsorted(indptr, indptr[a] + max_edges, "right")) - 1))
             dst = owned[a:b].astype(np.int64)
             nbrs = np.asarray(pd.indices[indptr[a]:indptr[b]]).astype(np.int64)
             dst_local = np.repeat(np.arange(b - a), np.diff(indptr[a:b + 1]))
@@ -88,13 +96,32 @@ def _chunks(store: PartitionStore):
             order = np.argsort(nodes, kind="stable")
             src_local = order[np.searchsorted(nodes[order], nbrs)]
             w = None if pd.edge_weight is None else np.array(pd.edge_weight[indptr[a]:indptr[b]], np.float32)
-            yield dst, src_local, dst_local, nodes, w
+            et = None if pd.edge_type is None else np.asarray(pd.edge_type[indptr[a]:indptr[b]]).astype(np.int64)
+            yield dst, src_local, dst_local, nodes, w, et
             a = b
+
+
+def _rgcn_limits(model: GNN, i: int) -> tuple[int, int]:
+    """``(max destinations, max edges)`` of layer ``i``'s chunks (0: the defaults), see :data:`_RGCN_FLOATS`."""
+    if model.kind != "rgcn":
+        return 0, 0
+    layer = model.layers[i]
+    if layer.featureless:                 # per edge: B gathered rows of hidden; per vertex (B + 1) of them
+        per_edge = (layer.num_bases + 1) * layer.out_dim
+        return 0, max(1, min(_CHUNK_EDGES, _RGCN_FLOATS // per_edge))
+    return max(1, min(_CHUNK_NODES, _RGCN_FLOATS // (layer.num_relations * layer.root.in_features))), 0
 
 
 @torch.no_grad()
 def layerwise(model: GNN, store: PartitionStore, normalize: bool, tmp: Path, embeddings: bool,
                weighted: bool = False, learned: np.ndarray | None = None):
+    """Every vertex's output of a built-in :class:`GNN`, one layer at a time over chunks of full
+    neighbour lists (see the module's docstring).  ``learned``: learned input rows float[n, d] after
+    the features (if any).  R-GCN gets each edge's relation; its per-(destination, relation) means
+    over a full neighbour list are the layer on the whole graph, as training's evaluation (fanouts -1).
+    -> (float32[n, out] logits or memmap, float32[n, hidden] last hidden layer or None)."""
+    if model.kind == "rgcn" and store.manifest.num_relations < 1:
+        raise ArgosyError(f"{store.root}: an R-GCN needs each edge's relation, and this store is not typed")
     n = store.manifest.num_nodes
     deg = torch.from_numpy(_degrees(store))
     wdeg = torch.from_numpy(_degrees(store, True)) if weighted else None
@@ -102,16 +129,15 @@ def layerwise(model: GNN, store: PartitionStore, normalize: bool, tmp: Path, emb
     L = len(model.layers)
     emb = None
     for i in range(L):
-        width = None
         out = None
-        for dst, src_local, dst_local, nodes, w in _chunks(store):
+        for dst, src_local, dst_local, nodes, w, et in _chunks(store, *_rgcn_limits(model, i)):
             idx = torch.from_numpy(nodes)
             h = model.layer_forward(i, rows(nodes), torch.from_numpy(src_local), torch.from_numpy(dst_local),
                                     dst.shape[0], deg[idx], None,
-                                    torch.from_numpy(w) if weighted else None, wdeg[idx] if weighted else None)
+                                    torch.from_numpy(w) if weighted else None, wdeg[idx] if weighted else None,
+                                    torch.from_numpy(et) if et is not None else None)
             if out is None:
-                width = h.shape[1]
-                out = np.lib.format.open_memmap(tmp / f"h{i + 1}.npy", "w+", np.float32, (n, width))
+                out = np.lib.format.open_memmap(tmp / f"h{i + 1}.npy", "w+", np.float32, (n, h.shape[1]))
             out[dst] = h.numpy()
         if out is None:                                  # a graph with no vertex
             out = np.zeros((0, 0), np.float32)
@@ -144,7 +170,9 @@ def khop(model: EdgeIndexModel, store: PartitionStore, normalize: bool, num_laye
             blocks = Blocks(hop_nodes=sb.hop_nodes.tolist(), hop_edges=sb.hop_edges.tolist(),
                             edge_src=torch.from_numpy(sb.edge_src.astype(np.int64)),
                             edge_dst=torch.from_numpy(sb.edge_dst.astype(np.int64)),
-                            degrees=torch.from_numpy(sb.degrees.astype(np.float32)))
+                            degrees=torch.from_numpy(sb.degrees.astype(np.float32)),
+                            edge_type=None if getattr(sb, "edge_type", None) is None else
+                            torch.from_numpy(np.asarray(sb.edge_type, np.int64)))
             seen.clear()
             logits = model(rows(np.asarray(sb.nodes, np.int64)), blocks)
             if out is None:
