@@ -187,6 +187,12 @@ class TrainerProc:
         """A link-prediction job (``--task link``)."""
         return self.cfg.trainer.task == "link"
 
+    @property
+    def kg(self) -> bool:
+        """A knowledge-graph link job (its trainer core ranks triples, :class:`~argosy.shared.scorers.KGModel`)."""
+        core = getattr(self, "core", None)
+        return core is not None and core.kg_filter is not None
+
     # ---- setup --------------------------------------------------------------------------------
     def init_distributed(self) -> None:
         if self.world == 1:
@@ -202,7 +208,7 @@ class TrainerProc:
         logger.info("joining torch.distributed %s world=%d rank=%d via %s", backend, self.world, self.rank, url)
         dist.init_process_group(backend, store=store, world_size=self.world, rank=self.rank,
                                 timeout=__import__("datetime").timedelta(seconds=self.cfg.coord.peer_timeout))
-        if self.core.embedding_dim and self.link and self.core.kg_filter is None:   # a node or KG job's table: replicated
+        if self.core.embedding_dim and self.link and not self.kg:   # a node or KG job's table: replicated
             self.shards = ShardedEmbeddings(self.ctx, self.store, self.zctx, self.rank, self.world,
                                             self.core.embedding_dim, self.cfg.trainer.lr, self.cfg.seed,
                                             self.core.device, self.cfg.coord.peer_timeout)
@@ -426,7 +432,7 @@ class TrainerProc:
                 self.epochs.append(rec)
                 if self.rank == 0:
                     coord.append_epoch(rec)
-                    if self.core.kg_filter is not None:   # filtered ranking of the valid triples
+                    if self.kg:   # filtered ranking of the valid triples
                         logger.info("epoch %d: loss %.4f val mrr %.4f hits@1 %.4f hits@10 %.4f (%.2f s, idle %.0f%%)",
                                     epoch, rec["train_loss"], rec["val_mrr"], rec["val_hits1"], rec["val_hits10"],
                                     rec["epoch_seconds"], 100 * rec["trainer_idle_fraction"])
@@ -494,7 +500,7 @@ class TrainerProc:
     def _val_score(self, rec: dict) -> float:
         """What picks the best epoch: validation accuracy, or a link job's ``--link-metric`` (AUC by default;
         filtered MRR for a knowledge graph)."""
-        metric = "mrr" if self.core.kg_filter is not None else self.cfg.link.metric
+        metric = "mrr" if self.kg else self.cfg.link.metric
         v = rec[f"val_{metric}"] if self.link else rec["val_accuracy"]
         return -1.0 if v is None or v != v else float(v)
 
@@ -522,7 +528,7 @@ class TrainerProc:
                        bytes_per_batch=st.wire_bytes / max(st.batches, 1), batches_per_second=st.batches / max(secs, 1e-9),
                        sampled_edges_per_second=st.sampled_edges / max(secs, 1e-9))
         else:
-            if st.scores is not None and self.core.kg_filter is not None:   # filtered ranks, both directions
+            if st.scores is not None and self.kg:   # filtered ranks, both directions
                 from argosy.shared.kg import kg_metrics
                 ranks = np.concatenate([x for x, _ in st.scores]) if st.scores else np.empty(0)
                 met = kg_metrics(ranks) if ranks.size else {"mrr": float("nan")}
@@ -565,11 +571,11 @@ class TrainerProc:
             "resumed_from_epoch": self.resumed_from, "config_fingerprint": self.cfg.fingerprint(),
             "task": self.cfg.trainer.task, "precision": self.core.precision,
             **({"scorer": self.cfg.link.scorer, "link_loss": self.cfg.link.loss,
-                "node_embeddings": self.core.embedding_dim} if self.link and self.core.kg_filter is None else {}),
+                "node_embeddings": self.core.embedding_dim} if self.link and not self.kg else {}),
             **({"scorer": self.cfg.link.kg_scorer, "link_loss": "1vsAll + N3", "entity_dim": self.core.embedding_dim,
                 "evaluation": "filtered ranking: each triple's tail and head against every entity, other true "
                               "triples (train/valid/test) removed, ties as the mean rank"}
-               if self.core.kg_filter is not None else {}),
+               if self.kg else {}),
             **({"node_embedding_rows": list(self.shards.rows_of),
                 "embedding_rows_pulled": self.epochs[-1].get("embedding_rows_pulled", 0),
                 "embedding_bytes": self.epochs[-1].get("embedding_bytes", 0)} if self.shards is not None else {}),
