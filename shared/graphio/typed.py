@@ -14,7 +14,6 @@ position in ``relations``.  An edge ``(s, d)`` of relation ``r`` is a message ``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -30,21 +29,10 @@ REVERSE_PREFIX = "rev_"
 
 
 def looks_typed(path) -> bool:
-    """Whether ``path`` is a typed input by its layout alone (nothing read): an RDF N-Triples file
-    (``.nt``, ``.nt.gz``) or a directory holding one, a knowledge-graph directory (``train.txt``,
-    ``valid.txt``, ``test.txt``), a typed directory (``graph.yaml``), an OGB heterogeneous
-    directory (``raw/relations/``).  The readers (:mod:`.typed_open`) decide the rest."""
-    p = Path(path)
-    if p.is_file():
-        return p.name.lower().endswith((".nt", ".nt.gz"))
-    if not p.is_dir():
-        return False
-    names = {c.name.lower() for c in p.iterdir()}
-    if any(n.endswith((".nt", ".nt.gz")) for n in names) or "graph.yaml" in names:
-        return True
-    if all(any(n.startswith(s + ".") for n in names) for s in ("train", "valid", "test")):
-        return True
-    return (p / "raw" / "relations").is_dir()
+    """Whether ``path`` is a typed input, by its layout (and at most a file's first line): the one
+    detection, :func:`~argosy.shared.graphio.typed_open.typed_format`."""
+    from argosy.shared.graphio.typed_open import typed_format
+    return typed_format(path) is not None
 
 
 @dataclass
