@@ -333,8 +333,9 @@ def run_typed(args, tg, budget) -> int:
     out = {"store": args.out, "n": manifest.num_nodes, "m": manifest.num_edges, "parts": args.parts,
            "method": res.method, "node_types": {t: int(tg.num_nodes[t]) for t in tg.node_types},
            "relations": manifest.num_relations, "edge_cut_fraction": manifest.partition["edge_cut_fraction"],
-           "balance": manifest.partition["balance"], "partition_seconds": res.seconds,
-           "store_seconds": time.perf_counter() - t_store, "total_seconds": time.perf_counter() - t0}
+           "balance": manifest.partition["balance"], "edge_balance": manifest.partition.get("edge_balance", 0.0),
+           "partition_seconds": res.seconds, "store_seconds": time.perf_counter() - t_store,
+           "total_seconds": time.perf_counter() - t0, "directed": bool(args.no_reverse_relations)}
     types = ", ".join(f"{t} {c:,}" for t, c in out["node_types"].items())
     print(json.dumps(out) if args.json else
           f"wrote {args.out}: typed graph ({types}; {out['relations']} relations"
