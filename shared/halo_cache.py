@@ -161,21 +161,25 @@ class FeatureCache:
 
 class AdjacencyCache:
     """Adjacency rows of remote vertices, at most ``budget`` bytes of neighbour ids (and, with
-    ``weighted``, of their float32 edge weights: an entry then costs its id's bytes + 4).
+    ``weighted``, of their float32 edge weights, with ``typed`` of their int32 relations: an entry
+    then costs its id's bytes + 4 for each).
 
-    Rows are packed in one buffer (weights in a parallel one, same positions); space freed by
-    evictions is reclaimed by compacting when the buffer's tail is full.  Shapes: get(ids
+    Rows are packed in one buffer (weights and relations in parallel ones, same positions); space
+    freed by evictions is reclaimed by compacting when the buffer's tail is full.  Shapes: get(ids
     int64[m]) -> (hit bool[m], indptr int64[h+1], indices, weights float32[indptr[-1]] (empty
-    unweighted)) of the hit rows in ``ids[hit]`` order; put(ids int64[k], indptr int64[k+1],
-    indices, weights float32[indptr[-1]] | None).
+    unweighted), relations int32[indptr[-1]] (empty untyped)) of the hit rows in ``ids[hit]``
+    order; put(ids int64[k], indptr int64[k+1], indices, weights float32[indptr[-1]] | None,
+    types int32[indptr[-1]] | None).
     """
 
-    def __init__(self, num_nodes: int, budget: int, dtype, weighted: bool = False):
+    def __init__(self, num_nodes: int, budget: int, dtype, weighted: bool = False, typed: bool = False):
         self.budget = int(budget)
         self.weighted = bool(weighted)
-        self.entry_bytes = np.dtype(dtype).itemsize + (4 if self.weighted else 0)
+        self.typed = bool(typed)
+        self.entry_bytes = np.dtype(dtype).itemsize + (4 if self.weighted else 0) + (4 if self.typed else 0)
         self.buf = np.empty(max(self.budget, 0) // self.entry_bytes, dtype)   # pages touched only as filled
         self.wbuf = np.empty(self.buf.shape[0] if self.weighted else 0, np.float32)
+        self.tbuf = np.empty(self.buf.shape[0] if self.typed else 0, np.int32)
         # an entry holds at least one id, except degree-0 rows (rare): the buffer bounds the entry
         # table, which grows as rows arrive
         self.policy = _Policy(num_nodes, self.buf.shape[0], initial=1024)
@@ -190,16 +194,17 @@ class AdjacencyCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of rows held now, weights included (never above ``budget``)."""
+        """Bytes of rows held now, weights and relations included (never above ``budget``)."""
         return self.used * self.entry_bytes
 
     def get(self, ids: np.ndarray):
-        """(hit mask, CSR of the hit rows in ``ids[hit]`` order, their weights)."""
+        """(hit mask, CSR of the hit rows in ``ids[hit]`` order, their weights, their relations)."""
         s = self.policy.record(ids)
         hit = s >= 0
         sh = s[hit]
         ptr, idx = _row_index(self.start[sh], self.length[sh])
-        return hit, ptr, self.buf[idx], self.wbuf[idx] if self.weighted else self.wbuf
+        return (hit, ptr, self.buf[idx], self.wbuf[idx] if self.weighted else self.wbuf,
+                self.tbuf[idx] if self.typed else self.tbuf)
 
     def _compact(self) -> None:
         live = np.flatnonzero(self.policy.keys >= 0)
@@ -208,15 +213,21 @@ class AdjacencyCache:
         self.buf[:idx.shape[0]] = self.buf[idx]
         if self.weighted:
             self.wbuf[:idx.shape[0]] = self.wbuf[idx]
+        if self.typed:
+            self.tbuf[:idx.shape[0]] = self.tbuf[idx]
         self.start[live] = ptr[:-1]
         self.tail = int(idx.shape[0])
 
-    def put(self, ids: np.ndarray, indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray | None = None) -> None:
+    def put(self, ids: np.ndarray, indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray | None = None,
+            types: np.ndarray | None = None) -> None:
         """Offer fetched rows (``ids`` not cached, rows ``indptr``/``indices`` in ``ids`` order, and
-        a weighted cache's ``weights`` aligned with ``indices``)."""
+        a weighted cache's ``weights``, a typed cache's ``types``, aligned with ``indices``)."""
         if self.weighted and (weights is None or weights.shape != indices.shape):
             raise ValueError(f"a weighted adjacency cache needs one weight per entry, float32[{indices.shape[0]}] "
                              f"(got {None if weights is None else f'{weights.dtype}{list(weights.shape)}'})")
+        if self.typed and (types is None or types.shape != indices.shape):
+            raise ValueError(f"a typed adjacency cache needs one relation per entry, int32[{indices.shape[0]}] "
+                             f"(got {None if types is None else f'{types.dtype}{list(types.shape)}'})")
         pol = self.policy
         if pol.capacity == 0 or ids.shape[0] == 0:
             return
@@ -264,6 +275,8 @@ class AdjacencyCache:
         self.buf[self.tail:self.tail + total] = indices[idx]
         if self.weighted:
             self.wbuf[self.tail:self.tail + total] = weights[idx]
+        if self.typed:
+            self.tbuf[self.tail:self.tail + total] = types[idx]
         self.start[ent] = self.tail + ptr[:-1]
         self.length[ent] = lens
         self.tail += total

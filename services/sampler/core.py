@@ -134,9 +134,8 @@ class SamplerCore:
                            [self._loaded[p][1] if p in self._loaded else empty_ind for p in range(k)], held)
         self.held = held
         self._orders.clear()
-        # the halo row cache holds ids (and weights), not relations: off for a typed store
-        self.cache = AdjacencyCache(self._assign.shape[0], self.cache_bytes, self._dtype, weighted=self.weighted) \
-            if self.cache_bytes and not self.held.all() and not self.has_types else None
+        self.cache = AdjacencyCache(self._assign.shape[0], self.cache_bytes, self._dtype, weighted=self.weighted,
+                                    typed=self.has_types) if self.cache_bytes and not self.held.all() else None
 
     def _load_values(self, p: int) -> None:
         """Part ``p``'s per-entry values, once: edge weights (memory-mapped) and its vertices' weighted
@@ -222,7 +221,7 @@ class SamplerCore:
         off = halo.shape[0]
         hit = np.zeros(ids.shape[0], np.bool_)
         if self.cache is not None:
-            hit, ptr, ind, w = self.cache.get(ids)
+            hit, ptr, ind, w, t = self.cache.get(ids)
             if hit.any():
                 sel = unres[hit]
                 degrees[sel] = np.diff(ptr)
@@ -230,6 +229,7 @@ class SamplerCore:
                     nstart[sel] = off + ptr[:-1]
                     pieces.append(ind)
                     wpieces.append(w)
+                    tpieces.append(t)
                     off += ind.shape[0]
             self.stats["halo_cache_hits"] += int(np.count_nonzero(hit))
             self.stats["halo_cache_misses"] += int(ids.shape[0] - np.count_nonzero(hit))
@@ -254,7 +254,8 @@ class SamplerCore:
                                                  "(a peer on an untyped store)")
                     tpieces.append(rep.types.astype(np.int32, copy=False))
                 if self.cache is not None:
-                    self.cache.put(ids[miss], rep.indptr, rep.indices, rep.weights if self.weighted else None)
+                    self.cache.put(ids[miss], rep.indptr, rep.indices, rep.weights if self.weighted else None,
+                                   rep.types.astype(np.int32, copy=False) if self.has_types else None)
         if len(pieces) == 1:
             return halo, halo_w, halo_t
         return (np.concatenate(pieces), (np.concatenate(wpieces) if self.weighted else halo_w),

@@ -229,7 +229,7 @@ def test_caches_never_exceed_their_budget(weighted):
     fc = FeatureCache(1000, dim=3, dtype=np.float32, budget=10 * 12 + 11)         # room for 10 rows
     for _ in range(200):
         ids = rng.choice(1000, 30, replace=False) if rng.random() < 0.5 else rng.choice(60, 30, replace=False)
-        hit, ptr, ind, w = ac.get(ids)
+        hit, ptr, ind, w, _ = ac.get(ids)
         lens = rng.integers(0, 9, ids.shape[0])
         rows = [np.arange(ptr_lo, ptr_lo + ln) + 1000 * i for i, (ptr_lo, ln) in enumerate(zip(ids, lens))]
         indptr, indices = _csr_of([rows[i] for i in np.flatnonzero(~hit)])
@@ -242,7 +242,7 @@ def test_caches_never_exceed_their_budget(weighted):
         assert fc.nbytes <= fc.budget and fc.buf.nbytes <= fc.budget
     # every cached adjacency row is the row put for that vertex
     vs = np.flatnonzero(ac.policy.slot1)
-    hit, ptr, ind, w = ac.get(vs)
+    hit, ptr, ind, w, _ = ac.get(vs)
     assert hit.all() and ac.nbytes > 0
     for i, v in enumerate(vs):
         seg = ind[ptr[i]:ptr[i + 1]]
@@ -274,7 +274,7 @@ def test_cache_admits_any_fetched_row_and_second_epoch_hits_all():
         for ids in batches:
             h, _ = fc.get(ids)
             fc.put(ids[~h], np.ones((int((~h).sum()), 4), np.float32))
-            a, _, _, _ = ac.get(ids)
+            a, _, _, _, _ = ac.get(ids)
             ac.put(ids[~a], *_csr_of([np.full(3, v) for v in ids[~a]]))
             fh, ah = fh + h.sum(), ah + a.sum()
         assert (fh, ah) == ((0, 0) if epoch == 0 else (700, 700))

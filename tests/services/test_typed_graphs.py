@@ -97,6 +97,13 @@ def test_sampler_and_halo_carry_relations_and_validator_checks_them(tmp_path):
     a0.fetch = lambda what, ids, epoch: a1.serve(HaloRequest(what=what, ids=np.asarray(ids, np.int64)))
     b2 = a0.sample(seeds, [4, 3], rng_seed=5)
     assert np.array_equal(b2.nodes, b.nodes) and np.array_equal(b2.edge_type, b.edge_type)
+    # the halo row cache keeps each cached row's relations: the second batch is served from it
+    c0 = SamplerCore(PartitionStore(tmp_path / "s"), seed=1, held_parts=[0], cache_bytes=1 << 20)
+    c0.fetch = a0.fetch
+    for _ in range(2):
+        b3 = c0.sample(seeds, [4, 3], rng_seed=5)
+        assert np.array_equal(b3.nodes, b.nodes) and np.array_equal(b3.edge_type, b.edge_type)
+    assert c0.cache is not None and c0.cache.typed and c0.stats["halo_cache_hits"] > 0
 
     bounds = BatchBounds(num_nodes=100, num_parts=2, num_classes=3, feature_dim=8, feature_dtype="float32",
                          hops=2, eval_hops=2, epochs=1, trainers=1, max_seeds=64, max_nodes=100,
