@@ -276,14 +276,7 @@ def run(args) -> int:
     peak, secs = estimate_cost(n, entries, args.parts, args.method,
                                edge_limited=args.max_edge_balance is not None)
     if args.dry_run:
-        ok = budget is None or peak <= budget
-        line = {"n": n, "stream_entries": entries, "parts": args.parts, "method": args.method,
-                "estimated_peak_bytes": peak, "estimated_seconds": secs, "memory_budget": budget, "fits": ok}
-        print(json.dumps(line) if args.json else
-              f"{args.method} on n={n:,} entries={entries:,} K={args.parts}: estimated peak "
-              f"{peak / 2**20:,.0f} MiB, ~{secs:,.1f} s" + ("" if budget is None else
-              f" (budget {budget / 2**20:,.0f} MiB: {'fits' if ok else 'DOES NOT FIT'})"))
-        return 0 if ok else 3
+        return _dry_run(args, n, entries, budget, peak, secs)
     if not args.out:
         raise ValueError("--out STORE is required (or use --dry-run)")
     columns = node_columns(args, stream)          # labels/masks checked before the long part
@@ -297,6 +290,18 @@ def run(args) -> int:
     finally:
         if res.regrouped is not None:
             res.regrouped.close()
+
+
+def _dry_run(args, n: int, entries: int, budget, peak: int, secs: float) -> int:
+    """``--dry-run``: the estimated peak memory and time, exit 0 (fits) or 3 (does not fit the budget)."""
+    ok = budget is None or peak <= budget
+    line = {"n": n, "stream_entries": entries, "parts": args.parts, "method": args.method,
+            "estimated_peak_bytes": peak, "estimated_seconds": secs, "memory_budget": budget, "fits": ok}
+    print(json.dumps(line) if args.json else
+          f"{args.method} on n={n:,} entries={entries:,} K={args.parts}: estimated peak "
+          f"{peak / 2**20:,.0f} MiB, ~{secs:,.1f} s" + ("" if budget is None else
+          f" (budget {budget / 2**20:,.0f} MiB: {'fits' if ok else 'DOES NOT FIT'})"))
+    return 0 if ok else 3
 
 
 def run_typed(args, tg, budget) -> int:
@@ -313,11 +318,8 @@ def run_typed(args, tg, budget) -> int:
     if n == 0:
         raise GraphFormatError(f"{args.input}: the graph is empty (no vertices)")
     peak, secs = estimate_cost(n, entries, args.parts, args.method)
-    if args.dry_run:
-        ok = budget is None or peak <= budget
-        print(json.dumps({"n": n, "stream_entries": entries, "parts": args.parts, "method": args.method,
-                          "estimated_peak_bytes": peak, "estimated_seconds": secs, "fits": ok}))
-        return 0 if ok else 3
+    if args.dry_run:                  # the partitioner's estimate (the typed graph itself is already in memory)
+        return _dry_run(args, n, entries, budget, peak, secs)
     if not args.out:
         raise ValueError("--out STORE is required (or use --dry-run)")
     res = partition_stream(CSRArrayStream(g.indptr, g.indices), args.parts, method=args.method, order=args.order,
@@ -330,19 +332,11 @@ def run_typed(args, tg, budget) -> int:
                                  reverse=not args.no_reverse_relations, partition_info=info,
                                  feature_dtype=args.feature_dtype, overwrite=args.overwrite,
                                  finish=write_kg_triples(tg) if tg.triples else None)
-    out = {"store": args.out, "n": manifest.num_nodes, "m": manifest.num_edges, "parts": args.parts,
-           "method": res.method, "node_types": {t: int(tg.num_nodes[t]) for t in tg.node_types},
-           "relations": manifest.num_relations, "edge_cut_fraction": manifest.partition["edge_cut_fraction"],
-           "balance": manifest.partition["balance"], "edge_balance": manifest.partition.get("edge_balance", 0.0),
-           "partition_seconds": res.seconds, "store_seconds": time.perf_counter() - t_store,
-           "total_seconds": time.perf_counter() - t0, "directed": bool(args.no_reverse_relations)}
-    types = ", ".join(f"{t} {c:,}" for t, c in out["node_types"].items())
-    print(json.dumps(out) if args.json else
-          f"wrote {args.out}: typed graph ({types}; {out['relations']} relations"
-          f"{' incl. reverses' if not args.no_reverse_relations else ''}) n={out['n']:,} m={out['m']:,} "
-          f"K={args.parts} method={res.method} edge cut {100 * out['edge_cut_fraction']:.2f}% balance "
-          f"{out['balance']:.3f} ({res.seconds:.2f} s partitioning, {out['store_seconds']:.2f} s store)")
-    return 0
+    types = {t: int(tg.num_nodes[t]) for t in tg.node_types}
+    what = (f"typed graph ({', '.join(f'{t} {c:,}' for t, c in types.items())}; {manifest.num_relations} relations"
+            f"{' incl. reverses' if not args.no_reverse_relations else ''}) ")
+    return _report(args, manifest, res, t0, time.perf_counter() - t_store, not args.no_reverse_relations,
+                   {"node_types": types, "relations": manifest.num_relations}, what)
 
 
 def edge_split(args, n: int):
@@ -401,14 +395,19 @@ def _write(args, stream, res, columns, t0) -> int:
         logger.warning("one part holds %.1fx the mean edge count: the host serving it samples and "
                        "gathers that much more than the others. --max-edge-balance 1.1 limits it, "
                        "at some cut (docs/partitioning.md, 'GREM under both limits')", eb)
+    return _report(args, manifest, res, t0, store_seconds, not args.directed)
+
+
+def _report(args, manifest, res, t0: float, store_seconds: float, undirected: bool, extra: dict | None = None,
+            what: str = "") -> int:
+    """The result: one JSON line (``--json``) or one sentence, for plain and typed inputs alike."""
     out = {"store": args.out, "n": manifest.num_nodes, "m": manifest.num_edges, "parts": args.parts,
-           "method": res.method, "order": res.order, "edge_cut_fraction": manifest.partition["edge_cut_fraction"],
-           "balance": manifest.partition["balance"],
+           "method": res.method, "order": res.order, **(extra or {}),
+           "edge_cut_fraction": manifest.partition["edge_cut_fraction"], "balance": manifest.partition["balance"],
            "edge_balance": manifest.partition.get("edge_balance", 0.0), "partition_seconds": res.seconds,
-           "store_seconds": store_seconds, "total_seconds": time.perf_counter() - t0,
-           "directed": bool(args.directed)}
+           "store_seconds": store_seconds, "total_seconds": time.perf_counter() - t0, "directed": not undirected}
     print(json.dumps(out) if args.json else
-          f"wrote {args.out}: n={out['n']:,} m={out['m']:,} K={args.parts} method={res.method} order={res.order} "
+          f"wrote {args.out}: {what}n={out['n']:,} m={out['m']:,} K={args.parts} method={res.method} order={res.order} "
           f"edge cut {100 * out['edge_cut_fraction']:.2f}% balance {out['balance']:.3f} "
           f"(edges per part: max {out['edge_balance']:.2f}x mean) "
           f"({res.seconds:.2f} s partitioning, {store_seconds:.2f} s store, {out['total_seconds']:.2f} s total)")
