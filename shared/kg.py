@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from argosy.shared.errors import ConfigError
 
 __all__ = ["KGScorer", "DistMult", "ComplEx", "RotatE", "make_kg_scorer", "kg_loss", "TripleFilter",
-           "Ranks", "filtered_ranks", "table_score_fn", "kg_metrics", "KG_SCORERS", "KG_LOSSES"]
+           "Ranks", "filtered_ranks", "table_score_fn", "kg_metrics", "kg_phase_record", "KG_SCORERS", "KG_LOSSES"]
 
 KG_LOSSES = ("1vsAll", "KvsAll", "negsample")
 
@@ -340,6 +340,19 @@ def filtered_ranks(score_fn: ScoreFn, triples, known, num_entities: int, num_rel
             parts.append(torch.where(torch.isnan(st.squeeze(1)), worst, rank).cpu())
         out[side] = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
     return Ranks(out["tail"], out["head"])
+
+
+def kg_phase_record(phase: str, rank_batches: list) -> dict:
+    """An epoch record's fields for one evaluated phase of a knowledge-graph job: ``<phase>_mrr``,
+    ``_hits1/3/10``, ``_hits`` (= Hits@10, the link jobs' Hits column), ``_pairs`` (triples ranked)
+    and no AUC/AP.  ``rank_batches``: per batch, float[2B] ranks (as tail, then as head)."""
+    import numpy as np
+    ranks = np.concatenate(rank_batches) if rank_batches else np.empty(0)
+    met = kg_metrics(ranks) if ranks.size else {"mrr": float("nan")}
+    out = {f"{phase}_{k.replace('@', '')}": v for k, v in met.items()}
+    out.update({f"{phase}_hits": met.get("hits@10"), f"{phase}_pairs": int(ranks.shape[0] // 2),
+                f"{phase}_auc": None, f"{phase}_ap": None})
+    return out
 
 
 def kg_metrics(ranks) -> dict:

@@ -260,6 +260,18 @@ def kg_relations(store) -> int:
     return int(typed.get("reverse") or len(typed.get("relations", ())))
 
 
+def kg_trainer_args(store) -> dict:
+    """A knowledge-graph store's relations and every known true triple (each part's train, valid
+    and test, int64[M, 3]: the filtered ranking's filter), as the trainer core's keyword arguments;
+    ``{}`` for a store without triples."""
+    R = kg_relations(store)
+    if not R:
+        return {}
+    known = [np.asarray(store.read_part(p, (f"kg_{s}",), advice=None)[f"kg_{s}"], np.int64).reshape(-1, 3)
+             for p in range(store.num_parts) for s in KG_PHASE_SPLIT.values()]
+    return {"kg_relations": R, "kg_known": np.concatenate(known)}
+
+
 def link_counts(store, phase: str) -> np.ndarray:
     """Per part: training edges (``train``) or val/test pairs of a link store, or a knowledge graph's
     train/valid/test triples.  -> int64[k]."""

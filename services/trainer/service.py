@@ -36,7 +36,8 @@ from argosy.shared.errors import PeerDeadError
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.models import EarlyStopping
 from argosy.shared.linkmetrics import link_metrics
-from argosy.shared.linkpred import pair_keys
+from argosy.shared.kg import kg_phase_record
+from argosy.shared.linkpred import kg_trainer_args, pair_keys
 from argosy.shared.plan import PHASES, WorkItem
 from argosy.shared.validate import job_plan
 from argosy.shared.protocol import FeatureBatch
@@ -147,7 +148,8 @@ class TrainerProc:
         self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
                                 len(self.cfg.sampler.fanouts), seed=self.cfg.seed, link=self.cfg.link,
                                 num_nodes=m.num_nodes, shard_embeddings=self.world > 1,
-                                num_relations=m.num_relations, **self._kg(self.store))
+                                num_relations=m.num_relations,
+                                **(kg_trainer_args(self.store) if self.link else {}))
         self.shards: ShardedEmbeddings | None = None
         tc = self.cfg.trainer
         logger.info("edge weights: %s; step precision: %s", json.dumps(tc.edge_weights_used(m.edge_weights)), self.core.precision)
@@ -487,16 +489,6 @@ class TrainerProc:
             self.result.update({k: rec.get(k) for k in LINK_KEYS})
         return True
 
-    def _kg(self, store) -> dict:
-        """A knowledge-graph link job's relations and known triples (every part's train/valid/test)."""
-        from argosy.shared.linkpred import kg_relations
-        R = kg_relations(store) if self.link else 0
-        if not R:
-            return {}
-        known = [np.asarray(store.read_part(p, (f"kg_{s}",), advice=None)[f"kg_{s}"], np.int64).reshape(-1, 3)
-                 for p in range(store.num_parts) for s in ("train", "valid", "test")]
-        return {"kg_relations": R, "kg_known": np.concatenate(known)}
-
     def _val_score(self, rec: dict) -> float:
         """What picks the best epoch: validation accuracy, or a link job's ``--link-metric`` (AUC by default;
         filtered MRR for a knowledge graph)."""
@@ -529,12 +521,7 @@ class TrainerProc:
                        sampled_edges_per_second=st.sampled_edges / max(secs, 1e-9))
         else:
             if st.scores is not None and self.kg:   # filtered ranks, both directions
-                from argosy.shared.kg import kg_metrics
-                ranks = np.concatenate([x for x, _ in st.scores]) if st.scores else np.empty(0)
-                met = kg_metrics(ranks) if ranks.size else {"mrr": float("nan")}
-                rec.update({f"{phase}_{k.replace('@', '')}": v for k, v in met.items()})
-                rec[f"{phase}_hits"], rec[f"{phase}_pairs"] = met.get("hits@10"), int(ranks.shape[0] // 2)
-                rec[f"{phase}_auc"] = rec[f"{phase}_ap"] = None
+                rec.update(kg_phase_record(phase, [x for x, _ in st.scores]))
             elif st.scores is not None:
                 scores = np.concatenate([x for x, _ in st.scores]) if st.scores else np.empty(0)
                 labels = np.concatenate([y for _, y in st.scores]) if st.scores else np.empty(0, np.int8)
