@@ -83,7 +83,8 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                    help="default 5e-4, 0 with --task link (first layer only for gcn, as Kipf & Welling)")
     p.add_argument("--fanouts", default=",".join(map(str, _default(S, "fanouts"))),
                    help=f"neighbours per hop, seeds' hop first (-1 = all); one hop per layer "
-                        f"(default {','.join(map(str, _default(S, 'fanouts')))})")
+                        f"(default {','.join(map(str, _default(S, 'fanouts')))}); on a typed store per relation, "
+                        "with named relations' own: \"25,10 cites=15,5 rev_writes=0,0\" (docs/heterogeneous.md)")
     p.add_argument("--eval-fanouts", default=None, help="fanouts for val/test (default all neighbours)")
     p.add_argument("--batch-size", type=int, default=_default(S, "batch_size"),
                    help=f"seeds per optimizer step (default {_default(S, 'batch_size')}): each part's training seeds "
@@ -330,13 +331,14 @@ def store_is_typed(store) -> bool:
 
 
 def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -> JobConfig:
-    fan = tuple(int(x) for x in args.fanouts.split(","))
+    from argosy.shared.fanouts import parse_fanouts
+    fan, per_relation = parse_fanouts(args.fanouts)
+    eval_fan = tuple([-1] * len(fan)) if args.eval_fanouts is None else parse_fanouts(args.eval_fanouts, "--eval-fanouts")[0]
     return JobConfig(
         job=job, store=str(Path(store).resolve()), run_dir=str(Path(run_dir).resolve()), seed=args.seed,
         num_samplers=args.samplers, num_loaders=args.loaders, num_trainers=args.trainers,
         memory_budget=parse_size(getattr(args, "memory_budget", None) or "0"),
-        sampler=SamplerConfig(fanouts=fan, eval_fanouts=tuple([-1] * len(fan)) if args.eval_fanouts is None
-                              else tuple(int(x) for x in args.eval_fanouts.split(",")), batch_size=args.batch_size,
+        sampler=SamplerConfig(fanouts=fan, eval_fanouts=eval_fan, relation_fanouts=per_relation, batch_size=args.batch_size,
                               eval_max_nodes=args.eval_max_nodes,
                               halo_cache_bytes=parse_size(getattr(args, "halo_cache", None) or "64M")),
         loader=LoaderConfig(halo_cache_bytes=parse_size(getattr(args, "halo_cache", None) or "64M")),

@@ -42,6 +42,9 @@ class SamplerConfig:
     bounded batches on power-law graphs."""
     eval_fanouts: tuple[int, ...] = (-1, -1)
     """Fanouts for val/test batches; -1 = all neighbours (exact inference on small graphs)."""
+    relation_fanouts: dict = field(default_factory=dict)
+    """Training fanouts of named relations of a typed store (``{"cites": (15, 5)}``; 0 drops a
+    relation from a hop); every other relation gets ``fanouts``, per relation (:mod:`shared.fanouts`)."""
     batch_size: int = 512
     """Seeds per training batch (a citation graph's 20 labels per class fit in one batch: full-batch
     training, as published)."""
@@ -62,6 +65,10 @@ class SamplerConfig:
             raise ConfigError(f"fanouts must be positive ints or -1 (got {self.fanouts})")
         if len(self.eval_fanouts) != len(self.fanouts):
             raise ConfigError(f"eval_fanouts {self.eval_fanouts} must have as many hops as fanouts {self.fanouts}")
+        self.relation_fanouts = {str(k): tuple(int(f) for f in v) for k, v in dict(self.relation_fanouts).items()}
+        for name, hops in self.relation_fanouts.items():
+            if len(hops) != len(self.fanouts) or any(f < -1 for f in hops):
+                raise ConfigError(f"relation {name!r}: fanouts {hops} must be one int >= -1 per hop of {self.fanouts}")
         if self.batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1 (got {self.batch_size})")
 
@@ -430,6 +437,11 @@ class JobConfig:
         if phase == "train":
             return self.sampler.fanouts
         return self.sampler.eval_fanouts + ((-1,) if ":" in self.trainer.model else ())
+
+    def relation_fanouts_for(self, phase: str) -> dict:
+        """Named relations' own fanouts for a ``phase`` batch: training's (val/test use ``eval_fanouts``
+        for every relation)."""
+        return self.sampler.relation_fanouts if phase == "train" else {}
 
     def fingerprint(self) -> str:
         """Hash of the fields that change training results (not replica counts or timeouts)."""

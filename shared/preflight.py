@@ -69,7 +69,7 @@ def check_trainable(store: PartitionStore | str, cfg: JobConfig) -> Preflight:
     """
     store = store if isinstance(store, PartitionStore) else PartitionStore(store)
     problems = _store_problems(store, out := Preflight(), cfg.trainer.task, cfg.trainer.edge_weights,
-                               _learned(cfg, bool(store.manifest.num_relations)))
+                               _learned(cfg, bool(store.manifest.num_relations))) + _fanout_problems(cfg, store)
     if problems:
         raise TrainInputError(_join(problems))
     t = cfg.trainer
@@ -84,6 +84,16 @@ def check_trainable(store: PartitionStore | str, cfg: JobConfig) -> Preflight:
         out.warnings.append(msg)
         logger.warning(msg)
     return out
+
+
+def _fanout_problems(cfg: JobConfig, store: PartitionStore) -> list[str]:
+    """Relations named in ``--fanouts`` that the store does not have."""
+    from argosy.shared.fanouts import relation_fanout_table
+    try:
+        relation_fanout_table(cfg.sampler.fanouts, cfg.sampler.relation_fanouts, store.manifest.typed.get("relations", []))
+    except ArgosyError as e:
+        return [str(e)]
+    return []
 
 
 def _join(problems: list[str]) -> str:
@@ -352,7 +362,7 @@ def check_job(cfg: JobConfig, inputs: JobInputs, remote: bool = False) -> Prefli
         try:
             store = PartitionStore(inputs.store)
             problems += _store_problems(store, out, cfg.trainer.task, cfg.trainer.edge_weights,
-                                        _learned(cfg, bool(store.manifest.num_relations)))
+                                        _learned(cfg, bool(store.manifest.num_relations))) + _fanout_problems(cfg, store)
             dim, classes = store.manifest.feature_dim or None, store.manifest.num_classes or None
         except ArgosyError as e:
             problems.append(str(e))

@@ -107,6 +107,11 @@ class BatchBounds:
         # Python int, capped by the graph, so no product can overflow.
         nodes, edges = max_seeds, 0
         train_f, eval_f = cfg.fanouts_for("train"), cfg.fanouts_for("val")   # eval may have one more hop
+        if m.num_relations:                  # a typed store samples per relation: a vertex gets their sum
+            from argosy.shared.fanouts import hop_caps, relation_fanout_table
+            rels = m.typed.get("relations", [])
+            train_f = hop_caps(relation_fanout_table(train_f, cfg.relation_fanouts_for("train"), rels))
+            eval_f = hop_caps(relation_fanout_table(eval_f, {}, rels))
         for i in range(max(len(train_f), len(eval_f))):
             f_train, f_eval = (train_f[i] if i < len(train_f) else 1), (eval_f[i] if i < len(eval_f) else 1)
             if -1 in (f_train, f_eval):

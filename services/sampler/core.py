@@ -26,7 +26,9 @@ from argosy.shared.plan import WorkItem, mix_seed, split_order
 from argosy.shared.protocol import AdjacencyRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
 from argosy.shared.store.residency import Residency, plan_residency
-from argosy.services.sampler.kernels import PartTable, gather_weights, init_state, sample_hop, seed_nodes
+from argosy.services.sampler.kernels import (PartTable, gather_weights, init_state, sample_hop, sample_hop_typed,
+                                             seed_nodes)
+from argosy.shared.fanouts import relation_fanout_table
 from argosy.services.sampler.link import sample_link_item
 
 __all__ = ["SamplerCore"]
@@ -88,6 +90,7 @@ class SamplerCore:
         self._slot = np.zeros(n, np.int64)
         self._tick = 0
         self._orders: dict[tuple, np.ndarray] = {}
+        self._tables: dict[tuple, np.ndarray] = {}
         self._loaded: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._wloaded: dict[int, np.ndarray] = {}
         self._tloaded: dict[int, np.ndarray] = {}
@@ -262,8 +265,11 @@ class SamplerCore:
                 (np.concatenate(tpieces) if self.has_types else halo_t))
 
     def sample(self, seeds: np.ndarray, fanouts, rng_seed: int = 0, home_part: int | None = None,
-               epoch: int = 0) -> SampledBatch:
+               epoch: int = 0, relation_fanouts: dict | None = None) -> SampledBatch:
         """Sample blocks around ``seeds`` (global ids).  See :class:`~shared.protocol.SampledBatch`.
+
+        On a typed store every hop's fanout is per relation (``relation_fanouts``: named relations'
+        own, see :mod:`shared.fanouts`); a hop that takes every neighbour needs no relations.
 
         Args:
             home_part: count a neighbour as remote when it is owned by another part than this
@@ -284,6 +290,8 @@ class SamplerCore:
         topo = self._topo                               # one consistent table for the whole batch
         fanouts = [int(f) for f in fanouts]
         H = len(fanouts)
+        table = self._fanout_table(fanouts, relation_fanouts) if self.has_types else None
+        per_relation = [table is not None and bool((table[h] >= 0).any()) for h in range(H)]
         nodes, degrees, npart, nstart, esrc, edst, epos = self._buffers(seeds.shape[0])
         hop_nodes, hop_edges = np.zeros(H + 1, np.int64), np.zeros(H + 1, np.int64)
         state = init_state(rng_seed)
@@ -305,10 +313,16 @@ class SamplerCore:
         ecount = remote = 0
         for h in range(H):
             before = count
-            nodes, degrees, npart, nstart, esrc, edst, count, ecount, r, epos = sample_hop(
-                fanouts[h], count, ecount, nodes, degrees, npart, nstart, esrc, edst, topo.ptr_addr,
-                topo.ind_addr, halo, self._assign, self._local, served, self._slot, self._tick, state,
-                epos, values)
+            if per_relation[h]:
+                nodes, degrees, npart, nstart, esrc, edst, count, ecount, r, epos = sample_hop_typed(
+                    table[h], count, ecount, nodes, degrees, npart, nstart, esrc, edst, topo.ptr_addr,
+                    topo.ind_addr, ttab.ind_addr, halo, halo_t, self._assign, self._local, served, self._slot,
+                    self._tick, state, epos)
+            else:
+                nodes, degrees, npart, nstart, esrc, edst, count, ecount, r, epos = sample_hop(
+                    fanouts[h], count, ecount, nodes, degrees, npart, nstart, esrc, edst, topo.ptr_addr,
+                    topo.ind_addr, halo, self._assign, self._local, served, self._slot, self._tick, state,
+                    epos, values)
             remote += r
             hop_nodes[h + 1], hop_edges[h + 1] = count, ecount
             if not local:
@@ -317,7 +331,8 @@ class SamplerCore:
         self._scratch = (nodes, degrees, npart, nstart, esrc, edst, epos)
         out = SampledBatch(nodes=nodes[:count].copy(), hop_nodes=hop_nodes, degrees=degrees[:count].copy(),
                            edge_src=esrc[:ecount].copy(), edge_dst=edst[:ecount].copy(), hop_edges=hop_edges,
-                           dst_ptr=dst_ptr(degrees, hop_nodes, fanouts), remote_neighbors=int(remote))
+                           dst_ptr=dst_ptr(degrees, hop_nodes, fanouts, edst, hop_edges, per_relation),
+                           remote_neighbors=int(remote))
         if self.weighted:
             if halo_w.shape[0] != halo.shape[0]:
                 raise RequestFailedError(f"halo rows hold {halo.shape[0]} entries but {halo_w.shape[0]} weights")
@@ -357,28 +372,44 @@ class SamplerCore:
                              np.empty(ecap if self.weighted or self.has_types else 0, np.int64))
         return self._scratch
 
-    def sample_item(self, item: WorkItem, fanouts) -> SampledBatch:
-        """Sample the batch a work item describes, deterministically."""
+    def _fanout_table(self, fanouts, relation_fanouts: dict | None) -> np.ndarray:
+        """int64[hops, R] per-relation fanouts, resolved against the store's relations once per setting."""
+        key = (tuple(fanouts), tuple(sorted((relation_fanouts or {}).items())))
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = relation_fanout_table(fanouts, relation_fanouts or {},
+                                                              self.store.manifest.typed.get("relations", []))
+        return table
+
+    def sample_item(self, item: WorkItem, fanouts, relation_fanouts: dict | None = None) -> SampledBatch:
+        """Sample the batch a work item describes, deterministically (``relation_fanouts``: the named
+        relations' own fanouts, for training batches)."""
         if self.link is not None:
-            return sample_link_item(self, item, fanouts, self.link, self.seeds_for(item))
+            return sample_link_item(self, item, fanouts, self.link, self.seeds_for(item), relation_fanouts)
         batch = self.sample(self.seeds_for(item), fanouts, rng_seed=mix_seed(self.seed, item.epoch, item.batch_id),
-                            home_part=item.part, epoch=item.epoch)
+                            home_part=item.part, epoch=item.epoch, relation_fanouts=relation_fanouts)
         batch.epoch, batch.phase, batch.batch_id = item.epoch, item.phase, item.batch_id
         batch.part, batch.trainer_rank = item.part, item.trainer_rank
         return batch
 
 
-def dst_ptr(degrees: np.ndarray, hop_nodes: np.ndarray, fanouts: list[int]) -> np.ndarray:
+def dst_ptr(degrees: np.ndarray, hop_nodes: np.ndarray, fanouts: list[int], edst: np.ndarray | None = None,
+            hop_edges: np.ndarray | None = None, per_relation: list[bool] | None = None) -> np.ndarray:
     """The blocks' CSR offsets over destinations (see :class:`~shared.protocol.SampledBatch`).
 
     ``sample_hop`` emits each destination's edges together, in destination order, and takes
     ``min(degree, fanout)`` of them (all with fanout -1), so the offsets follow from the degrees
-    alone: O(nodes), no pass over the edges.  Shapes: degrees int32[>= hop_nodes[-1]] -> int32[...].
+    alone: O(nodes), no pass over the edges.  A hop sampled per relation (``per_relation[h]``) takes
+    a number that depends on the row's relations: its offsets count ``edst`` over the hop's edges.
+    Shapes: degrees int32[>= hop_nodes[-1]] -> int32[...].
     """
     parts = []
     for h, f in enumerate(fanouts):
         d = degrees[:hop_nodes[h]]
         ptr = np.zeros(d.shape[0] + 1, np.int32)
-        np.cumsum(d if f < 0 else np.minimum(d, f), out=ptr[1:])
+        if per_relation is not None and per_relation[h]:
+            np.cumsum(np.bincount(edst[hop_edges[h]:hop_edges[h + 1]], minlength=d.shape[0]), out=ptr[1:])
+        else:
+            np.cumsum(d if f < 0 else np.minimum(d, f), out=ptr[1:])
         parts.append(ptr)
     return np.concatenate(parts) if parts else np.empty(0, np.int32)

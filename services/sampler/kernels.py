@@ -27,7 +27,7 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["PartTable", "seed_nodes", "sample_hop", "init_state", "gather_weights"]
+__all__ = ["PartTable", "seed_nodes", "sample_hop", "sample_hop_typed", "init_state", "gather_weights"]
 
 _MASK32 = np.int64(0xFFFFFFFF)
 
@@ -244,3 +244,115 @@ def gather_weights(epos, edst, npart, nstart, degrees, count, ind_addr, wt_addr,
                 q = npart[k]
                 _prefetch((wt_addr[q] if ind_addr[q] != 0 else hw_addr) + 4 * nstart[k])
         out[e] = w[epos[e]]
+
+
+@njit(cache=True)
+def sample_hop_typed(fr, count, ecount, nodes, degrees, npart, nstart, esrc, edst, ptr_addr, ind_addr, typ_addr,
+                     halo, halo_t, assignment, local_index, served, slot, tick, state, epos):
+    """:func:`sample_hop` with a fanout per relation: up to ``fr[r]`` neighbours (``-1``: all, ``0``:
+    none) of every node through each relation ``r`` (DGL's and PyG's per-edge-type fanouts).
+
+    A row's relations are read at ``typ_addr[part]`` (int32, laid out like the part's indices) or
+    in ``halo_t`` (aligned with ``halo``).  A row no longer than the smallest fanout is taken whole
+    with no look at its relations; a longer one is bucketed by relation (one counting pass over the
+    row, O(degree)), then Floyd's algorithm picks ``fr[r]`` distinct entries of each bucket over its
+    fanout.  A destination's edges stay together (bucket by bucket), so ``dst_ptr`` is their counts.
+    ``epos`` is always recorded (the caller gathers each edge's relation from it).
+    """
+    R = fr.shape[0]
+    tag = np.int64(tick) << 32
+    ndst, e0 = count, ecount
+    fmin = np.int64(2**62)
+    fsum = np.int64(0)
+    for r in range(R):
+        if fr[r] >= 0:
+            fmin = min(fmin, fr[r])
+            if fsum >= 0:
+                fsum += fr[r]
+        else:
+            fsum = -1
+    need = 0                                   # an upper bound: min(d, sum of the fanouts)
+    dmax = 0
+    for j in range(ndst):
+        d = np.int64(degrees[j])
+        dmax = max(dmax, d)
+        need += d if (fsum < 0 or d <= fsum) else fsum
+    if ecount + need > esrc.shape[0]:
+        esrc = _grow(esrc, ecount + need)
+        edst = _grow(edst, ecount + need)
+    if ecount + need > epos.shape[0]:
+        epos = _grow(epos, ecount + need)
+    if count + need > nodes.shape[0]:
+        nodes = _grow(nodes, count + need)
+        degrees = _grow(degrees, count + need)
+        npart = _grow(npart, count + need)
+        nstart = _grow(nstart, count + need)
+    cnt = np.zeros(R + 1, np.int64)
+    fill = np.zeros(R, np.int64)
+    bucket = np.empty(dmax if dmax > fmin else 0, np.int64)
+    chosen = np.empty(max(dmax, 1), np.int64)
+    halo_addr = np.int64(halo.ctypes.data)
+    halo_t_addr = np.int64(halo_t.ctypes.data)
+    x = state[0]
+    for j in range(ndst):
+        start = nstart[j]
+        d = np.int64(degrees[j])
+        a = ind_addr[npart[j]]
+        nbr = carray(_voidptr(a if a != 0 else halo_addr), start + d, halo.dtype)
+        k = 0                                  # entries of this row to emit, listed in ``chosen``
+        if d <= fmin:                          # every relation's share fits its fanout
+            for t in range(d):
+                chosen[t] = start + t
+            k = d
+        else:
+            ta = typ_addr[npart[j]]
+            typ = carray(_voidptr(ta if a != 0 else halo_t_addr), start + d, np.int32)
+            for r in range(R + 1):
+                cnt[r] = 0
+            for t in range(d):                 # bucket the row's entries by relation
+                cnt[typ[start + t] + 1] += 1
+            for r in range(R):
+                cnt[r + 1] += cnt[r]
+                fill[r] = cnt[r]
+            for t in range(d):
+                r = typ[start + t]
+                bucket[fill[r]] = start + t
+                fill[r] += 1
+            for r in range(R):
+                lo, c, f = cnt[r], cnt[r + 1] - cnt[r], fr[r]
+                if f < 0 or c <= f:
+                    for t in range(c):
+                        chosen[k + t] = bucket[lo + t]
+                    k += c
+                else:
+                    for t in range(f):         # Floyd's algorithm: f distinct offsets out of c
+                        m = c - f + t + 1
+                        x = _step(x)
+                        cand = np.int64((((x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(32)) * np.uint64(m))
+                                        >> np.uint64(32))
+                        dup = False
+                        for q in range(t):
+                            dup |= chosen[k + q] == cand
+                        chosen[k + t] = (m - 1) if dup else cand
+                    for t in range(f):
+                        chosen[k + t] = bucket[lo + chosen[k + t]]
+                    k += f
+        for t in range(k):
+            i = chosen[t]
+            u = nbr[i]
+            epos[ecount] = i
+            s = slot[u]
+            new = (s >> 32) != tick
+            lu = count if new else s & _MASK32
+            slot[u] = tag | lu
+            nodes[count] = u
+            count += new
+            esrc[ecount] = lu
+            edst[ecount] = j
+            ecount += 1
+    state[0] = x
+    _locate(ndst, count, ptr_addr, assignment, local_index, nodes, degrees, npart, nstart)
+    remote = 0
+    for e in range(e0, ecount):
+        remote += not served[npart[esrc[e]]]
+    return nodes, degrees, npart, nstart, esrc, edst, count, ecount, remote, epos

@@ -66,7 +66,8 @@ def exclude_pairs(batch: SampledBatch, src: np.ndarray, dst: np.ndarray, num_nod
     return removed
 
 
-def sample_link_item(core, item: WorkItem, fanouts, link: LinkConfig, rows: np.ndarray) -> SampledBatch:
+def sample_link_item(core, item: WorkItem, fanouts, link: LinkConfig, rows: np.ndarray,
+                     relation_fanouts: dict | None = None) -> SampledBatch:
     """The link batch a work item describes (``rows`` of its part's edges or pairs), deterministically.
 
     Shapes: the batch's ``link_pairs`` int32[P, 3]: for ``train`` the item's positives first, then
@@ -90,7 +91,7 @@ def sample_link_item(core, item: WorkItem, fanouts, link: LinkConfig, rows: np.n
         src, dst, lab = sel[:, 0], sel[:, 1], np.asarray(labels[rows], np.int32)
     seeds, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
     batch = core.sample(seeds, fanouts, rng_seed=mix_seed(core.seed, item.epoch, item.batch_id),
-                        home_part=item.part, epoch=item.epoch)
+                        home_part=item.part, epoch=item.epoch, relation_fanouts=relation_fanouts)
     if item.phase == "train" and not kg:
         exclude_pairs(batch, sel[:, 0], sel[:, 1], n)
     m = src.shape[0]

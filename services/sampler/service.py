@@ -114,7 +114,7 @@ class SamplerProc(PartHolder):
         if not self.core.held[item.part]:
             return                       # claimed just before the part moved: left pending, re-claimed by its holder
         try:
-            batch = self.core.sample_item(item, fanouts)
+            batch = self.core.sample_item(item, fanouts, self.cfg.relation_fanouts_for(item.phase))
         except RequestFailedError as e:
             logger.warning("batch %d: halo fetch failed (%s); the item stays pending and will be re-claimed",
                            item.batch_id, e)

@@ -119,6 +119,60 @@ def test_sampler_and_halo_carry_relations_and_validator_checks_them(tmp_path):
         check_sampled_batch(b, bounds)
 
 
+@pytest.mark.parametrize("fanouts,named", [((2, 2), {}), ((3, -1), {"y": (1, 0), "a:z:a": (-1, 2)}),
+                                            ((1, 1), {"rev_x": (0, 0)})])
+def test_fanouts_are_per_relation_with_named_relations_own(tmp_path, fanouts, named):
+    """Each vertex of hop h gets min(its entries of relation r, fanout of r) distinct entries of every
+    relation (0: none, -1: all), with the relation the store holds; the halo gives the same batch."""
+    from argosy.services.sampler.core import SamplerCore
+    from argosy.shared.fanouts import relation_fanout_table
+    from argosy.shared.protocol import HaloRequest
+
+    tg = small_typed(3)
+    write_typed_store(tg, np.random.default_rng(4).integers(0, 2, tg.total_nodes), tmp_path / "s", num_parts=2)
+    st = PartitionStore(tmp_path / "s")
+    rels = st.manifest.typed["relations"]
+    R = len(rels)
+    table = relation_fanout_table(fanouts, named, rels)
+    deg = np.zeros((tg.total_nodes, R), np.int64)             # each vertex's stored entries per relation
+    for d, _, r in stored_entries(st):
+        deg[d, r] += 1
+    entries = stored_entries(st)
+    b = SamplerCore(st, seed=1).sample(np.arange(0, 60, 3), fanouts, rng_seed=7, relation_fanouts=named)
+    he, hn = b.hop_edges, b.hop_nodes
+    for h in range(len(fanouts)):
+        sl = slice(he[h], he[h + 1])
+        dst, src, et = b.nodes[b.edge_dst[sl]], b.nodes[b.edge_src[sl]], b.edge_type[sl]
+        trip = list(zip(dst.tolist(), src.tolist(), et.tolist()))
+        assert set(trip) <= entries and len(set(trip)) == len(trip)      # stored entries, none twice
+        got = np.zeros((int(hn[h]), R), np.int64)
+        np.add.at(got, (b.edge_dst[sl], et), 1)
+        f = table[h]
+        want = np.where(f < 0, deg[b.nodes[:hn[h]]], np.minimum(deg[b.nodes[:hn[h]]], np.maximum(f, 0)))
+        assert np.array_equal(got, want)
+        ptr = b.dst_ptr[int(hn[:h].sum()) + h: int(hn[:h + 1].sum()) + h + 1]
+        assert np.array_equal(np.diff(ptr), got.sum(1))                 # the block's offsets count them
+    a0 = SamplerCore(PartitionStore(tmp_path / "s"), seed=1, held_parts=[0])
+    a1 = SamplerCore(PartitionStore(tmp_path / "s"), seed=1, held_parts=[1])
+    a0.fetch = lambda what, ids, epoch: a1.serve(HaloRequest(what=what, ids=np.asarray(ids, np.int64)))
+    b2 = a0.sample(np.arange(0, 60, 3), fanouts, rng_seed=7, relation_fanouts=named)
+    assert np.array_equal(b2.nodes, b.nodes) and np.array_equal(b2.edge_type, b.edge_type)
+    assert np.array_equal(b2.dst_ptr, b.dst_ptr)
+
+
+def test_fanouts_flag_parses_and_names_unknown_relations():
+    from argosy.shared.errors import ConfigError
+    from argosy.shared.fanouts import parse_fanouts, relation_fanout_table
+
+    assert parse_fanouts("25,10 cites=15,5;rev_writes=0,0") == ((25, 10), {"cites": (15, 5), "rev_writes": (0, 0)})
+    for bad, needle in (("cites=1,1", "a default"), ("5,5 6,6", "two default"), ("5,5 x=1", "has 1 hops"),
+                        ("5,x", "comma-separated"), ("0,5", "positive")):
+        with pytest.raises(ConfigError, match=needle):
+            parse_fanouts(bad)
+    with pytest.raises(ConfigError, match="relation 'cites', which this store does not have.*relations: writes"):
+        relation_fanout_table((5,), {"cites": (1,)}, [["author", "writes", "paper"]])
+
+
 def _per_edge_rgcn(layer, x, src, dst, et, num_dst):
     """R-GCN by its formula, edge by edge: root + sum_r mean_{u in N_r(v)} W_r x_u."""
     W = layer.weights()
