@@ -2,7 +2,7 @@
 # Make a Docker engine answer on this machine for the compose stack test (tests/deploy/test_docker_stack.py),
 # and the local images it builds from when no registry is reachable.
 #
-#   source <(bash ci/docker_engine.sh)      # prints `export ...` lines for the test; exit 1 = no engine
+#   source <(bash ci/docker_engine.sh)      # prints `export ...` lines for compose and the test; exit 1 = no engine
 #
 # Steps, each skipped when already done: apt-get install docker.io + debootstrap; start dockerd (no
 # systemd here: started by hand, data under $ARGOSY_DOCKER_ROOT, default /var/lib/argosy-docker);
@@ -56,4 +56,13 @@ if ! docker image inspect "$REDIS" > /dev/null 2>&1 && ! timeout 60 docker pull 
     fi
 fi
 log "base image $BASE, redis image $REDIS"
+# What compose reads (ARGOSY_BASE_IMAGE, REDIS_IMAGE; the classic builder when there is no buildx plugin)
+# and what the compose stack test reads (ARGOSY_TEST_*).
+builder=""
+docker buildx version > /dev/null 2>&1 || builder=" DOCKER_BUILDKIT=0"
+# A torch wheel in docker/wheels/ (offline: no PyTorch index) is the one the trainer image installs.
+torch=""
+wheel=$(ls docker/wheels/torch-*.whl 2> /dev/null | tail -n 1)
+[ -n "$wheel" ] && torch=" ARGOSY_TORCH_SPEC=torch==$(basename "$wheel" | cut -d- -f2) ARGOSY_TORCH_INDEX_URL="
+echo "export ARGOSY_BASE_IMAGE=$BASE REDIS_IMAGE=$REDIS$builder$torch"
 echo "export ARGOSY_TEST_BASE_IMAGE=$BASE ARGOSY_TEST_REDIS_IMAGE=$REDIS ARGOSY_REQUIRE_DOCKER=1"

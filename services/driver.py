@@ -68,6 +68,7 @@ class Observation:
     state: JobState | None
     exits: tuple[Exit, ...] = ()
     error: str | None = None          # the job's result error when ``state`` is failed
+    terminal: bool = False            # that failure was recorded as one no restart can help (exit 78)
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,8 @@ def decide(obs: Observation, history: Sequence[Exit], trainer_restarts: int,
     for e in obs.exits:
         if e.code == EXIT_CANNOT_START:
             return Decision(Phase.FAILED, reason=f"{e.sid} cannot start: {e.last_line or 'see its log'}")
+    if obs.state == JobState.FAILED and obs.terminal:
+        return Decision(Phase.FAILED, reason=obs.error or "failed")
     trainer = None if orchestrated else next((e for e in obs.exits if e.role == "trainer"), None)
     if obs.state == JobState.FAILED or trainer is not None:
         why = (obs.error or "trainer reported failure") if obs.state == JobState.FAILED else \
@@ -183,8 +186,8 @@ class JobDriver:
             self.exits_seen += len(recs)
             exits = tuple(Exit(r["sid"], r["code"], now, r.get("message", "")) for r in recs)
         state = _state(self.coord.get_state())
-        error = self.coord.job_result().error if state == JobState.FAILED else None
-        return Observation(now, state, exits, error)
+        res = self.coord.job_result() if state == JobState.FAILED else None
+        return Observation(now, state, exits, res and res.error, bool(res and res.extra.get("terminal")))
 
     def _last_line(self, sid: str) -> str:
         from argosy.services.stack import log_tail

@@ -102,10 +102,14 @@ def cmd_submit(args) -> int:
     coord.put_spec(cfg)
     coord.set_state(JobState.STARTING.value)
     print(f"submitted job {job} (fingerprint {cfg.fingerprint()})", file=sys.stderr)
+    if args.ready_file:
+        Path(args.ready_file).write_text(f"{job}\n")
     if not args.wait:
         return 0
     result = run_submitted(coord, cfg, run_dir, args.store)
     _print_result(result, args.json)
+    if "error" in result:
+        print(f"argosy: job {job} failed: {result['error']}", file=sys.stderr)
     return 0 if "error" not in result else 1
 
 
@@ -364,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_args(sb)
     sb.add_argument("--wait", action="store_true", help="wait until the job ends, then write its report")
     sb.add_argument("--force", action="store_true", help="replace the spec of a job that is still running")
+    sb.add_argument("--ready-file", default=None, metavar="PATH",
+                    help="create PATH once the spec is in Redis (compose starts the services on it: none of "
+                         "them can see an earlier job's state under the same name)")
     sb.add_argument("--replace", action="store_true",
                     help="delete this job's earlier run in --run-dir (checkpoint, best model) and start over; without "
                          "it, a run from another configuration or store is refused and one from the same is resumed")

@@ -11,7 +11,7 @@ Targets:
         (:class:`argosy.services.stack.StackInfo`).  Scaling up starts ``python -m
         argosy.services.<role> --job J --id <role>-<n>`` processes and records their pids; scaling
         down sends SIGTERM to the newest ones and removes them from the file.
-    ``compose``: ``docker compose -p PROJECT [-f FILE ...] up -d --no-recreate --scale S=N S``.
+    ``compose``: ``docker compose -p PROJECT [-f FILE ...] up -d --no-recreate --no-deps --scale S=N S``.
     ``k8s``: PATCH of the ``apps/v1`` scale subresource of Deployment ``<release>-<service>``
         (``pip install 'argosy[k8s]'``; in-cluster ServiceAccount or kubeconfig credentials).
 
@@ -182,7 +182,8 @@ def _scale_compose(service: str, replicas: int, project: str | None = None, file
     base += ["-p", project]
     for f in files or []:
         base += ["-f", str(f)]
-    cmd = [*base, "up", "-d", "--no-recreate", "--scale", f"{service}={replicas}", service]
+    # --no-deps: the one-shot partitioner and submit it depends on are not run again
+    cmd = [*base, "up", "-d", "--no-recreate", "--no-deps", "--scale", f"{service}={replicas}", service]
     res = ScaleResult(service, "compose", None, replicas, command=cmd)
     if dry_run:
         return res

@@ -24,7 +24,7 @@ from redis.retry import Retry
 from argosy.shared import envs, keys
 from argosy.shared.config import JobConfig
 from argosy.shared.errors import CoordinationError
-from argosy.shared.records import EpochRecord, JobResult, JobState, ServiceInfo
+from argosy.shared.records import FINAL_STATES, EpochRecord, JobResult, JobState, ServiceInfo
 
 __all__ = ["Coordinator", "redact_url"]
 
@@ -121,12 +121,31 @@ class Coordinator:
                 raise CoordinationError(f"job {self.job!r} has no spec in Redis {redact_url(self.url)}")
             time.sleep(0.2)
 
-    def set_state(self, state: JobState | str, result: dict | None = None) -> None:
-        pipe = self.r.pipeline()
-        pipe.set(keys.state(self.job), JobState(state).value)
-        if result is not None:
-            pipe.set(keys.result(self.job), json.dumps(result))
-        pipe.execute()
+    def set_state(self, state: JobState | str, result: dict | None = None) -> bool:
+        """Set the job's state (and result). A final state (done/failed) is recorded once: a second
+        one (a restarted pod's own failure, a late driver verdict) leaves the first, and its result,
+        in place and returns False. Any other state may follow a final one (a job resubmitted or
+        restarted from its checkpoint)."""
+        state = JobState(state)
+        skey, rkey = keys.state(self.job), keys.result(self.job)
+        final = {s.value.encode() for s in FINAL_STATES}
+
+        def write(pipe) -> bool:
+            if state in FINAL_STATES and pipe.get(skey) in final:
+                return False
+            pipe.multi()
+            pipe.set(skey, state.value)
+            if result is not None:
+                pipe.set(rkey, json.dumps(result))
+            return True
+
+        return self.r.transaction(write, skey, value_from_callable=True)
+
+    def fail_job(self, error: str, **fields) -> bool:
+        """Record the job's terminal failure once (``state`` failed, ``result.error``), keeping what an
+        earlier writer recorded; ``fields`` go into the result (e.g. ``terminal=True``: restarting
+        anything cannot help). Returns False when the job had already ended."""
+        return self.set_state(JobState.FAILED, {**(self.get_result() or {}), "error": error, **fields})
 
     def get_state(self) -> str | None:
         raw = self.r.get(keys.state(self.job))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 __all__ = ["REDIS_URL", "TORCH_THREADS", "LOG_LEVEL", "ADVERTISE_HOST", "BIND_HOST", "SPEC_WAIT", "PORT", "RANK",
            "DIST_URL", "CURVE_KEYS", "JOB", "HOST_LABEL", "LOCAL_STORE", "HOME", "LAUNCHER_PID", "METRICS_PORT",
-           "REDIS_RETRIES", "NAMESPACE", "ROLE", "SERVICE_ID", "RELEASE", "DATASETS", "COMPOSE_PROJECT", "LOCAL_RANK", "HOSTNAME",
+           "REDIS_RETRIES", "AFTER_JOB", "NAMESPACE", "ROLE", "SERVICE_ID", "RELEASE", "DATASETS", "COMPOSE_PROJECT", "LOCAL_RANK", "HOSTNAME",
            "EnvVar", "TABLE", "get", "torch_threads", "host_cores", "datasets_dir"]
 
 REDIS_URL = "ARGOSY_REDIS_URL"
@@ -33,6 +33,12 @@ BIND_HOST = "ARGOSY_BIND_HOST"
 SPEC_WAIT = "ARGOSY_SPEC_WAIT"
 """Seconds a service waits for its job spec to appear in Redis (default 600: under compose or
 Kubernetes, services may start before ``argosy submit`` runs)."""
+AFTER_JOB = "ARGOSY_AFTER_JOB"
+"""What a service does when it starts into a job that has already ended (done, or failed: a crashed
+pod restarted by its orchestrator): ``exit`` (default: exit 0 at once with one line, so compose's
+``restart: on-failure`` does not start it again and no replica re-runs a failed job) or ``wait``
+(Kubernetes Deployments, which restart every exit: wait up to ``ARGOSY_SPEC_WAIT`` for the next job
+submitted under this name, then exit 0)."""
 PORT = "ARGOSY_PORT"
 """Fixed ZeroMQ port for loaders/trainers (default 0 = random; set it in containers)."""
 RANK = "ARGOSY_RANK"
@@ -90,7 +96,7 @@ TABLE: dict[str, EnvVar] = {v.name: v for v in (
     EnvVar(ADVERTISE_HOST, "127.0.0.1"), EnvVar(BIND_HOST, "127.0.0.1"), EnvVar(SPEC_WAIT, "600", float),
     EnvVar(PORT, "0", int), EnvVar(RANK, None, int), EnvVar(DIST_URL), EnvVar(CURVE_KEYS), EnvVar(JOB, "default"),
     EnvVar(HOST_LABEL), EnvVar(LOCAL_STORE), EnvVar(HOME), EnvVar(LAUNCHER_PID, None, int),
-    EnvVar(METRICS_PORT, "0", int), EnvVar(REDIS_RETRIES, "35", int), EnvVar(NAMESPACE), EnvVar(RELEASE),
+    EnvVar(METRICS_PORT, "0", int), EnvVar(REDIS_RETRIES, "35", int), EnvVar(AFTER_JOB, "exit"), EnvVar(NAMESPACE), EnvVar(RELEASE),
     EnvVar(DATASETS), EnvVar(COMPOSE_PROJECT), EnvVar(LOCAL_RANK, "0", int), EnvVar(HOSTNAME), EnvVar(ROLE),
     EnvVar(SERVICE_ID),
 )}

@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -20,11 +21,12 @@ from argosy.shared.config import JobConfig
 from argosy.shared.coord import Coordinator
 from argosy.shared.errors import ConfigError, GraphFormatError, MemoryBudgetError, StoreFormatError
 from argosy.shared.malloc import keep_heap
+from argosy.shared.records import FINAL_STATES, JobState
 
 if TYPE_CHECKING:
     from argosy.shared.metrics import ServiceMetrics
 
-__all__ = ["ServiceContext", "common_args", "start_service", "run_service", "setup_logging", "EXIT_CANNOT_START"]
+__all__ = ["ServiceContext", "common_args", "start_service", "run_service", "setup_logging", "EXIT_CANNOT_START", "JobOver"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ def start_service(role: str, args: argparse.Namespace, info: dict | None = None)
     except ImportError:
         pass
     coord = Coordinator(args.redis, args.job)
-    cfg = coord.get_spec(wait=envs.get(envs.SPEC_WAIT))
+    cfg = _job_to_run(coord, role, sid)
     ctx = ServiceContext(role=role, service_id=sid, coord=coord, cfg=cfg, port=args.port)
     from argosy.shared.metrics import ServiceMetrics
     ctx.metrics = ServiceMetrics(role, sid, args.job)
@@ -85,6 +87,37 @@ def start_service(role: str, args: argparse.Namespace, info: dict | None = None)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return ctx
+
+
+class JobOver(Exception):
+    """The job this service was started for has already ended: nothing to do (exit 0)."""
+
+
+def _job_to_run(coord: Coordinator, role: str, sid: str) -> JobConfig:
+    """The spec of the job to run, once there is one that has not ended.
+
+    A service restarted into a job that is already over (a crashed trainer pod restarted by compose
+    after the job failed, a replica started after the job was done) must not run it again: under
+    ``ARGOSY_AFTER_JOB=exit`` it raises :class:`JobOver` with one line; under ``wait`` it waits, up
+    to ``ARGOSY_SPEC_WAIT``, for a new job submitted under the same name."""
+    wait = envs.get(envs.SPEC_WAIT)
+    deadline = time.monotonic() + wait
+    cfg = coord.get_spec(wait=wait)
+    state, said = coord.get_state(), False
+    while state in {s.value for s in FINAL_STATES}:
+        err = coord.job_result().error if state == JobState.FAILED else None
+        line = f"job {coord.job!r} is already {state}{f' ({err})' if err else ''}; {sid} has nothing to run"
+        if envs.get(envs.AFTER_JOB) != "wait" or time.monotonic() >= deadline:
+            raise JobOver(line)
+        if not said:
+            logger.info("%s: waiting up to %.0f s for the next job named %r", line, deadline - time.monotonic(),
+                        coord.job)
+            said = True
+        time.sleep(1.0)
+        state = coord.get_state()
+        if state not in {s.value for s in FINAL_STATES}:
+            cfg = coord.get_spec(wait=max(0.0, deadline - time.monotonic()))
+    return cfg
 
 
 _CANNOT_START = (ConfigError, GraphFormatError, StoreFormatError, MemoryBudgetError, ValueError, FileNotFoundError)
@@ -107,6 +140,9 @@ def run_service(role: str, args: argparse.Namespace, body) -> None:
         body(ctx)
     except KeyboardInterrupt:
         sys.exit(130)
+    except JobOver as e:
+        logging.getLogger(__name__).warning("%s", e)
+        sys.exit(0)
     except _CANNOT_START as e:
         logger.exception("%s cannot run: %s: %s", role, type(e).__name__, e)
         print(f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
@@ -125,5 +161,7 @@ def _record_exit(ctx: ServiceContext | None, code: int, message: str) -> None:
         return
     try:
         ctx.coord.record_exit(ctx.role, ctx.service_id, code, message)
+        if code == EXIT_CANNOT_START:     # a restart meets the same error: the job's end, recorded once
+            ctx.coord.fail_job(f"{ctx.service_id} cannot start: {message}", terminal=True)
     except Exception as e:            # noqa: BLE001 - the original error is what matters
         logger.warning("could not record this exit in Redis: %s", e)

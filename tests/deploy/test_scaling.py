@@ -9,7 +9,7 @@
   ``kubernetes`` Python client. There is no real Kubernetes API server in these tests (none can
   run on the development machines); what is checked is the exact REST calls, the replica count
   read back, and the error mapping.
-* compose: the exact ``docker compose ... up -d --no-recreate --scale`` command, run against a
+* compose: the exact ``docker compose ... up -d --no-recreate --no-deps --scale`` command, run against a
   recording stand-in executable; ``test_docker_stack.py`` runs it against a real engine.
 """
 from __future__ import annotations
@@ -74,12 +74,12 @@ def test_cli_refuses_trainer(capsys):
 # ---- compose ---------------------------------------------------------------------------------
 def test_compose_exact_command():
     res = scale("sampler", 3, "compose", project="argosy", dry_run=True)
-    assert res.command == ["docker", "compose", "-p", "argosy", "up", "-d", "--no-recreate",
+    assert res.command == ["docker", "compose", "-p", "argosy", "up", "-d", "--no-recreate", "--no-deps",
                            "--scale", "sampler=3", "sampler"]
     res = scale("loader", 2, "compose", project="p", files=["docker-compose.yml", "docker-compose.cpu.yml"],
                 compose="docker-compose", dry_run=True)
     assert res.command == ["docker-compose", "-p", "p", "-f", "docker-compose.yml", "-f", "docker-compose.cpu.yml",
-                           "up", "-d", "--no-recreate", "--scale", "loader=2", "loader"]
+                           "up", "-d", "--no-recreate", "--no-deps", "--scale", "loader=2", "loader"]
 
 
 def _fake_compose(tmp_path, monkeypatch, job_now: str = "demo"):
@@ -106,7 +106,7 @@ def test_compose_runs_command_and_reports_failure(tmp_path, monkeypatch):
     res = scale("sampler", 4, "compose", project="demo", compose=[str(fake)])
     assert res.previous == 2 and res.replicas == 4
     assert log.read_text().splitlines() == ["-p demo ps -q sampler", "-p demo config --format json",
-                                            "-p demo up -d --no-recreate --scale sampler=4 sampler"]
+                                            "-p demo up -d --no-recreate --no-deps --scale sampler=4 sampler"]
     with pytest.raises(ArgosyError, match="exit code 3:\nno such service"):
         scale("offload", 9, "compose", project="demo", compose=[str(fake)])
 
@@ -122,7 +122,7 @@ def test_compose_refuses_new_replicas_with_other_settings(tmp_path, monkeypatch)
 
 def test_cli_compose_dry_run(capsys):
     assert scaling.main(["sampler", "5", "--target", "compose", "--project", "x", "--dry-run"]) == 0
-    assert capsys.readouterr().out.strip() == "docker compose -p x up -d --no-recreate --scale sampler=5 sampler"
+    assert capsys.readouterr().out.strip() == "docker compose -p x up -d --no-recreate --no-deps --scale sampler=5 sampler"
 
 
 # ---- kubernetes (fake apps/v1 API server; no real cluster) -----------------------------------
