@@ -88,8 +88,9 @@ echo "== helm chart"
 if [ -z "$HELM" ]; then
     skip "chart checks: helm not available"
 else
-    declare -A VALUES=([default]="" [production]="-f $CHART/ci/production-values.yaml" [cpu]="-f $CHART/ci/cpu-values.yaml")
-    for v in default production cpu; do
+    declare -A VALUES=([default]="" [production]="-f $CHART/ci/production-values.yaml" [cpu]="-f $CHART/ci/cpu-values.yaml"
+                       [gke]="-f $CHART/ci/gke-values.yaml" [eks]="-f $CHART/ci/eks-values.yaml")
+    for v in default production cpu gke eks; do
         # shellcheck disable=SC2086
         run "helm lint --strict ($v values)" "$HELM" lint --strict "$CHART" ${VALUES[$v]}
         # shellcheck disable=SC2086
@@ -106,13 +107,15 @@ else
             bad "helm template ($v values)"; sed 's/^/        /' "$TMP/out"
         fi
     done
-    for b in sampler.replicas=-1 trainer.replicas=0 bogus=1 trainer.gpu=one sampler.replicas=two job.device=tpu redis.port=70000; do
+    for b in sampler.replicas=-1 trainer.replicas=0 bogus=1 trainer.gpu=one sampler.replicas=two job.device=tpu redis.port=70000 \
+             store.mode=nfs store.fetchTimeoutSeconds=0 'partitioner.inputUrls={file:///etc/passwd}'; do
         expect_fail "values schema rejects --set $b" "$HELM" template rel "$CHART" --set "$b"
     done
 fi
 
 echo "== shell scripts"
 for s in docker/entrypoint.sh docker/partition-job.sh; do run "sh -n $s" sh -n "$s"; done
+for s in ci/compose_job.sh ci/docker_engine.sh ci/push_images.sh; do run "bash -n $s" bash -n "$s"; done
 
 echo "deploy-checks: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

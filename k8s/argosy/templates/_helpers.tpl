@@ -120,15 +120,78 @@ securityContext:
   value: {{ include "argosy.fullname" . | quote }}
 - name: HOME                       # the root filesystem is read-only; /tmp is an emptyDir
   value: /tmp
+- name: ARGOSY_AFTER_JOB           # a pod restarted after its job ended waits for the next one
+  value: "wait"
 {{- end -}}
 
-{{/* Volumes every Argosy pod has: the store PVC and a writable /tmp (root fs is read-only). */}}
+{{/* Volumes every Argosy pod has: the store (served mode: a pod-local emptyDir the fetch-store step
+fills; staged/shared: the ReadWriteMany PVC) and a writable /tmp (root fs is read-only). */}}
 {{- define "argosy.volumes" -}}
 - name: store
+{{- if eq .Values.store.mode "served" }}
+  emptyDir:
+    sizeLimit: {{ .Values.store.localSize }}
+{{- else }}
   persistentVolumeClaim:
     claimName: {{ include "argosy.pvcName" . }}
+{{- end }}
 - name: tmp
   emptyDir: {}
+{{- end -}}
+
+{{/* URL of the store pod (served mode). */}}
+{{- define "argosy.storeUrl" -}}
+http://{{ include "argosy.fullname" . }}-store:{{ .Values.store.port }}
+{{- end -}}
+
+{{/* served mode: the init step of every pod that reads the store; copies the whole store from the
+store pod into the pod's own store volume, with a deadline (store.fetchTimeoutSeconds). */}}
+{{- define "argosy.fetchStore" -}}
+{{- if eq .Values.store.mode "served" }}
+- name: fetch-store
+  image: {{ include "argosy.image" (dict "root" . "role" "partitioner") }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  command: ["python", "/app/docker/store_server.py", "fetch", "--url", {{ include "argosy.storeUrl" . | quote }},
+            "--dest", {{ .Values.store.mountPath | quote }}, "--timeout", {{ .Values.store.fetchTimeoutSeconds | quote }}]
+  resources:
+    requests: {cpu: 100m, memory: 128Mi}
+    limits: {memory: 512Mi}
+  {{- include "argosy.containerSecurityContext" . | nindent 2 }}
+  volumeMounts:
+    - name: store
+      mountPath: {{ .Values.store.mountPath }}
+{{- end }}
+{{- end -}}
+
+{{/* The partitioner's environment (the store pod's init step in served mode, the partitioner Job otherwise). */}}
+{{- define "argosy.partitionerEnv" -}}
+{{- $p := .Values.partitioner }}
+{{- $mnt := .Values.store.mountPath }}
+- name: HOME
+  value: /tmp
+- name: ARGOSY_STORE
+  value: {{ printf "%s/store" $mnt | quote }}
+- name: ARGOSY_INPUT
+  value: {{ if $p.input }}{{ if hasPrefix "/" $p.input }}{{ $p.input | quote }}{{ else }}{{ printf "%s/%s" $mnt $p.input | quote }}{{ end }}{{ else }}""{{ end }}
+- name: ARGOSY_DEMO_NODES
+  value: {{ $p.demoNodes | quote }}
+- name: ARGOSY_PARTS
+  value: {{ $p.parts | quote }}
+- name: ARGOSY_PARTITION_METHOD
+  value: {{ $p.method | quote }}
+- name: ARGOSY_REPARTITION
+  value: {{ ternary "1" "0" $p.repartition | quote }}
+- name: ARGOSY_MAX_EDGE_BALANCE
+  value: {{ $p.maxEdgeBalance | default "" | quote }}
+- name: ARGOSY_RANDOM_FEATURES
+  value: {{ if $p.randomFeatures }}{{ $p.randomFeatures | quote }}{{ else }}""{{ end }}
+{{- range $env, $key := dict "ARGOSY_FEATURES" "features" "ARGOSY_LABELS" "labels" "ARGOSY_TRAIN_MASK" "trainMask" "ARGOSY_VAL_MASK" "valMask" "ARGOSY_TEST_MASK" "testMask" }}
+{{- $f := index $p.sideFiles $key | default "" }}
+- name: {{ $env }}
+  value: {{ if $f }}{{ if hasPrefix "/" $f }}{{ $f | quote }}{{ else }}{{ printf "%s/%s" $mnt $f | quote }}{{ end }}{{ else }}""{{ end }}
+{{- end }}
+- name: ARGOSY_PARTITION_ARGS
+  value: {{ $p.extraArgs | default "" | quote }}
 {{- end -}}
 
 {{/* Exec probes of a long-running role (docker/healthcheck.py). */}}
