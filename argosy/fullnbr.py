@@ -120,8 +120,8 @@ def layerwise(model: GNN, store: PartitionStore, normalize: bool, tmp: Path, emb
     the features (if any).  R-GCN gets each edge's relation; its per-(destination, relation) means
     over a full neighbour list are the layer on the whole graph, as training's evaluation (fanouts -1).
     -> (float32[n, out] logits or memmap, float32[n, hidden] last hidden layer or None)."""
-    if model.kind == "rgcn" and store.manifest.num_relations < 1:
-        raise ArgosyError(f"{store.root}: an R-GCN needs each edge's relation, and this store is not typed")
+    if model.kind in ("rgcn", "rgat") and store.manifest.num_relations < 1:
+        raise ArgosyError(f"{store.root}: a relational model ({model.kind}) needs each edge's relation, and this store is not typed")
     n = store.manifest.num_nodes
     deg = torch.from_numpy(_degrees(store))
     wdeg = torch.from_numpy(_degrees(store, True)) if weighted else None
@@ -159,6 +159,8 @@ def khop(model: EdgeIndexModel, store: PartitionStore, normalize: bool, num_laye
     sampler = SamplerCore(store)
     rows = _Rows(store, normalize=normalize, learned=learned)
     n = store.manifest.num_nodes
+    hetero = getattr(model, "metadata", None) is not None      # a PyG heterogeneous model: nodes' types
+    offsets = np.asarray(store.manifest.typed.get("type_offsets", [0, n]), np.int64)
     out = emb = None
     seen: list = []
     hook = embedding_module(model.inner).register_forward_pre_hook(
@@ -172,7 +174,9 @@ def khop(model: EdgeIndexModel, store: PartitionStore, normalize: bool, num_laye
                             edge_dst=torch.from_numpy(sb.edge_dst.astype(np.int64)),
                             degrees=torch.from_numpy(sb.degrees.astype(np.float32)),
                             edge_type=None if getattr(sb, "edge_type", None) is None else
-                            torch.from_numpy(np.asarray(sb.edge_type, np.int64)))
+                            torch.from_numpy(np.asarray(sb.edge_type, np.int64)),
+                            node_type=torch.from_numpy(np.searchsorted(offsets, np.asarray(sb.nodes, np.int64),
+                                                                       "right") - 1) if hetero else None)
             seen.clear()
             logits = model(rows(np.asarray(sb.nodes, np.int64)), blocks)
             if out is None:

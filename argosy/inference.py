@@ -26,6 +26,7 @@ from argosy.shared.config import JobConfig
 from argosy.shared.errors import ArgosyError
 from argosy.shared.rundir import load_best
 from argosy.shared.models import GNN, EmbeddedInput, RGCNConv, build_model
+from argosy.shared.rgcn import RELATIONAL
 from argosy.shared.scorers import NodeEmbedding
 from argosy.shared.store import PartitionStore
 from argosy.shared.usermodel import import_path
@@ -75,7 +76,7 @@ def load_checkpoint(run_dir: str | Path, device: str | torch.device = "cpu",
     emb_dim = 0 if table is None else int(table.shape[1])
     in_dim = int(ck["in_dim"])
     rel = {}
-    if t.model == "rgcn":
+    if t.model in RELATIONAL:
         R = _num_relations(state, store or ck["store"])
         prefix = "model." if table is not None else ""
         featureless = table is not None and f"{prefix}layers.0.basis" not in state
@@ -85,6 +86,11 @@ def load_checkpoint(run_dir: str | Path, device: str | torch.device = "cpu",
                 raise ArgosyError(f"{path}: a featureless R-GCN takes {want} learned columns per vertex "
                                   f"(checkpoint: {emb_dim} learned after {in_dim} features)")
         rel = dict(num_relations=R, num_bases=t.num_bases, featureless=featureless)
+    elif ":" in t.model:                    # a PyG heterogeneous model gets the typed store's metadata
+        where = store or ck["store"]
+        typed = PartitionStore(where).manifest.typed if (Path(where) / "manifest.json").exists() else {}
+        if typed:
+            rel = dict(metadata=(typed["node_types"], typed["relations"]))
     with import_path(path.parent):          # a MODULE:FACTORY module imports as it did in training
         model = build_model(t.model, in_dim + emb_dim, t.hidden, int(ck["num_classes"]), int(ck["num_layers"]),
                             t.dropout, heads=t.heads, aggregator=t.aggregator, **rel)
@@ -99,7 +105,8 @@ def load_checkpoint(run_dir: str | Path, device: str | torch.device = "cpu",
     info = {k: ck[k] for k in ("epoch", "val_accuracy", "test_accuracy", "in_dim", "num_classes", "num_layers",
                                "store")}
     info.update(config=json.loads(ck["spec"]), checkpoint=str(path), normalize_features=bool(t.normalize_features),
-                edge_weights=bool(t.edge_weights), node_embedding_dim=emb_dim, **rel)
+                edge_weights=bool(t.edge_weights), node_embedding_dim=emb_dim,
+                **{k: v for k, v in rel.items() if k != "metadata"})
     return model, info
 
 

@@ -81,7 +81,7 @@ def load_link_model(run_dir: str | Path, device: str | torch.device = "cpu",
     emb = NodeEmbedding(*table.shape) if table is not None else None
     width = int(ck["in_dim"]) + (table.shape[1] if table is not None else 0)   # features, then the learned rows
     rel = {}
-    if t.model == "rgcn":                  # an R-GCN encoder: the relations of its typed store
+    if t.model in ("rgcn", "rgat"):        # a relational encoder: the relations of its typed store
         from argosy.inference import _num_relations
         rel = dict(num_relations=_num_relations(ck["model"], store or ck["store"]), num_bases=t.num_bases)
     with import_path(path.parent):

@@ -55,7 +55,7 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
     p.add_argument("--task", default=_default(T, "task"), choices=TASKS,
                    help="node: node classification (default); link: link prediction, scoring vertex pairs "
                         "(needs an edge split: --edge-split or --val-edges/--test-edges; docs/link-prediction.md)")
-    p.add_argument("--model", default=_default(T, "model"), metavar="sage|gcn|gat|rgcn|MODULE:FACTORY",
+    p.add_argument("--model", default=_default(T, "model"), metavar="sage|gcn|gat|rgcn|rgat|MODULE:FACTORY",
                    help="GNN (default sage; rgcn on a typed graph; gcn with --task link); MODULE:FACTORY is called as FACTORY(in_channels=, "
                         "hidden_channels=, num_layers=, out_channels=) and run as forward(x, edge_index) on each "
                         "batch's sampled subgraph, e.g. torch_geometric.nn.models:GraphSAGE")
@@ -66,7 +66,7 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                         "--link-metric) nor a lower validation loss (default 20, 50 with --task link; 0 = run all --epochs)")
     p.add_argument("--hidden", type=int, default=None, help=f"hidden width, per head for gat (default {_per_model('hidden')})")
     p.add_argument("--num-bases", type=int, default=_default(T, "num_bases"),
-                   help=f"rgcn: basis matrices shared by the relations (default {_default(T, 'num_bases')}; "
+                   help=f"rgcn, rgat: basis matrices shared by the relations (default {_default(T, 'num_bases')}; "
                         "0 = one full matrix per relation)")
     p.add_argument("--heads", type=int, default=_default(T, "heads"), help=f"gat: attention heads (default {_default(T, 'heads')})")
     p.add_argument("--no-edge-weights", action="store_true",

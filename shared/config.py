@@ -100,6 +100,7 @@ MODEL_DEFAULTS: dict[str, dict] = {
     "sage": {"hidden": 64, "dropout": 0.5, "lr": 0.005},
     "gat": {"hidden": 8, "dropout": 0.6, "lr": 0.005},
     "rgcn": {"hidden": 16, "dropout": 0.0, "lr": 0.01},
+    "rgat": {"hidden": 16, "dropout": 0.2, "lr": 0.01},
     "custom": {"hidden": 64, "dropout": 0.5, "lr": 0.01},
 }
 """Per-model defaults of the fields left at None in :class:`TrainerConfig`: the published settings
@@ -117,7 +118,7 @@ climbs after 20 flat epochs (docs/link-prediction.md)."""
 @dataclass
 class TrainerConfig:
     model: str | None = None
-    """``sage``, ``gcn``, ``gat``, ``rgcn`` (relational, for a typed store) or ``MODULE:FACTORY`` (a
+    """``sage``, ``gcn``, ``gat``, ``rgcn`` or ``rgat`` (relational, for a typed store) or ``MODULE:FACTORY`` (a
     PyG-style model, see :mod:`shared.models`); None = ``sage`` for node classification, ``gcn`` for
     link prediction (:data:`LINK_DEFAULTS`); the launcher picks ``rgcn`` for a typed input."""
     num_bases: int = 30
@@ -190,8 +191,8 @@ class TrainerConfig:
         for name, value in (LINK_DEFAULTS if self.task == "link" else node).items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
-        if self.model not in ("sage", "gcn", "gat", "rgcn") and ":" not in str(self.model):
-            raise ConfigError(f"model must be sage, gcn, gat, rgcn or MODULE:FACTORY (got {self.model!r})")
+        if self.model not in ("sage", "gcn", "gat", "rgcn", "rgat") and ":" not in str(self.model):
+            raise ConfigError(f"model must be sage, gcn, gat, rgcn, rgat or MODULE:FACTORY (got {self.model!r})")
         if self.num_bases < 0:
             raise ConfigError(f"num_bases must be >= 0 (got {self.num_bases})")
         for name, value in MODEL_DEFAULTS["custom" if ":" in self.model else self.model].items():
@@ -454,8 +455,8 @@ class JobConfig:
             if emb is not None:                # learned inputs of a featureless node job
                 d["trainer"]["node_embeddings"] = emb
             d["trainer"].pop("task")
-        if d["trainer"]["model"] != "rgcn" and d["trainer"]["num_bases"] == 30:
-            d["trainer"].pop("num_bases")      # R-GCN's only
+        if d["trainer"]["model"] not in ("rgcn", "rgat") and d["trainer"]["num_bases"] == 30:
+            d["trainer"].pop("num_bases")      # the relational models' only
         d["trainer"].pop("prefetch")           # how far ingest runs ahead does not change results
         d["trainer"].pop("gpu_cache")          # nor where the feature rows come from
         d["loader"].pop("shm_ring_slots")      # nor how they travel

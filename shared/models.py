@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from argosy.shared.aggregate import csr_ptr, edge_softmax, segment_sum
 from argosy.shared.config import SAGE_AGGREGATORS
-from argosy.shared.rgcn import RGCNConv
+from argosy.shared.rgcn import RELATIONAL, RGATConv, RGCNConv
 
 __all__ = ["EarlyStopping", "Blocks", "SAGEConv", "GCNConv", "GATConv", "RGCNConv", "GNN", "EmbeddedInput", "EdgeIndexModel", "load_factory", "build_model",
            "full_graph_aggr", "full_graph_conv", "make_optimizer"]
@@ -83,7 +83,8 @@ class Blocks:
         edge_weight: float[E] aligned with edge_src, and weighted_degrees: float[N] full-graph sums
         of each node's edge weights -- both None for an unweighted batch (GCN and SAGE use them,
         GAT ignores them); edge_type: int64[E] the relation of each edge (a typed store's; R-GCN
-        uses it, the others ignore it) or None.
+        uses it, the others ignore it) or None; node_type: int64[N] each node's type (a typed
+        store's, for a PyG heterogeneous model) or None.
     """
 
     hop_nodes: list[int]
@@ -95,6 +96,7 @@ class Blocks:
     edge_weight: Tensor | None = None
     weighted_degrees: Tensor | None = None
     edge_type: Tensor | None = None
+    node_type: Tensor | None = None
 
     @property
     def num_hops(self) -> int:
@@ -141,22 +143,30 @@ class Blocks:
                    edge_type=None if edge_type is None else
                    torch.as_tensor(edge_type, dtype=torch.int64).repeat(num_layers).to(device))
 
-    def edge_index(self) -> Tensor:
+    def edge_index(self, with_types: bool = False):
         """The sampled subgraph as one PyG ``edge_index`` (row 0 source, row 1 target, local ids).
 
         Hop ``h`` keeps only the edges into the vertices it discovered (``nodes[hop_nodes[h-2]:hop_nodes[h-1]]``),
         as PyG's ``NeighborLoader`` does: each vertex's in-edges come from the hop that sampled it, once.
-        Shapes: -> int64[2, E'].
+        Shapes: -> int64[2, E'] (``with_types``: and the kept edges' relations int64[E']).
         """
-        src, dst = [], []
+        src, dst, et = [], [], []
         for h in range(1, self.num_hops + 1):
             s, d, _, _ = self.hop(h)
+            t = self.hop_type(h) if with_types else None
             if h > 1:
                 keep = d >= self.hop_nodes[h - 2]
                 s, d = s[keep], d[keep]
+                t = None if t is None else t[keep]
             src.append(s)
             dst.append(d)
-        return torch.stack([torch.cat(src), torch.cat(dst)])
+            et.append(t)
+        ei = torch.stack([torch.cat(src), torch.cat(dst)])
+        if not with_types:
+            return ei
+        if self.edge_type is None:
+            raise ValueError("a heterogeneous model needs each edge's relation: train it on a typed store")
+        return ei, torch.cat(et)
 
 
 def dropout_scale(rng: np.random.Generator, shape: tuple[int, ...], p: float) -> np.ndarray:
@@ -354,7 +364,7 @@ class GNN(nn.Module):
     """A stack of ``num_layers`` GCN, SAGE, GAT or R-GCN layers with an activation and dropout between them.
 
     Args:
-        model: ``"sage"``, ``"gcn"``, ``"gat"`` or ``"rgcn"`` (needs ``num_relations``, ``num_bases``).
+        model: ``"sage"``, ``"gcn"``, ``"gat"``, ``"rgcn"`` or ``"rgat"`` (the last two need ``num_relations``, ``num_bases``).
         hidden: hidden width (per head for GAT).  heads: GAT attention heads of the hidden layers
             (the output layer has one head).  dropout: on every layer's input (and GAT's attention).
         aggregator: SAGE's neighbour aggregator, ``"mean"`` or ``"gcn"`` (see :class:`SAGEConv`).
@@ -364,13 +374,18 @@ class GNN(nn.Module):
                  heads: int = 8, aggregator: str = "mean", num_relations: int = 0, num_bases: int = 0,
                  featureless: bool = False):
         super().__init__()
-        if model not in ("sage", "gcn", "gat", "rgcn"):
-            raise ValueError(f"built-in models are sage, gcn, gat and rgcn (got {model!r})")
+        if model not in ("sage", "gcn", "gat") + RELATIONAL:
+            raise ValueError(f"built-in models are sage, gcn, gat, rgcn and rgat (got {model!r})")
         self.kind = model
         if model == "rgcn":
             dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
             self.layers = nn.ModuleList(RGCNConv(a, b, num_relations, num_bases, featureless=featureless and i == 0)
                                         for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])))
+        elif model == "rgat":
+            dims = [in_dim] + [hidden * heads] * (num_layers - 1)
+            self.layers = nn.ModuleList(
+                [RGATConv(a, hidden, num_relations, num_bases, heads, concat=True, attn_dropout=dropout) for a in dims[:-1]]
+                + [RGATConv(dims[-1], out_dim, num_relations, num_bases, 1, concat=False, attn_dropout=dropout)])
         elif model == "gat":
             dims = [in_dim] + [hidden * heads] * (num_layers - 1)
             self.layers = nn.ModuleList(
@@ -393,12 +408,12 @@ class GNN(nn.Module):
         and the sources' weighted degrees (a weighted batch); ``et``: the edges' relations (R-GCN).
         """
         h = dropout(h, self.dropout, self.training)
-        if self.kind == "rgcn":
+        if self.kind in RELATIONAL:
             h = self.layers[i](h, src, dst, num_dst, degrees, ptr, ew, wdeg, et)
         else:
             h = self.layers[i](h, src, dst, num_dst, degrees, ptr, ew, wdeg)
         if i < len(self.layers) - 1:
-            h = F.elu(h) if self.kind == "gat" else F.relu(h)
+            h = F.elu(h) if self.kind in ("gat", "rgat") else F.relu(h)
         return h
 
     def forward(self, x: Tensor, blocks: Blocks) -> Tensor:
@@ -445,15 +460,64 @@ class EdgeIndexModel(nn.Module):
     ``dropout=`` between layers only.  On Cora it is worth ~1.5 points to PyG's GraphSAGE.
     """
 
-    def __init__(self, inner: nn.Module, input_dropout: float = 0.0):
+    def __init__(self, inner: nn.Module, input_dropout: float = 0.0, metadata: tuple | None = None, in_dim: int = 0):
         super().__init__()
         self.inner = inner
         self.input_dropout = input_dropout
+        self.metadata = metadata
+        """``(node_types, relations)`` of a PyG heterogeneous model (``to_hetero``, ``HeteroConv``):
+        it runs as ``forward(x_dict, edge_index_dict)`` on the batch split by type; None: homogeneous."""
+        if metadata is not None:
+            self._init_lazy(in_dim)
 
     def forward(self, x: Tensor, blocks: Blocks) -> Tensor:
         x = dropout(x[:blocks.hop_nodes[blocks.num_hops]], self.input_dropout, self.training)
+        if self.metadata is not None:
+            return self._hetero(x, blocks)
         out = self.inner(x, blocks.edge_index())
         return out[:blocks.hop_nodes[0]]
+
+    def _hetero(self, x: Tensor, blocks: Blocks) -> Tensor:
+        """The subgraph as PyG's ``HeteroData`` mini-batch: per type its rows (in batch order, so
+        seeds stay first), per relation ``(src_type, relation, dst_type)`` its edges in type-local
+        ids; each seed's logits come from its own type's output rows."""
+        node_types, relations = self.metadata
+        if blocks.node_type is None:
+            raise ValueError("a heterogeneous model needs each node's type: train it on a typed store")
+        ei, et = blocks.edge_index(with_types=True)
+        nt = blocks.node_type[:x.shape[0]]
+        local = torch.empty_like(nt)
+        x_dict = {}
+        for t, name in enumerate(node_types):
+            rows = torch.nonzero(nt == t).flatten()
+            local[rows] = torch.arange(rows.shape[0], device=rows.device)
+            x_dict[name] = x[rows]
+        ei_dict = {}
+        for r, rel in enumerate(relations):
+            m = et == r
+            ei_dict[tuple(rel)] = torch.stack([local[ei[0, m]], local[ei[1, m]]])
+        out = self.inner(x_dict, ei_dict)
+        B = blocks.hop_nodes[0]
+        seed_t, seed_l = nt[:B], local[:B]
+        width = next(v.shape[1] for v in out.values())
+        logits = torch.zeros(B, width, dtype=next(iter(out.values())).dtype, device=x.device)
+        for t, name in enumerate(node_types):
+            m = seed_t == t
+            if bool(m.any()):
+                if name not in out:
+                    raise ValueError(f"the heterogeneous model gives no output for node type {name!r}")
+                logits[m] = out[name][seed_l[m]].to(logits.dtype)
+        return logits
+
+    def _init_lazy(self, in_dim: int) -> None:
+        """Run the model once on a two-vertex-per-type graph so that PyG's lazy layers
+        (``in_channels=-1``, what ``to_hetero`` models use) have their parameters before the
+        optimizer is built (PyG's documented step)."""
+        node_types, relations = self.metadata
+        x_dict = {t: torch.zeros(2, in_dim) for t in node_types}
+        ei_dict = {tuple(r): torch.tensor([[0], [1]]) for r in relations}
+        with torch.no_grad():
+            self.inner(x_dict, ei_dict)
 
 
 def load_factory(spec: str):
@@ -482,28 +546,40 @@ def attr_call(model: str, kwargs: dict) -> str:
 
 def build_model(model: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
                 heads: int = 8, aggregator: str = "mean", num_relations: int = 0, num_bases: int = 0,
-                featureless: bool = False) -> nn.Module:
+                featureless: bool = False, metadata: tuple | None = None) -> nn.Module:
     """A built-in :class:`GNN`, or ``MODULE:FACTORY`` called as
     ``FACTORY(in_channels=, hidden_channels=, num_layers=, out_channels=)`` (plus ``dropout=`` when
     the factory's signature names it, as PyG's models do) and wrapped in :class:`EdgeIndexModel`,
-    which applies ``dropout`` to the input features."""
+    which applies ``dropout`` to the input features.  On a typed store (``metadata``: its node types
+    and ``(src, relation, dst)`` relations) a factory whose signature names ``metadata`` gets it, as
+    PyG's ``to_hetero(model, metadata)`` wants, and its model runs on the batch split by type."""
     if ":" not in model:
         return GNN(model, in_dim, hidden, out_dim, num_layers, dropout, heads=heads, aggregator=aggregator,
                    num_relations=num_relations, num_bases=num_bases, featureless=featureless)
     fn = load_factory(model)
     kwargs = dict(in_channels=in_dim, hidden_channels=hidden, num_layers=num_layers, out_channels=out_dim)
     try:
-        if "dropout" in inspect.signature(fn).parameters:
-            kwargs["dropout"] = dropout
+        params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
-        pass
+        params = {}
+    if "dropout" in params:
+        kwargs["dropout"] = dropout
+    hetero = metadata is not None and "metadata" in params
+    if hetero:
+        kwargs["metadata"] = (list(metadata[0]), [tuple(r) for r in metadata[1]])
     try:
         inner = fn(**kwargs)
     except TypeError as e:     # a signature mismatch: deterministic, so the service exits as cannot-start
         raise ValueError(f"--model {model}: {attr_call(model, kwargs)} failed: {e}") from e
     if not isinstance(inner, nn.Module):
         raise ValueError(f"--model {model}: the factory returned {type(inner).__name__}, not a torch.nn.Module")
-    return EdgeIndexModel(inner, input_dropout=dropout)
+    if not hetero:
+        return EdgeIndexModel(inner, input_dropout=dropout)
+    try:
+        return EdgeIndexModel(inner, input_dropout=dropout, metadata=kwargs["metadata"], in_dim=in_dim)
+    except Exception as e:     # noqa: BLE001 - the user's module failed on a typed toy graph
+        raise ValueError(f"--model {model}: the heterogeneous model failed on a two-vertex-per-type graph "
+                         f"(forward(x_dict, edge_index_dict)): {type(e).__name__}: {e}") from e
 
 
 # ----------------------------------------------------------------------------- full-graph execution

@@ -279,7 +279,7 @@ def probe_model(cfg, in_dim: int, num_classes: int, nodes: int = 6) -> list[str]
     try:
         with with_cwd_on_path():
             model = build_model(t.model, in_dim, t.hidden, num_classes, L, t.dropout, heads=t.heads,
-                                aggregator=t.aggregator, num_relations=2 if t.model == "rgcn" else 0,
+                                aggregator=t.aggregator, num_relations=2 if t.model in ("rgcn", "rgat") else 0,
                                 num_bases=t.num_bases)
     except ValueError as e:                   # build_model's own sentences name the model and the call
         return [str(e)]
@@ -291,7 +291,7 @@ def probe_model(cfg, in_dim: int, num_classes: int, nodes: int = 6) -> list[str]
     nbr = np.arange(nodes)
     indices = np.stack([(nbr - 1) % nodes, (nbr + 1) % nodes], 1).reshape(-1)
     indptr = np.arange(0, 2 * nodes + 1, 2)
-    blocks = Blocks.full_graph(indptr, indices, L, edge_type=np.arange(indices.size) % 2 if t.model == "rgcn" else None)
+    blocks = Blocks.full_graph(indptr, indices, L, edge_type=np.arange(indices.size) % 2 if t.model in ("rgcn", "rgat") else None)
     gen = torch.Generator().manual_seed(0)
     model.eval()
     try:
@@ -361,9 +361,12 @@ def check_job(cfg: JobConfig, inputs: JobInputs, remote: bool = False) -> Prefli
     if inputs.store is not None:
         try:
             store = PartitionStore(inputs.store)
+            typed_user_model = bool(store.manifest.num_relations) and ":" in str(cfg.trainer.model)
             problems += _store_problems(store, out, cfg.trainer.task, cfg.trainer.edge_weights,
                                         _learned(cfg, bool(store.manifest.num_relations))) + _fanout_problems(cfg, store)
             dim, classes = store.manifest.feature_dim or None, store.manifest.num_classes or None
+            if typed_user_model:        # a heterogeneous module is built on the store's types by the trainer
+                dim = None              # (EdgeIndexModel runs it on a toy typed graph, one clear line if it fails)
         except ArgosyError as e:
             problems.append(str(e))
     elif inputs.data is not None and looks_typed(inputs.data):

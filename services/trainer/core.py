@@ -224,6 +224,8 @@ class TrainerCore:
             (DDP all-reduces it); else the model holds the whole table, stepped by ``SparseAdam``
             (a step touches the batch's rows).
         num_relations: relations of a typed store (R-GCN's relation matrices).
+        typed: a typed store's ``manifest.typed`` (a PyG heterogeneous ``MODULE:FACTORY`` model gets
+            its node types and relations as ``metadata``, and each batch its nodes' types).
         kg_relations, kg_known: a knowledge-graph link job: its triples' relations and every known
             true triple (train, valid, test; int64[M, 3]) for the filtered ranking (:class:`KGModel`).
     """
@@ -231,7 +233,7 @@ class TrainerCore:
     def __init__(self, cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int = 0,
                  device: torch.device | None = None, link: LinkConfig | None = None, num_nodes: int = 0,
                  shard_embeddings: bool = False, num_relations: int = 0, kg_relations: int = 0,
-                 kg_known: np.ndarray | None = None):
+                 kg_known: np.ndarray | None = None, typed: dict | None = None):
         torch.manual_seed(seed)
         set_threads(torch_threads())
         # Subnormal floats (Adam's moments of long-zero gradients decay into them) cost x86 ~100x per
@@ -258,12 +260,17 @@ class TrainerCore:
                               "the model has no input; pass --node-embeddings DIM or give features")
         self.kg_filter: TripleFilter | None = None
         """A knowledge-graph job's known triples (filtered ranking); None: not a KG job."""
+        self.type_offsets: np.ndarray | None = None
         if self.link is not None and kg_relations:
             self._init_kg(kg_relations, kg_known, num_nodes)
             return
         self.model = build_model(cfg.model, self.in_dim, cfg.hidden, self.out_dim, num_layers, cfg.dropout,
                                  heads=cfg.heads, aggregator=cfg.aggregator, num_relations=num_relations,
-                                 num_bases=cfg.num_bases, featureless=featureless)
+                                 num_bases=cfg.num_bases, featureless=featureless,
+                                 metadata=(typed["node_types"], typed["relations"]) if typed else None)
+        self.type_offsets = (np.asarray(typed["type_offsets"], np.int64)
+                             if typed and getattr(self.model, "metadata", None) is not None else None)
+        """Per-type global id ranges, when the model is heterogeneous (its batches carry node types)."""
         if self.link is None and self.embedding_dim:
             # several trainers: a dense table that DDP all-reduces; one: sparse rows stepped by SparseAdam
             emb = NodeEmbedding(num_nodes, self.embedding_dim, sparse=not shard_embeddings)
@@ -364,10 +371,13 @@ class TrainerCore:
             arrays += list(self.hot.lookup(fb.nodes))  # slots int32[N], positions of the sent rows int64[M]
         if self.embedding_dim:
             arrays.append(np.asarray(fb.nodes, np.int64))   # global ids: the learned inputs' rows
+        if self.type_offsets is not None:                   # a heterogeneous model: each node's type
+            arrays.append(np.searchsorted(self.type_offsets, np.asarray(fb.nodes, np.int64), "right") - 1)
         if side:
             moved = staging.copy(arrays)
         else:
             moved = [torch.from_numpy(np.asarray(a)).to(dev, non_blocking=True) for a in arrays]
+        ntype = moved.pop() if self.type_offsets is not None else None
         ids = moved.pop() if self.embedding_dim else None
         feats, src, dst, deg, y, ptr, pairs, ew, wdeg, et = moved[:10]
         with torch.cuda.stream(staging.stream) if side else nullcontext():
@@ -387,7 +397,7 @@ class TrainerCore:
             blocks = Blocks(hop_nodes=hop_nodes, hop_edges=fb.hop_edges.tolist(),
                             edge_src=src.long(), edge_dst=dst.long(), degrees=deg.float(), dst_ptr=ptrs,
                             edge_weight=ew if wdeg.shape[0] else None, weighted_degrees=wdeg if wdeg.shape[0] else None,
-                            edge_type=et.long() if et.shape[0] else None)
+                            edge_type=et.long() if et.shape[0] else None, node_type=ntype)
             b = DeviceBatch(x=x, blocks=blocks, y=y, count=int(np.count_nonzero(np.asarray(fb.labels) >= 0)))
             if self.link is None and ids is not None:
                 b.ids = ids                            # a node model's learned inputs (EmbeddedInput)

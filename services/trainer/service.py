@@ -148,7 +148,7 @@ class TrainerProc:
         self.core = TrainerCore(self.cfg.trainer, m.feature_dim, max(m.num_classes, 1),
                                 len(self.cfg.sampler.fanouts), seed=self.cfg.seed, link=self.cfg.link,
                                 num_nodes=m.num_nodes, shard_embeddings=self.world > 1,
-                                num_relations=m.num_relations,
+                                num_relations=m.num_relations, typed=m.typed or None,
                                 **(kg_trainer_args(self.store) if self.link else {}))
         self.shards: ShardedEmbeddings | None = None
         tc = self.cfg.trainer

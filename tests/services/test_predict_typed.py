@@ -39,12 +39,13 @@ def _typed_store(path: Path, features: bool, num_papers: int = 300, parts: int =
     return PartitionStore(path)
 
 
-def _fake_run(tmp_path: Path, store: PartitionStore, node_embeddings: int | None, num_bases: int):
-    """A run directory as the trainer leaves it (best.pt of ``user_model()``) for an R-GCN built by
-    :class:`TrainerCore` on ``store``."""
+def _fake_run(tmp_path: Path, store: PartitionStore, node_embeddings: int | None, num_bases: int,
+              model: str = "rgcn"):
+    """A run directory as the trainer leaves it (best.pt of ``user_model()``) for a relational model
+    (R-GCN, or RGAT with 2 heads) built by :class:`TrainerCore` on ``store``."""
     m = store.manifest
     cfg = JobConfig(store=str(store.root), sampler=SamplerConfig(fanouts=(4, 4)),
-                    trainer=TrainerConfig(model="rgcn", hidden=6, dropout=0.3, num_bases=num_bases,
+                    trainer=TrainerConfig(model=model, hidden=6, dropout=0.3, num_bases=num_bases, heads=2,
                                           normalize_features=False),
                     link=LinkConfig(node_embeddings=node_embeddings))
     core = TrainerCore(cfg.trainer, m.feature_dim, m.num_classes, num_layers=2, seed=3, link=cfg.link,
@@ -69,27 +70,30 @@ def _full_neighbourhood_logits(core: TrainerCore, store: PartitionStore) -> np.n
         return (core.model(b.x, b.blocks, b.ids) if b.ids is not None else core.model(b.x, b.blocks)).numpy()
 
 
-@pytest.mark.parametrize("features,node_embeddings,num_bases", [
-    (True, 0, 3),            # features only, basis decomposition
-    (True, 5, 0),            # features + learned rows, one matrix per relation
-    (False, None, 3),        # featureless: the one-hot-equivalent first layer, decomposed
-    (False, None, 0),        # featureless, one matrix per relation
-    (False, 7, 3),           # no features, --node-embeddings 7: learned rows into an ordinary first layer
+@pytest.mark.parametrize("model,features,node_embeddings,num_bases", [
+    ("rgcn", True, 0, 3),            # features only, basis decomposition
+    ("rgcn", True, 5, 0),            # features + learned rows, one matrix per relation
+    ("rgcn", False, None, 3),        # featureless: the one-hot-equivalent first layer, decomposed
+    ("rgcn", False, None, 0),        # featureless, one matrix per relation
+    ("rgcn", False, 7, 3),           # no features, --node-embeddings 7: learned rows into an ordinary first layer
+    ("rgat", True, 0, 3),            # relational attention, 2 heads, decomposed
+    ("rgat", False, 7, 0),           # on learned rows, one matrix per relation
 ])
-def test_layerwise_rgcn_equals_full_neighbourhood_forward(tmp_path, monkeypatch, features, node_embeddings, num_bases):
+def test_layerwise_rgcn_equals_full_neighbourhood_forward(tmp_path, monkeypatch, model, features, node_embeddings,
+                                                          num_bases):
     store = _typed_store(tmp_path / "store", features)
     monkeypatch.setattr(fullnbr, "_CHUNK_NODES", 37)            # many chunks per part
     monkeypatch.setattr(fullnbr, "_CHUNK_EDGES", 300)
     monkeypatch.setattr(fullnbr, "_RGCN_FLOATS", 2000)          # and the R-GCN's own, smaller ones
-    core, run = _fake_run(tmp_path, store, node_embeddings, num_bases)
-    featureless = not features and node_embeddings is None
+    core, run = _fake_run(tmp_path, store, node_embeddings, num_bases, model)
+    featureless = not features and node_embeddings is None and model == "rgcn"
     inner = core.model.model if isinstance(core.model, EmbeddedInput) else core.model
-    assert inner.layers[0].featureless == featureless
+    assert getattr(inner.layers[0], "featureless", False) == featureless
     res = inference.predict_store(run, tmp_path / "p.npz", embeddings=True)
     want = _full_neighbourhood_logits(core, store)
     with np.load(tmp_path / "p.npz") as z:
         np.testing.assert_allclose(z["logits"], want, rtol=1e-4, atol=1e-5)
-        assert z["embeddings"].shape == (store.manifest.num_nodes, 6)
+        assert z["embeddings"].shape == (store.manifest.num_nodes, 6 * (2 if model == "rgat" else 1))
     test = store.split_nodes("test")
     labels = np.full(store.manifest.num_nodes, -1)
     for p in range(store.num_parts):
@@ -211,3 +215,64 @@ def test_knowledge_graph_run_predicts_its_test_triples_and_writes_its_tables(tmp
                         str(tmp_path / "q.npz"), "--edges", str(tmp_path / "pairs.npy")], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "triples, not pairs" in p.stderr
+
+
+HETERO_MODULE = '''
+import torch
+from torch_geometric.nn import SAGEConv, to_hetero
+
+
+class SAGE2(torch.nn.Module):
+    def __init__(self, hidden, out):
+        super().__init__()
+        self.conv1 = SAGEConv((-1, -1), hidden)
+        self.conv2 = SAGEConv((-1, -1), out)
+
+    def forward(self, x, edge_index):
+        return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
+
+
+def hetero_sage(in_channels, hidden_channels, num_layers, out_channels, metadata):
+    return to_hetero(SAGE2(hidden_channels, out_channels), metadata, aggr="sum")
+'''
+
+
+def test_pyg_to_hetero_model_trains_and_predicts_through_module_factory(tmp_path, monkeypatch):
+    """A user's PyG ``to_hetero`` model through ``--model MODULE:FACTORY``: the factory gets the typed
+    store's metadata, each batch is split by node type and relation, a training step lowers the loss,
+    and ``predict`` gives exactly training's full-neighbourhood evaluation for every vertex."""
+    pytest.importorskip("torch_geometric")
+    from argosy.shared.usermodel import record_source, with_cwd_on_path
+    d = tmp_path / "project"
+    d.mkdir()
+    (d / "my_hetero.py").write_text(HETERO_MODULE)
+    monkeypatch.chdir(d)
+    sys.modules.pop("my_hetero", None)
+    store = _typed_store(tmp_path / "store", features=True)
+    m = store.manifest
+    cfg = JobConfig(store=str(store.root), sampler=SamplerConfig(fanouts=(4, 4)),
+                    trainer=TrainerConfig(model="my_hetero:hetero_sage", hidden=8, dropout=0.0, lr=0.01,
+                                          normalize_features=False))
+    with with_cwd_on_path():
+        core = TrainerCore(cfg.trainer, m.feature_dim, m.num_classes, num_layers=2, seed=3, typed=m.typed)
+    assert core.model.metadata is not None and core.type_offsets is not None
+    target = np.asarray(store.split_nodes("train"))
+    fb = LoaderCore(store).load(SamplerCore(store).sample(target[:64], (4, 4), 1))
+    losses = [core.train_step(fb)["loss"] for _ in range(15)]
+    assert losses[-1] < losses[0]
+    run = tmp_path / "run"
+    record_source(run, cfg.trainer.model)
+    torch.save({"format": 1, "model": core.user_model().state_dict(), "epoch": 0, "val_accuracy": 0.0,
+                "test_accuracy": 0.0, "spec": cfg.to_json(), "in_dim": m.feature_dim, "num_classes": m.num_classes,
+                "num_layers": 2, "store": str(store.root)}, run / "best.pt")
+    monkeypatch.chdir(tmp_path)
+    sys.modules.pop("my_hetero", None)
+    inference.predict_store(run, tmp_path / "p.npz")
+    seeds = np.arange(m.num_nodes)
+    sb = SamplerCore(store).sample(seeds, (-1, -1, -1), 0)        # fanouts_for(val): one more full hop
+    b = core._device_batch(LoaderCore(store).load(sb))
+    core.model.eval()
+    with torch.no_grad():
+        want = core.model(b.x, b.blocks).numpy()
+    with np.load(tmp_path / "p.npz") as z:
+        np.testing.assert_allclose(z["logits"], want, rtol=1e-4, atol=1e-5)

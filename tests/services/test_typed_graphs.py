@@ -208,6 +208,30 @@ def test_rgcn_layer_equals_its_formula(bases):
     assert torch.allclose(fl(xf, src, dst, n_dst, torch.ones(n_src), et=et), want, atol=1e-5)
 
 
+def test_rgat_layer_equals_its_formula():
+    """RGAT: per destination, a softmax over all its in-edges (every relation) of
+    LeakyReLU(q_r . W_r h_v + k_r . W_r h_u), weighting W_r h_u, plus the self term."""
+    from argosy.shared.rgcn import RGATConv
+    torch.manual_seed(0)
+    H, C = 2, 4
+    layer = RGATConv(5, C, 3, num_bases=2, heads=H)
+    x = torch.randn(9, 5)
+    src, dst = torch.tensor([3, 4, 5, 6, 4, 0, 7, 8]), torch.tensor([0, 0, 1, 1, 2, 2, 2, 0])
+    et = torch.tensor([0, 1, 2, 0, 1, 1, 2, 2])
+    got = layer(x, src, dst, 4, None, et=et)                  # destination 3 has no edges: self term only
+    W = layer.weights().detach()
+    want = layer.root(x[:4]).view(4, H, C).detach().clone()
+    for v in range(3):
+        es = [e for e in range(8) if dst[e] == v]
+        msgs = [(x[src[e]] @ W[et[e]]).view(H, C) for e in es]
+        scores = [torch.nn.functional.leaky_relu((((x[v] @ W[et[e]]).view(H, C) * layer.att_dst[et[e]]).sum(-1)
+                                                  + (m * layer.att_src[et[e]]).sum(-1)), 0.2) for e, m in zip(es, msgs)]
+        a = torch.softmax(torch.stack(scores), 0)
+        want[v] += (a[..., None] * torch.stack(msgs)).sum(0).detach()
+    torch.testing.assert_close(got.detach(), want.reshape(4, H * C))
+    assert RGATConv(5, C, 3, 0, heads=H, concat=False)(x, src, dst, 4, None, et=et).shape == (4, C)
+
+
 @pytest.fixture
 def typed_dir(tmp_path):
     from argosy.shared.graphio.typed_dir import save_typed_dir
