@@ -169,6 +169,8 @@ class JobDriver:
         self.timeline: list[dict] = []
         self.reason = ""
         self.exits_seen = 0
+        from argosy.shared.fleet import FleetWatch
+        self.fleet = FleetWatch(coord)          # lost replicas: logged and recorded as fleet events
 
     def _enter(self, phase: Phase, reason: str = "") -> None:
         if phase != self.phase or reason:
@@ -199,6 +201,7 @@ class JobDriver:
                            self.embedded.proc.returncode)
             self.embedded.start()
         obs = self.observe()
+        self.fleet.watch()
         d = decide(obs, self.history, self.trainer_restarts, self.policy, orchestrated=self.stack is None)
         self.history += obs.exits
         self._enter(d.phase, d.reason)
@@ -415,7 +418,7 @@ def run_local(args) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     embedded = stack = driver = netsim = None
-    result, epochs, autoscale, t_start = {}, [], [], time.time()
+    result, epochs, autoscale, events, t_start = {}, [], [], [], time.time()
     try:
         part_res = None
         transitions = [(time.time(), str(Phase.PARTITIONING), "")]
@@ -491,6 +494,9 @@ def run_local(args) -> dict:
             result = {**result, **wire_summary(metrics), **disk_summary(metrics)}
             epochs = coord.epochs()
             autoscale = read_autoscale_decisions(coord)
+            from argosy.shared.fleet import fleet_events, fleet_summary
+            events = fleet_events(coord)
+            result = {**result, **fleet_summary(coord)}
         except ArgosyError:
             pass
         result = _keep_best(result, epochs, run_dir)
@@ -516,7 +522,7 @@ def run_local(args) -> dict:
               "trainer_restarts": driver.trainer_restarts,
               "edge_weights": cfg.trainer.edge_weights_used(_store_weighted(store))}
     extra = {"job": job, "store": str(store), "config": json.loads(cfg.to_json()), "partition": part_res,
-             "autoscale": autoscale, "services_started": services_started,
+             "autoscale": autoscale, "events": events, "services_started": services_started,
              "phases": [{"t": t, "phase": p, "reason": r} for t, p, r in driver.transitions]}
     report = write_report(run_dir, result, epochs, driver.timeline, extra)
     result["report"] = str(report)
@@ -534,17 +540,18 @@ def _store_weighted(store) -> bool | None:
 
 def run_submitted(coord, cfg, run_dir: Path, store: str) -> dict:
     """``submit --wait``: drive a job whose processes run elsewhere until it ends; write its report."""
+    from argosy.shared.fleet import fleet_events, fleet_summary
     from argosy.shared.metrics import read_autoscale_decisions
     from argosy.shared.report import write_report
     t0 = time.time()
     driver = JobDriver(coord, cfg.num_trainers, stack=None, quiet=True, poll=1.0)
     result = driver.run()
     epochs = coord.epochs()
-    result = {**_keep_best(result, epochs, run_dir), "wall_seconds": time.time() - t0,
+    result = {**_keep_best(result, epochs, run_dir), **fleet_summary(coord), "wall_seconds": time.time() - t0,
               "edge_weights": cfg.trainer.edge_weights_used(_store_weighted(store))}
     report = write_report(run_dir, result, epochs, driver.timeline,
                           {"job": cfg.job, "store": store, "config": json.loads(cfg.to_json()),
-                           "autoscale": read_autoscale_decisions(coord),
+                           "autoscale": read_autoscale_decisions(coord), "events": fleet_events(coord),
                            "phases": [{"t": t, "phase": p, "reason": r} for t, p, r in driver.transitions]})
     result["report"] = str(report)
     return result

@@ -167,6 +167,7 @@ class Coordinator:
                 "started": time.time()}
         self._hb_info = info                      # update_info() edits this dict, so heartbeats keep it
         self.r.sadd(keys.members(self.job, role), service_id)
+        self.record_event("join", role, service_id)
         ttl_ms = int(ttl * 1000)
 
         def beat():
@@ -192,6 +193,7 @@ class Coordinator:
         self._hb_stop.set()
         try:
             self.r.delete(keys.service(self.job, role, service_id))
+            self.record_event("leave", role, service_id)
         except redis.RedisError:
             pass
 
@@ -247,7 +249,11 @@ class Coordinator:
             stream = keys.work_stream(self.job, p)
             res = self.r.xautoclaim(stream, keys.WORK_GROUP, consumer, min_idle_time=min_idle_ms, start_id="0-0", count=count)
             entries = res[1] if len(res) > 1 else []
-            out += self._unpack([[stream.encode(), entries]])
+            got = self._unpack([[stream.encode(), entries]])
+            if got:                 # a stall of at least min_idle_ms: the report and Prometheus list each one
+                self.record_event("reclaim", "sampler", consumer, part=p, items=len(got),
+                                  seeds=sum(int(f.get("count", 0)) for _, _, f in got), idle_s=min_idle_ms / 1000)
+            out += got
         return out
 
     @staticmethod
@@ -386,6 +392,16 @@ class Coordinator:
     def autoscale_observation(self) -> dict | None:
         raw = self.r.get(keys.autoscale(self.job, "observation"))
         return json.loads(raw) if raw else None
+
+    # ---- fleet events: joins, leaves, lost services, re-claims ---------------------------------
+    def record_event(self, event: str, role: str, service_id: str, **fields) -> None:
+        """Append one fleet event (``join`` | ``leave`` | ``lost`` | ``reclaim``); read by :meth:`events`."""
+        rec = {"t": time.time(), "event": event, "role": role, "sid": service_id, **fields}
+        self.r.rpush(keys.events(self.job), json.dumps(rec))
+
+    def events(self, start: int = 0) -> list[dict]:
+        """Fleet events from index ``start`` on (oldest first)."""
+        return [json.loads(x) for x in self.r.lrange(keys.events(self.job), start, -1)]
 
     # ---- exits of service processes ----------------------------------------------------------
     def record_exit(self, role: str, service_id: str, code: int, message: str) -> None:

@@ -6,7 +6,8 @@ delete a job by prefix.
 from __future__ import annotations
 
 __all__ = ["prefix", "spec", "state", "result", "service", "members", "work_stream", "WORK_GROUP",
-           "applied", "metrics", "epoch_metrics", "phase", "dist", "autoscale", "AUTOSCALE_RECORDS", "exits"]
+           "applied", "metrics", "epoch_metrics", "phase", "dist", "autoscale", "AUTOSCALE_RECORDS", "exits",
+           "events"]
 
 WORK_GROUP = "samplers"
 """Consumer group every sampler reads work streams through."""
@@ -75,6 +76,12 @@ def exits(job: str) -> str:
     """List of JSON records of service processes that exited with an error (role, id, code,
     message), oldest first: how ``submit --wait`` learns of failures in containers it cannot see."""
     return f"argosy:{job}:exits"
+
+
+def events(job: str) -> str:
+    """List of JSON fleet events, oldest first: services that joined, left (drained), were lost
+    (heartbeat gone without leaving: killed) and batches re-claimed; see ``shared/fleet.py``."""
+    return f"argosy:{job}:events"
 
 
 AUTOSCALE_RECORDS = ("decisions", "replicas", "observation")

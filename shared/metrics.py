@@ -403,6 +403,19 @@ class RedisCollector:
             g = GaugeMetricFamily(*GAUGES["trainer_idle_fraction"], labels=_BASE_LABELS)
             g.add_metric([job, "trainer", "all"], float(epochs[-1].trainer_idle_fraction))
             yield g
+        from argosy.shared.fleet import event_counts
+        counts, costs = event_counts(coord)
+        if counts:
+            n = CounterMetricFamily("argosy_fleet_events", "Fleet events of the job: services that joined, left "
+                                    "(drained), were lost (killed) and re-claims of their batches",
+                                    labels=("job", "role", "event"))
+            c = CounterMetricFamily("argosy_fleet_event_cost_seconds", "Seconds of stall the fleet events cost "
+                                    "(a leave or loss: until its batches were re-claimed)", labels=("job", "role", "event"))
+            for (role, event), v in sorted(counts.items()):
+                n.add_metric([job, role, event], v)
+                c.add_metric([job, role, event], costs.get((role, event), 0.0))
+            yield n
+            yield c
         reps = read_autoscale_replicas(coord)
         if reps:
             g = GaugeMetricFamily(*GAUGES["replicas"], labels=("job", "role"))

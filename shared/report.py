@@ -156,6 +156,9 @@ def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline
         lines += ["", "## Autoscaler decisions", ""] + [
             f"- +{d['t'] - decisions[0]['t']:.0f} s{' (dry run)' if d.get('dry_run') else ''}: {d['reason']}"
             for d in decisions]
+    if extra.get("events"):
+        from argosy.shared.fleet import event_lines
+        lines += ["", "## Scale, kill and re-claim events", ""] + event_lines(extra["events"])
     if epochs:
         lines += ["", "## Epochs", "", "Trainer seconds per train phase: *wait* (compute thread waiting for input), "
                   "*compute* (forward/backward/step), *ingest* (receive, decode, validate) and *copy* (to the "

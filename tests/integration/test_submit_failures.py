@@ -40,10 +40,15 @@ def test_submit_wait_ends_with_the_error_of_a_trainer_that_cannot_start(small_st
         for p in [submit, *trainers]:
             if p.poll() is None:
                 p.kill()
-    assert all(t.returncode == 78 for t in trainers), [t.stdout.read()[-1000:] for t in trainers]
+    logs = [t.stdout.read() for t in trainers]
+    # the first exits EX_CONFIG and records the job's end; the orchestrator's restarts find the job
+    # over and exit 0 with one line (compose's restart: on-failure then stops restarting them)
+    assert [t.returncode for t in trainers] == [78, 0, 0], [x[-1000:] for x in logs]
+    assert all("is already failed (trainer-pod cannot start" in x and "nothing to run" in x for x in logs[1:]), logs[1][-1000:]
     assert submit.returncode == 1, err[-2000:]
     text = out + err
     assert "trainer-pod cannot start" in text and "argosy_no_such_module" in text, text[-2000:]
+    assert err.strip().splitlines()[-1].startswith(f"argosy: job {job} failed: trainer-pod cannot start"), err[-500:]
 
 
 def test_run_dir_of_another_store_is_refused_then_replaced(small_store, tmp_path):
