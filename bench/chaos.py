@@ -5,6 +5,12 @@ survived when it exits 0 with ``seeds_trained == seeds_planned`` and ``duplicate
 trainer scenario the final test accuracy must also be within 0.5 point of an uninterrupted run
 with the same seed (the trainers resume from the last epoch checkpoint).
 Writes bench/results/chaos.{json,md}.  Usage: python bench/chaos.py [--runs 5] [--scenarios sampler,loader,trainer,redis]
+
+``--hosts N`` runs the cluster-scale matrix instead (``bench/faults.py``: a whole host killed and
+back, links down / flapping / lossy / slow, Redis restarted while a link is down, a trainer or a
+loader stopped 60 s, a full staging disk, the partitioner killed and rerun) on N simulated hosts,
+and writes bench/results/chaos_hosts.{json,md} (``--out NAME`` for another name; rows are appended
+to NAME.jsonl as they finish).  Usage: python bench/chaos.py --hosts 2 [--runs 5] [--scenarios host-kill,link-10]
 """
 from __future__ import annotations
 
@@ -88,8 +94,14 @@ def run_once(scenario, store, work: Path, i: int, baseline: dict | None) -> dict
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--scenarios", default="sampler,loader,trainer,redis")
+    ap.add_argument("--scenarios", default=None)
+    ap.add_argument("--hosts", type=int, default=0, help="the cluster-scale matrix on N simulated hosts (bench/faults.py)")
+    ap.add_argument("--first-run", type=int, default=0, help="--hosts: index of the first run (its random seed)")
+    ap.add_argument("--out", default="chaos_hosts", help="--hosts: results name under bench/results")
     args = ap.parse_args()
+    if args.hosts:
+        return host_matrix(args)
+    args.scenarios = args.scenarios or "sampler,loader,trainer,redis"
     work = Path(tempfile.mkdtemp(prefix="argosy-chaos-"))
     store = work / "store"
     subprocess.run([sys.executable, "-m", "argosy.services.partitioner", str(DATA / "cora.npz"), "--parts", "4",
@@ -119,6 +131,74 @@ def main() -> None:
         md.append(f"| {sc} | {surv}/{len(rs)} | {tr} | {red} | {dup} | {note} |")
     (out_dir / "chaos.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
+
+
+def host_matrix(args) -> None:
+    import faults
+    scenarios = (args.scenarios or ",".join(faults.SCENARIOS)).split(",")
+    unknown = set(scenarios) - set(faults.SCENARIOS)
+    if unknown:
+        raise SystemExit(f"unknown scenarios {sorted(unknown)}; known: {','.join(faults.SCENARIOS)}")
+    work = Path(tempfile.mkdtemp(prefix="argosy-faults-"))
+    store = work / "store"
+    faults.partition(store)
+    out_dir = ROOT / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log = out_dir / f"{args.out}.jsonl"
+    bases: dict[int, dict] = {}
+    rows = []
+    for sc in scenarios:
+        e = faults.epochs_for(sc)
+        if sc != "partitioner-kill" and e not in bases:
+            bases[e] = faults.baseline(store, work, e, args.hosts)
+            print(json.dumps({"baseline_epochs": e, "test_accuracy": bases[e]["test_accuracy"],
+                              "wall_seconds": bases[e]["wall_seconds"]}), file=sys.stderr)
+        for i in range(args.first_run, args.first_run + args.runs):
+            row = faults.run_scenario(sc, store, work, i, bases.get(e, {}), args.hosts)
+            row["hosts"], row["t"] = args.hosts, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            print(json.dumps(row), file=sys.stderr)
+            with open(log, "a") as f:
+                f.write(json.dumps(row) + "\n")
+            rows.append(row)
+    (out_dir / f"{args.out}.json").write_text(json.dumps({"baselines": bases, "runs": rows}, indent=1))
+    md = matrix_table(rows, bases)
+    (out_dir / f"{args.out}.md").write_text(md)
+    print(md)
+
+
+def _span(xs) -> str:
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    return f"{min(xs):g}" if min(xs) == max(xs) else f"{min(xs):g}-{max(xs):g}"
+
+
+def matrix_table(rows: list[dict], bases: dict) -> str:
+    """One line per scenario: runs survived, detection / recovery / extra seconds (min-max), redelivered, duplicates."""
+    md = ["| scenario | survived | detect s | recover s | extra wall s | redelivered | duplicates | accuracy gap | not survived: why |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for sc in dict.fromkeys(r["scenario"] for r in rows):
+        rs = [r for r in rows if r["scenario"] == sc]
+        why = "; ".join(sorted({_why(r) for r in rs if not r["survived"]}))
+        md.append(f"| {sc} | {sum(r['survived'] for r in rs)}/{len(rs)} | {_span(r.get('detect_s') for r in rs)} | "
+                  f"{_span(r.get('recover_s') for r in rs)} | {_span(r.get('extra_s') for r in rs)} | "
+                  f"{_span(r.get('seeds_redelivered') for r in rs)} | {_span(r.get('duplicates') for r in rs)} | "
+                  f"{_span(round(r['accuracy_gap'], 2) if r.get('accuracy_gap') is not None else None for r in rs)} | {why} |")
+    return "\n".join(md) + "\n"
+
+
+def _why(r: dict) -> str:
+    if not r.get("injected"):
+        return "fault not injected"
+    if r.get("rc") != 0:
+        return f"exit {r.get('rc')}: {str(r.get('error') or (r.get('stderr_tail') or [''])[-1])[:120]}"
+    if r.get("orphans") or r.get("namespaces_left"):
+        return f"{r.get('orphans')} orphans, {r.get('namespaces_left')} namespaces left"
+    if r.get("seeds_trained") != r.get("seeds_planned") or r.get("duplicates") or r.get("seeds_dropped"):
+        return f"seeds {r.get('seeds_trained')}/{r.get('seeds_planned')}, dup {r.get('duplicates')}"
+    if r.get("scenario") == "partitioner-kill":
+        return f"same store {r.get('same_store')}, left {r.get('temp_left')}"
+    return f"accuracy gap {r.get('accuracy_gap')}"
 
 
 if __name__ == "__main__":

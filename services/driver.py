@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import signal
 import subprocess
 import sys
@@ -36,6 +37,7 @@ __all__ = ["Phase", "Exit", "Observation", "Decision", "RestartPolicy", "decide"
            "run_submitted", "partition_to_store", "preflight_job"]
 
 logger = logging.getLogger("argosy")
+_PER_EPOCH = re.compile(r"_e\d+$")
 
 
 class Phase(StrEnum):
@@ -241,6 +243,11 @@ class JobDriver:
             for e in records:
                 self.epoch_log.add(e.to_dict())
 
+    def _sample(self) -> dict:
+        """One timeline point: the job's cumulative counters, without the per-epoch ones (``*_e{E}``: a
+        sample of an hour-long job would hold thousands, and every poll keeps one sample)."""
+        return {"t": time.time(), **{k: v for k, v in self.coord.metrics().items() if not _PER_EPOCH.search(k)}}
+
     def run(self) -> dict:
         """Drive to the end; returns the job's result (``error`` set when it failed or was stopped)."""
         from tqdm import tqdm
@@ -251,25 +258,25 @@ class JobDriver:
                 d = self.step()
                 if self.phase in (Phase.DONE, Phase.FAILED):
                     break
-                epochs = self.coord.epochs()
-                if len(epochs) > seen:
-                    e = epochs[-1]
-                    bar.update(len(epochs) - seen)
-                    self._log_epochs(epochs[seen:])
-                    seen = len(epochs)
+                new = self.coord.epochs(seen)      # only the new records: a long job has thousands
+                if new:
+                    e = new[-1]
+                    bar.update(len(new))
+                    self._log_epochs(new)
+                    seen += len(new)
                     bar.set_postfix(loss=f"{e.train_loss:.3f}", val=f"{e.val_accuracy or 0:.3f}",
                                     bps=f"{e.batches_per_second:.1f}", idle=f"{e.trainer_idle_fraction:.0%}")
-                self.timeline.append({"t": time.time(), **self.coord.metrics()})
+                self.timeline.append(self._sample())
                 if not d.restart and not d.restart_trainers:
                     time.sleep(self.poll)
-            epochs = self.coord.epochs()
-            bar.update(len(epochs) - seen)
-            self._log_epochs(epochs[seen:])
+            new = self.coord.epochs(seen)
+            bar.update(len(new))
+            self._log_epochs(new)
         finally:
             bar.close()
             if self.epoch_log is not None:
                 self.epoch_log.close()
-        self.timeline.append({"t": time.time(), **self.coord.metrics()})
+        self.timeline.append(self._sample())
         result = self.coord.get_result() or {}
         if self.phase == Phase.FAILED:
             self.reason = self.reason or (self.transitions[-1][2] if self.transitions else "failed")

@@ -203,6 +203,14 @@ class NetSim:
         self.nodes: dict[str, str] = {}          # node name -> address
         self.watchdog: subprocess.Popen | None = None
 
+    @classmethod
+    def attach(cls, launcher_pid: int, hosts: int) -> "NetSim":
+        """A handle on the namespaces and links of the launcher ``launcher_pid`` (fault injection from
+        outside: :meth:`link`, :meth:`ns`, :meth:`exec_prefix`); it does not own them (never ``close`` it)."""
+        sim = cls(hosts)
+        sim.prefix = f"{PREFIX}{launcher_pid}"
+        return sim
+
     def ns(self, node: str) -> str:
         return f"{self.prefix}-{node}"
 

@@ -349,8 +349,9 @@ class Coordinator:
         else:
             self.r.ltrim(keys.epoch_metrics(self.job), 0, n - 1)
 
-    def epochs(self) -> list[EpochRecord]:
-        return [EpochRecord.from_dict(json.loads(x)) for x in self.r.lrange(keys.epoch_metrics(self.job), 0, -1)]
+    def epochs(self, start: int = 0) -> list[EpochRecord]:
+        """The epoch records from index ``start`` on (a poller passes how many it has: O(new) per call)."""
+        return [EpochRecord.from_dict(json.loads(x)) for x in self.r.lrange(keys.epoch_metrics(self.job), start, -1)]
 
     def publish_dist_url(self, url: str) -> None:
         self.r.set(keys.dist(self.job), url)

@@ -34,6 +34,15 @@ from argosy.shared.traffic import WireCounter
 __all__ = ["PartHolder"]
 
 logger = logging.getLogger(__name__)
+STAGE_RETRY_SECONDS = 10.0
+"""After a part could not be staged (disk full), wait this long before copying it again."""
+
+
+def _reason(e: OSError) -> str:
+    """One line for a failed copy (``shutil.Error`` carries a list of (src, dst, why), one per file)."""
+    if e.args and isinstance(e.args[0], list) and e.args[0] and len(e.args[0][0]) == 3:
+        return f"{len(e.args[0])} file(s) failed, first: {e.args[0][0][2]}"
+    return str(e)
 
 
 class PartHolder:
@@ -60,6 +69,7 @@ class PartHolder:
         if self.budget:
             keep_heap(budget=self.budget)       # parts served from disk: freed heap goes back (shared/malloc.py)
         self.store = self.source.open([])
+        self._stage_retry_at = 0.0
         self.zctx = zmq.Context()
         self.wire = WireCounter()
         self.disk = DiskCounters()
@@ -82,9 +92,16 @@ class PartHolder:
             return any(p in (self.members.members.get(new, {}).get("held") or []) for new in self.members.owners_of(p))
 
         want = sorted(set(mine) | {p for p in held if p not in mine and not handed_over(p)})
-        if want != held:
+        if want != held and time.monotonic() >= self._stage_retry_at:
             t0 = time.perf_counter()
-            self.store = self.source.open(want)
+            try:
+                self.store = self.source.open(want)
+            except OSError as e:        # the host's staging disk is full or unwritable: keep serving what we hold
+                self._stage_retry_at = time.monotonic() + STAGE_RETRY_SECONDS
+                self.counters["staging_failures"] = self.counters.get("staging_failures", 0.0) + 1
+                logger.error("cannot stage part(s) %s into %s (%s); still holding %s, retrying in %.0f s",
+                             sorted(set(want) - set(held)), self.source.local, _reason(e), held, STAGE_RETRY_SECONDS)
+                return held
             self.core.replicas_on_host = self.members.on_my_host()
             self.core.set_held(want)
             res = self.core.residency

@@ -1,0 +1,255 @@
+"""Soak: one long ``argosy train --hosts 2`` job with a random fault of the matrix every few minutes.
+
+Every 10 s, RSS, open file descriptors and sockets of every process of the job (launcher, Redis,
+samplers, loaders, trainers, replacements included) are sampled from ``/proc``; each epoch's
+throughput comes from the job's report; each fault's window is recorded.  At the end the job is
+stopped (SIGTERM, as an operator would) and the analysis checks: every completed epoch trained
+each of its seeds exactly once; RSS slope after warm-up (percent of the process's mean per 10
+minutes, least squares); fds and sockets after warm-up; throughput of fault-free epochs against
+the median of all fault-free epochs.
+
+Writes bench/results/soak.jsonl (samples), soak_faults.json, soak_epochs.json, soak.md and,
+with ``--plot`` (needs matplotlib), soak_rss.png, soak_fds.png, soak_throughput.png.
+Usage: python bench/faults_soak.py --minutes 35 [--every 150] [--hosts 2]
+       python bench/faults_soak.py --plot            # plots and table from the files above
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "results"
+SOAK_FAULTS = ("host-kill", "link-10", "link-flap", "loss-5", "loss-20", "slow-link", "redis-link",
+               "stop-trainer", "stop-loader")
+WARMUP_S = 300.0
+
+
+def proc_sample(pid: int) -> dict | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        rss = next(int(ln.split()[1]) * 1024 for ln in status.splitlines() if ln.startswith("VmRSS:"))
+        fds = os.listdir(f"/proc/{pid}/fd")
+        socks = 0
+        for fd in fds:
+            try:
+                socks += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+            except OSError:
+                pass
+        return {"rss": rss, "fds": len(fds), "sockets": socks}
+    except (OSError, StopIteration):
+        return None
+
+
+def sampler(job, stop: threading.Event, path: Path) -> None:
+    from argosy.services.stack import StackFile
+    with open(path, "w") as f:
+        while not stop.is_set() and job.proc.poll() is None:
+            try:
+                info = StackFile(job.job).read()
+                pids = {**info.pids, "redis": info.redis_pid, "launcher": job.proc.pid}
+            except Exception:
+                pids = {"launcher": job.proc.pid}
+            t = time.time()
+            for sid, pid in pids.items():
+                s = proc_sample(pid) if pid else None
+                if s:
+                    f.write(json.dumps({"t": t, "sid": sid, "pid": pid, **s}) + "\n")
+            f.flush()
+            stop.wait(10.0)
+
+
+def run(args) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import faults
+    work = Path(tempfile.mkdtemp(prefix="argosy-soak-"))
+    store = work / "store"
+    faults.partition(store)
+    job = faults.Job(store, f"soak-{os.getpid()}", work / "run", epochs=1_000_000, hosts=args.hosts).start()
+    stop = threading.Event()
+    th = threading.Thread(target=sampler, args=(job, stop, OUT / "soak.jsonl"), daemon=True)
+    th.start()
+    rng = random.Random(args.seed)
+    t_end = job.t0 + args.minutes * 60
+    log = []
+    job.wait_epochs(3)
+    while time.time() < t_end - 90 and job.proc.poll() is None:
+        wait = args.every * (0.7 + 0.6 * rng.random())
+        time.sleep(max(0.0, min(wait, t_end - 90 - time.time())))
+        if time.time() >= t_end - 90 or job.proc.poll() is not None:
+            break
+        sc = rng.choice(SOAK_FAULTS)
+        try:
+            fault = faults.FAULTS[sc](job, rng)
+            fault.update(scenario=sc, **faults.timings(job, fault))
+        except Exception as e:                   # a fault that could not be injected is reported, not hidden
+            fault = {"scenario": sc, "error": repr(e), "t_inject": time.time(), "t_end": time.time()}
+        log.append(fault)
+        print(json.dumps(fault), file=sys.stderr, flush=True)
+        (OUT / "soak_faults.json").write_text(json.dumps(log, indent=1))
+    while time.time() < t_end and job.proc.poll() is None:
+        time.sleep(1)
+    job.proc.send_signal(15)                          # the operator stops the job
+    res = job.finish(timeout=300)
+    stop.set()
+    th.join(15)
+    time.sleep(1)
+    orphans = faults.job_processes(job.job)
+    left = faults.namespaces(f"ag{job.proc.pid}")
+    report = json.loads((work / "run" / "report.json").read_text())
+    epochs = report["epochs"]
+    for i, e in enumerate(epochs):
+        e["t_end"] = job.epoch_times[i] if i < len(job.epoch_times) else None
+    (OUT / "soak_epochs.json").write_text(json.dumps({"epochs": epochs, "rc": job.proc.returncode, "orphans": orphans,
+                                                      "namespaces_left": left, "t0": job.t0,
+                                                      "result": {k: res.get(k) for k in (
+                                                          "seeds_planned", "seeds_trained", "duplicates",
+                                                          "seeds_dropped", "seeds_redelivered", "restarts",
+                                                          "trainer_restarts", "error", "wall_seconds")}}, indent=1))
+    (OUT / "soak_faults.json").write_text(json.dumps(log, indent=1))
+    print(summarize(), file=sys.stderr)
+
+
+def _slope_pct_per_10min(ts, ys) -> float:
+    n = len(ts)
+    mt, my = sum(ts) / n, sum(ys) / n
+    var = sum((t - mt) ** 2 for t in ts)
+    if var == 0 or my == 0:
+        return 0.0
+    b = sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / var
+    return 100.0 * b * 600.0 / my
+
+
+def summarize() -> str:
+    samples = [json.loads(ln) for ln in (OUT / "soak.jsonl").read_text().splitlines() if ln.strip()]
+    ep = json.loads((OUT / "soak_epochs.json").read_text())
+    flt = json.loads((OUT / "soak_faults.json").read_text())
+    t0 = ep["t0"]
+    by: dict[str, list[dict]] = {}
+    for s in samples:
+        by.setdefault(s["sid"], []).append(s)
+    rows = ["| process | samples after warm-up | span min | RSS first/last MB | RSS slope %/10 min | fds min-max | sockets min-max |",
+            "|---|---|---|---|---|---|---|"]
+    for sid, ss in sorted(by.items()):
+        w = [s for s in ss if s["t"] - t0 >= WARMUP_S]
+        if len(w) < 3:
+            rows.append(f"| {sid} | {len(w)} | - | - | - (lived {len(ss) * 10} s) | - | - |")
+            continue
+        slope = _slope_pct_per_10min([s["t"] for s in w], [s["rss"] for s in w])
+        rows.append(f"| {sid} | {len(w)} | {(w[-1]['t'] - w[0]['t']) / 60:.1f} | {w[0]['rss'] / 2**20:.0f} / "
+                    f"{w[-1]['rss'] / 2**20:.0f} | {slope:+.2f} | {min(s['fds'] for s in w)}-{max(s['fds'] for s in w)} | "
+                    f"{min(s['sockets'] for s in w)}-{max(s['sockets'] for s in w)} |")
+    epochs = [e for e in ep["epochs"] if e.get("t_end")]
+    faulted = []
+    for e in epochs:
+        start = e["t_end"] - (e.get("epoch_seconds") or 0) - (e.get("val_seconds") or 0) - (e.get("test_seconds") or 0)
+        e["faulted"] = any(f["t_inject"] - 1 <= e["t_end"] and start <= f["t_end"] + 10 for f in flt)
+        faulted.append(e["faulted"])
+    clean = [e["batches_per_second"] for e in epochs if not e["faulted"] and e["t_end"] - t0 >= WARMUP_S]
+    med = sorted(clean)[len(clean) // 2] if clean else 0
+    windows = []
+    for k in range(0, 1000):
+        lo, hi = WARMUP_S + k * 300, WARMUP_S + (k + 1) * 300
+        xs = sorted(e["batches_per_second"] for e in epochs if not e["faulted"] and lo <= e["t_end"] - t0 < hi)
+        if not xs and lo > (epochs[-1]["t_end"] - t0 if epochs else 0):
+            break
+        if xs:
+            windows.append((lo / 60, xs[len(xs) // 2]))
+    bad = [e for e in ep["epochs"] if e.get("seeds_trained") != e.get("seeds_planned") or e.get("duplicates")
+           or e.get("seeds_dropped")]
+    complete = [e for e in ep["epochs"]]
+    lines = ["# Soak", "",
+             f"{len(complete)} epochs completed in {(epochs[-1]['t_end'] - t0) / 60 if epochs else 0:.1f} min, "
+             f"{len(flt)} faults; launcher exit {ep['rc']} (stopped with SIGTERM at the end), orphans {len(ep['orphans'])}, "
+             f"namespaces left {len(ep['namespaces_left'])}.",
+             f"Epochs with a seed not trained exactly once: {len(bad)} "
+             f"(job totals: {ep['result']}).", "",
+             "## Faults", "", "| t (min) | scenario | detect s | recover s | note |", "|---|---|---|---|---|"]
+    for f in flt:
+        lines.append(f"| {(f['t_inject'] - t0) / 60:.1f} | {f['scenario']} | {f.get('detect_s')} | {f.get('recover_s')} | "
+                     f"{f.get('note') or f.get('error')} |")
+    lines += ["", f"## Memory, descriptors, sockets (after {WARMUP_S / 60:.0f} min warm-up, sampled every 10 s)", "", *rows,
+              "", "## Throughput", "",
+              f"Fault-free epochs after warm-up: {len(clean)}, median {med:.1f} batches/s; "
+              f"epochs touched by a fault: {sum(faulted)}.", "",
+              "| window start (min) | median batches/s of fault-free epochs | / overall median |", "|---|---|---|"]
+    for m, x in windows:
+        lines.append(f"| {m:.0f} | {x:.1f} | {x / med if med else 0:.2f} |")
+    md = "\n".join(lines) + "\n"
+    (OUT / "soak.md").write_text(md)
+    return md
+
+
+def plot() -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    samples = [json.loads(ln) for ln in (OUT / "soak.jsonl").read_text().splitlines() if ln.strip()]
+    ep = json.loads((OUT / "soak_epochs.json").read_text())
+    flt = json.loads((OUT / "soak_faults.json").read_text())
+    t0 = ep["t0"]
+    by: dict[str, list[dict]] = {}
+    for s in samples:
+        by.setdefault(s["sid"], []).append(s)
+
+    def shade(ax):
+        for i, f in enumerate(flt):
+            ax.axvspan((f["t_inject"] - t0) / 60, (f["t_end"] - t0) / 60, color="tab:red", alpha=0.12,
+                       label="fault" if i == 0 else None)
+        ax.axvline(WARMUP_S / 60, color="0.5", ls=":", label="end of warm-up")
+
+    for key, name, ylabel, scale in (("rss", "soak_rss.png", "RSS (MiB)", 2**20),
+                                     ("fds", "soak_fds.png", "open file descriptors", 1)):
+        fig, ax = plt.subplots(figsize=(11, 5))
+        for sid, ss in sorted(by.items()):
+            ax.plot([(s["t"] - t0) / 60 for s in ss], [s[key] / scale for s in ss], label=sid, lw=1.2)
+            if key == "fds":
+                ax.plot([(s["t"] - t0) / 60 for s in ss], [s["sockets"] for s in ss], lw=0.8, ls="--",
+                        color=ax.lines[-1].get_color())
+        shade(ax)
+        ax.set_xlabel("minutes since the job started")
+        ax.set_ylabel(ylabel + (" (solid) / sockets (dashed)" if key == "fds" else ""))
+        ax.set_title(f"soak, 2 simulated hosts: {ylabel} per process every 10 s (replacements are new lines)")
+        ax.legend(fontsize=7, ncol=3, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        fig.tight_layout()
+        fig.savefig(OUT / name, dpi=110)
+        plt.close(fig)
+    epochs = [e for e in ep["epochs"] if e.get("t_end")]
+    fig, ax = plt.subplots(figsize=(11, 5))
+    x = [(e["t_end"] - t0) / 60 for e in epochs]
+    ax.scatter(x, [e["batches_per_second"] for e in epochs], s=4, label="epoch (train phase batches/s)")
+    shade(ax)
+    ax.set_xlabel("minutes since the job started (epoch end)")
+    ax.set_ylabel("batches/s")
+    ax.set_title("soak: throughput of every epoch; red = a fault's window")
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(OUT / "soak_throughput.png", dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=60)
+    ap.add_argument("--every", type=float, default=150, help="mean seconds between faults (uniform 0.7x-1.3x)")
+    ap.add_argument("--hosts", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plot", action="store_true", help="only the plots and the table, from the files written")
+    args = ap.parse_args()
+    if args.plot:
+        print(summarize())
+        plot()
+        return
+    sys.path.insert(0, str(ROOT))
+    run(args)
+
+
+if __name__ == "__main__":
+    main()
