@@ -588,17 +588,25 @@ def build_model(model: str, in_dim: int, hidden: int, out_dim: int, num_layers: 
 # destination rows by the layer's normalised adjacency: GCN ``D^-1/2 (A+I) D^-1/2`` (self loops
 # included), SAGE the mean over neighbours (``(D+I)^-1 (A+I)`` for its gcn aggregator).  Only layers whose aggregation is such a fixed linear
 # operator can be split into column blocks (offload) or ring rounds whose backward needs no remote
-# features (SAR); attention (GAT) weights depend on both endpoints, so it is refused here.
+# features (SAR); attention (GAT) weights depend on both endpoints, so it is refused here.  R-GCN's
+# aggregation is linear too: per relation r the mean over v's in-neighbours along r (``A_r``), so its
+# operator ``relation_mean`` has one row per (destination, relation), ``agg(x)`` is ``[m * R, F]``
+# (row ``v * R + r``), and the layer contracts it with the relation matrices; GCN and SAGE are R = 1.
+# The featureless (one-hot input) R-GCN layer projects first: its per-source messages ``[k, R * O]``
+# go through ``agg.messages`` (the same operator with relation-major columns, ``[k * R, O]``).
 
 def full_graph_aggr(layer: nn.Module) -> str:
-    """The aggregation operator ``layer`` needs in the full-graph modes: ``"gcn"``, ``"mean"`` or
-    ``"mean_self"`` (SAGE's ``gcn`` aggregator: the mean over the neighbours and the vertex)."""
+    """The aggregation operator ``layer`` needs in the full-graph modes: ``"gcn"``, ``"mean"``,
+    ``"mean_self"`` (SAGE's ``gcn`` aggregator: the mean over the neighbours and the vertex) or
+    ``"relation_mean"`` (R-GCN: the mean per destination and relation)."""
     if isinstance(layer, GCNConv):
         return "gcn"
     if isinstance(layer, SAGEConv):
         return "mean" if layer.aggr == "mean" else "mean_self"
-    raise TypeError(f"{type(layer).__name__} cannot run in the full-graph modes: they support GCNConv and "
-                    "SAGEConv, whose aggregation is a fixed linear operator")
+    if isinstance(layer, RGCNConv):
+        return "relation_mean"
+    raise TypeError(f"{type(layer).__name__} cannot run in the full-graph modes: they support GCNConv, "
+                    "SAGEConv and RGCNConv, whose aggregation is a fixed linear operator")
 
 
 def full_graph_conv(layer: nn.Module, agg, x_src: Tensor, x_dst: Tensor) -> Tensor:
@@ -607,8 +615,18 @@ def full_graph_conv(layer: nn.Module, agg, x_src: Tensor, x_dst: Tensor) -> Tens
     With every neighbour present this equals ``layer(x, src, dst, num_dst, degrees)`` on those rows.
     The operator is linear, so the projection runs on whichever side has fewer columns.
 
-    Shapes: x_src (num_src, F_in) rows ``agg`` reads; x_dst (num_dst, F_in) -> (num_dst, F_out).
+    Shapes: x_src (num_src, F_in) rows ``agg`` reads; x_dst (num_dst, F_in) -> (num_dst, F_out); R-GCN:
+    ``agg(x_src)`` is ``(num_dst * R, F_in)`` and ``agg.messages(y)`` maps ``y (num_src, R * F)`` to ``(num_dst, F)``.
     """
+    if isinstance(layer, RGCNConv):
+        R, m = layer.num_relations, x_dst.shape[0]
+        if layer.featureless:                        # x = [V_1[u] .. V_B[u], W_0[u]]: project, then aggregate
+            B, O = layer.num_bases, layer.out_dim
+            rows = x_src[:, :B * O].reshape(x_src.shape[0], B, O)
+            msg = rows if layer.comp is None else torch.einsum("kbo,rb->kro", rows, layer.comp.to(rows.dtype))
+            return agg.messages(msg.reshape(x_src.shape[0], R * O)) + x_dst[:, B * O:] + layer.bias
+        means = agg(x_src).view(m, R, x_src.shape[1])  # the mini-batch layer's per-(destination, relation) means
+        return layer.root(x_dst) + torch.einsum("vri,rio->vo", means, layer.weights().to(means.dtype))
     if isinstance(layer, GCNConv):
         lin = layer.lin
         z = agg(lin(x_src)) if lin.out_features < lin.in_features else lin(agg(x_src))

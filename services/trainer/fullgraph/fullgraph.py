@@ -31,6 +31,9 @@ input features or more), the forward pass also stores each part's aggregated inp
 rows of the input width) and keeps layer 1's own ``act`` blocks until the backward pass, which takes
 layer 0's parameter gradients from the two instead of regathering layer 0's expanded input,
 aggregating and projecting it a second time (:meth:`OffloadTrainer._layer0_backward`).
+A featureless R-GCN's layer-0 input is a learned table (each vertex's rows of the one-hot layer,
+:func:`.model.input_table`), not features: a gather reads a part's expanded rows from it, and the
+backward pass runs layer 0 like the others and adds the masked input gradient into the table's.
 Dropout masks are drawn once per (epoch, layer, part) and kept as bits
 (:mod:`.dropout`): 1/32 of the float mask, applied by one fused pass wherever the schedule needs
 it again.  The access order of both passes is handed to the store in advance
@@ -46,13 +49,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import torch
 
-from argosy.shared.models import GNN, full_graph_param_grads
+from argosy.shared.models import full_graph_param_grads
 
 from .graph import GraphData, PartPlan
 from .source import GraphSource, part_tensors
-from .kernels import SpMM
+from .kernels import Aggregation
 from .dropout import apply_dropout, dropout_bits, relu_dropout, relu_dropout_grad
-from .model import ModelSpec, layer_forward, masked_loss_sum
+from .model import ModelSpec, gnn, input_table, layer_forward, masked_loss_sum
 from argosy.shared.malloc import trim_heap
 from argosy.services.offload.policy import Access, Schedule
 from argosy.services.offload.store import OffloadStore
@@ -71,7 +74,8 @@ class OffloadTrainer:
         graph: a graph with ``features``, ``labels`` and masks, or a part source
             (:class:`~.source.StoreSource`: rows read from the store per part).
         store: the block store (in-process, or a remote client with the same API).
-        model: the shared :class:`~argosy.shared.models.GNN` whose parameters get the gradients.
+        model: the shared :class:`~argosy.shared.models.GNN` whose parameters get the gradients (or a
+            featureless R-GCN's ``EmbeddedInput``, whose table is layer 0's input).
         seed: dropout seed.
         device: where layers are computed; blocks stay on the host.
 
@@ -81,7 +85,7 @@ class OffloadTrainer:
     """
 
     def __init__(self, spec: ModelSpec, plan: PartPlan, graph: GraphData, store: OffloadStore,
-                 model: GNN, seed: int = 0, device: torch.device | str = "cpu") -> None:
+                 model: torch.nn.Module, seed: int = 0, device: torch.device | str = "cpu") -> None:
         self.source = graph if hasattr(graph, "features_into") else GraphSource(graph, plan)
         self.spec, self.plan, self.store, self.model = spec, plan, store, model
         self.seed = seed
@@ -95,7 +99,12 @@ class OffloadTrainer:
             for q in plan.deps[p]:
                 self.readers[q].append(p)
         self._rows = [{q: torch.from_numpy(plan.boundary[p][q]) for q in plan.deps[p]} for p in range(self.P)]
-        for q in range(self.P):  # layer 0's pair blocks; own feature rows are read per gather
+        self.table = input_table(model)
+        """Layer 0's learned input rows (global ids), or None: the store's features."""
+        self._ids = [] if self.table is None else [torch.from_numpy(np.concatenate(
+            [plan.own[p]] + [plan.own[q][plan.boundary[p][q]] for q in plan.deps[p]])) for p in range(self.P)]
+        """Global ids of each part's expanded rows (a learned input's gather)."""
+        for q in range(self.P if self.table is None else 0):  # layer 0's pair blocks; own rows are read per gather
             if self.readers[q]:
                 x = self._features(q)
                 for p in self.readers[q]:
@@ -114,7 +123,10 @@ class OffloadTrainer:
     def _probe_layer0(self) -> tuple[bool, bool]:
         """``(keep_agg, reads_self)``: whether the schedule keeps layer 0's aggregated input (the layer
         aggregates its input before anything else, and a later layer runs first in the backward
-        pass), and whether layer 0 also reads its destination rows (SAGE-mean's ``lin_self``)."""
+        pass), and whether layer 0 also reads its destination rows (SAGE-mean's ``lin_self``).  Not
+        R-GCN's: its aggregate is ``R`` times as wide as its input, and a learned input needs its gradient."""
+        if self.spec.kind == "rgcn" or self.table is not None:
+            return False, False
         d, seen = self.spec.dims[0], []
         src = torch.zeros((2, d), device=self.device)
         dst = torch.zeros((1, d), device=self.device, requires_grad=True)
@@ -132,7 +144,10 @@ class OffloadTrainer:
         return q * self.P + p
 
     def _sources(self, kind: str, l: int, p: int) -> list[tuple[str, int, None]]:
-        """Blocks a gather of part ``p``'s layer-``l`` input reads (layer 0: the feature halos only)."""
+        """Blocks a gather of part ``p``'s layer-``l`` input reads (layer 0: the feature halos only; none
+        when layer 0's input is learned)."""
+        if l == 0 and self.table is not None:
+            return []
         halo = [("feath" if l == 0 else kind + "h", self._pair(q, p), None) for q in self.plan.deps[p]]
         return halo if l == 0 else [(kind, p, None)] + halo
 
@@ -208,13 +223,7 @@ class OffloadTrainer:
     def _layer(self, l: int, p: int, g: torch.Tensor, keep: list | None = None) -> torch.Tensor:
         """Layer ``l``'s pre-activation output on part ``p`` from its expanded input ``g``; with
         ``keep``, the aggregate of ``g`` itself is appended to it."""
-        m, mt = self.plan.matrix[p], self.plan.matrix_t[p]
-
-        def agg(x: torch.Tensor) -> torch.Tensor:
-            y = SpMM.apply(x, m, mt)
-            if keep is not None and x is g:
-                keep.append(y)
-            return y
+        agg = Aggregation(self.plan.matrix[p], self.plan.matrix_t[p], self.plan.relations, keep, g)
         return layer_forward(self.model, l, agg, g, g[: self.sizes[p]])
 
     def _layer0_backward(self, epoch: int) -> None:
@@ -222,7 +231,7 @@ class OffloadTrainer:
         input and its ``act`` block of layer 1 (the ReLU-dropout output, kept since the forward pass)
         gives the projection's output gradient, so neither the expanded input, the aggregation nor the
         projection itself is computed again (:func:`~argosy.shared.models.full_graph_param_grads`)."""
-        st, layer = self.store, self.model.layers[0]
+        st, layer = self.store, gnn(self.model).layers[0]
         for p in range(self.P):
             h = self._get("agg", 0, p).to(self.device)
             y = self._get("act", 1, p).to(self.device)
@@ -276,16 +285,27 @@ class OffloadTrainer:
             return self.store.gather_async(kind, l, self._sources(kind, l, p))
         n_p = self.sizes[p]
         out = torch.empty((self.plan.expanded_size(p), self.spec.dims[0]), dtype=torch.float32)
+        masks = [self._mask(epoch, 0, q) for q in [p] + self.plan.deps[p]] if kind == "act" else []
+        if self.table is not None:
+            return self._ahead.submit(self._learned_input, out, p, masks)
         src = self._sources(kind, 0, p)
         halo = self.store.gather_async(kind, 0, src, out=out[n_p:]) if src else None
-        masks = [self._mask(epoch, 0, q) for q in [p] + self.plan.deps[p]] if kind == "act" else []
         return self._ahead.submit(self._layer0_input, out, halo, p, masks)
 
     def _layer0_input(self, out: torch.Tensor, halo: Future | None, p: int, masks: list) -> torch.Tensor:
-        n_p = self.sizes[p]
-        self._features(p, out[:n_p])
+        self._features(p, out[:self.sizes[p]])
         if halo is not None:
             halo.result()
+        return self._masked(out, p, masks)
+
+    def _learned_input(self, out: torch.Tensor, p: int, masks: list) -> torch.Tensor:
+        """Part ``p``'s expanded rows of the learned input table, times the epoch's masks."""
+        out.copy_(self.table.detach().index_select(0, self._ids[p].to(self.table.device)).cpu())
+        return self._masked(out, p, masks)
+
+    def _masked(self, out: torch.Tensor, p: int, masks: list) -> torch.Tensor:
+        """``out`` (part ``p``'s expanded layer-0 rows, or their gradient) times the owners' masks, in place."""
+        n_p = self.sizes[p]
         if masks:
             prob = self.spec.dropout
             apply_dropout(out[:n_p], masks[0], prob)
@@ -324,6 +344,16 @@ class OffloadTrainer:
         st.release("grad", l, p)
         return g.to(self.device)
 
+    def _table_grad(self, p: int, grad: torch.Tensor, epoch: int) -> None:
+        """Add part ``p``'s layer-0 input gradient (``[expanded rows, dims[0]]``) into the learned table's
+        gradient: the rows are the table's times the masks, so their gradient is the masked one."""
+        t = self.table
+        masks = [self._mask(epoch, 0, q) for q in [p] + self.plan.deps[p]] if self._in_kind(0, True) == "act" else []
+        grad = self._masked(grad.cpu().contiguous(), p, masks).to(t.device)
+        if t.grad is None:
+            t.grad = torch.zeros_like(t)
+        t.grad.index_add_(0, self._ids[p].to(t.device), grad)
+
     def _release(self, kind: str, l: int) -> None:
         self.store.release_layer(kind, l)
         self.store.release_layer(kind + "h", l)
@@ -353,8 +383,9 @@ class OffloadTrainer:
             if l == 0 and self._keep_agg:
                 self._layer0_backward(epoch)
                 continue
+            learned = l == 0 and self.table is not None
             for p, g in self._inputs(self._in_kind(l, True), l, epoch):
-                if l > 0:
+                if l > 0 or learned:
                     g.requires_grad_(True)
                 z = self._layer(l, p, g)
                 if l == L - 1:
@@ -364,6 +395,8 @@ class OffloadTrainer:
                 else:
                     a = relu_dropout(z, self._mask(epoch, l + 1, p), spec.dropout)
                     a.backward(self._grad_of(l + 1, p))
+                if learned:
+                    self._table_grad(p, g.grad.detach(), epoch)
                 if l > 0:
                     gg = g.grad.detach().cpu()
                     n_p = self.sizes[p]

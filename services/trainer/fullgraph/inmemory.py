@@ -13,11 +13,9 @@ import logging
 import numpy as np
 import torch
 
-from argosy.shared.models import GNN
-
 from .graph import GraphData, full_matrix
-from .kernels import SpMM
-from .model import ModelSpec, dropout_mask, layer_forward, masked_loss_sum, post_activation
+from .kernels import Aggregation
+from .model import ModelSpec, dropout_mask, input_table, layer_forward, masked_loss_sum, post_activation
 
 __all__ = ["InMemoryTrainer"]
 
@@ -30,7 +28,8 @@ class InMemoryTrainer:
     Args:
         spec: model architecture.
         graph: graph with ``features`` and ``labels``.
-        model: the shared GNN whose parameters get the gradients.
+        model: the shared GNN whose parameters get the gradients (a featureless R-GCN's
+            ``EmbeddedInput``: its table is layer 0's input instead of the features).
         seed: dropout seed (masks are those of part 0 of a 1-part plan, so a
             1-part offloaded run sees identical masks).
         device: compute device.
@@ -39,12 +38,13 @@ class InMemoryTrainer:
         features ``float32[n, dims[0]]``; logits ``[n, dims[-1]]``.
     """
 
-    def __init__(self, spec: ModelSpec, graph: GraphData, model: GNN,
+    def __init__(self, spec: ModelSpec, graph: GraphData, model: torch.nn.Module,
                  seed: int = 0, device: torch.device | str = "cpu") -> None:
         self.spec, self.model, self.seed = spec, model, seed
         self.device = torch.device(device)
         self.a = full_matrix(graph, spec.aggr)
         self.at = self.a.transpose()
+        self.table = input_table(model)
         self.x = torch.from_numpy(np.ascontiguousarray(graph.features, dtype=np.float32)).to(self.device)
         self.labels = torch.from_numpy(graph.labels).to(self.device)
         n = graph.num_nodes
@@ -56,9 +56,9 @@ class InMemoryTrainer:
     def forward(self, epoch: int, training: bool) -> torch.Tensor:
         """Logits of all vertices. Shapes: returns ``[n, C]``."""
         n = self.x.shape[0]
-        agg = lambda x: SpMM.apply(x, self.a, self.at)  # noqa: E731
+        agg = Aggregation(self.a, self.at, self.spec.relations)
         drop = self.spec.dropout if training else 0.0
-        h = self.x
+        h = self.x if self.table is None else self.table
         m = dropout_mask((n, self.spec.dims[0]), drop, self.seed, epoch, 0, 0, self.device)
         if m is not None:
             h = h * m

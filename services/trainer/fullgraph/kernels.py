@@ -23,7 +23,7 @@ import torch
 
 from argosy.shared.errors import DiskBudgetError
 
-__all__ = ["CSR", "CSRFiles", "SpMM", "spmm", "csr_from_coo", "csr_rows", "warm_up"]
+__all__ = ["CSR", "CSRFiles", "SpMM", "Aggregation", "spmm", "csr_from_coo", "csr_rows", "relation_columns", "warm_up"]
 
 logger = logging.getLogger(__name__)
 
@@ -214,6 +214,47 @@ class SpMM(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
         return spmm(ctx.at, grad), None, None
+
+
+def relation_columns(a: CSR, relations: int) -> CSR:
+    """R-GCN's operator with relation-major *columns*: ``a`` holds row ``v * R + r`` (the mean of v's
+    in-neighbours along r, :mod:`.graph`); the result holds row ``v`` with column ``u * R + r`` for the
+    same entries, the operator of a layer that projects its sources per relation first (``messages``
+    of :class:`Aggregation`).  Rows stay grouped by ``v``, so this is one pass over the entries, no sort.
+
+    Shapes: a ``(m * R, k)`` -> ``(m, k * R)``.
+    """
+    R = int(relations)
+    rows = np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(a.indptr))
+    return CSR(np.ascontiguousarray(a.indptr[::R], dtype=np.int64),
+               np.asarray(a.indices, np.int64) * R + rows % R, np.asarray(a.data), (a.shape[0] // R, a.shape[1] * R))
+
+
+class Aggregation:
+    """One part's fixed aggregation operator, called by the layers
+    (:func:`argosy.shared.models.full_graph_conv`): ``agg(x)`` is ``a @ x`` (differentiable, backward
+    through ``at``); ``agg.messages(y)`` sums per-source, per-relation messages ``y`` into their
+    destinations (R-GCN's featureless layer; the relation-major operator is built on first use).
+    ``keep``: a list the aggregate of ``keep_of`` is appended to (the offloaded layer 0 keeps it).
+
+    Shapes: a ``(m * R, k)``; x ``[k, F]`` -> ``[m * R, F]``; y ``[k, R * F]`` -> ``[m, F]``.
+    """
+
+    def __init__(self, a: CSR, at: CSR, relations: int = 1, keep: list | None = None,
+                 keep_of: torch.Tensor | None = None) -> None:
+        self.a, self.at, self.relations = a, at, int(relations)
+        self.keep, self.keep_of = keep, keep_of
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        y = SpMM.apply(x, self.a, self.at)
+        if self.keep is not None and x is self.keep_of:
+            self.keep.append(y)
+        return y
+
+    def messages(self, y: torch.Tensor) -> torch.Tensor:
+        R = self.relations
+        c = relation_columns(self.a, R)
+        return SpMM.apply(y.reshape(y.shape[0] * R, y.shape[1] // R), c, c.transpose())
 
 
 def warm_up() -> None:

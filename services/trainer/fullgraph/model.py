@@ -17,12 +17,14 @@ import torch.nn.functional as F
 
 from argosy.shared.config import TrainerConfig
 from argosy.shared.errors import ConfigError
-from argosy.shared.models import GNN, build_model, dropout_scale, full_graph_aggr, full_graph_conv
+from argosy.shared.models import (GNN, EmbeddedInput, RGCNConv, build_model, dropout_scale, full_graph_aggr,
+                                  full_graph_conv, make_optimizer)
+from argosy.shared.scorers import NodeEmbedding
 
-__all__ = ["ModelSpec", "full_graph_model", "layer_forward", "post_activation", "dropout_mask",
+__all__ = ["ModelSpec", "full_graph_model", "gnn", "input_table", "full_graph_optimizer", "layer_forward", "post_activation", "dropout_mask",
            "masked_loss_sum", "flat_grads"]
 
-FULL_GRAPH_MODELS = ("gcn", "sage")
+FULL_GRAPH_MODELS = ("gcn", "sage", "rgcn")
 """Models the full-graph modes run: their aggregation is a fixed linear operator (see shared.models)."""
 
 
@@ -31,16 +33,22 @@ class ModelSpec:
     """Shape of a model as the full-graph schedules see it.
 
     Attributes:
-        kind: ``gcn`` or ``sage``.
-        dims: ``(in, hidden..., classes)``; ``len(dims) - 1`` layers.
+        kind: ``gcn``, ``sage`` or ``rgcn``.
+        dims: ``(in, hidden..., classes)``; ``len(dims) - 1`` layers (a featureless R-GCN's ``in`` is
+            the width of its learned input rows).
         dropout: probability on every layer input (0 for exactness tests).
         aggregator: SAGE's aggregator, ``mean`` or ``gcn``.
+        relations: R-GCN's relations (1 otherwise): the aggregation's rows per destination.
+        learned_input: layer 0's input rows are parameters (the featureless R-GCN layer's
+            ``input``), read and stepped like any parameter, not the store's features.
     """
 
     kind: str
     dims: tuple[int, ...]
     dropout: float = 0.5
     aggregator: str = "mean"
+    relations: int = 1
+    learned_input: bool = False
 
     @property
     def num_layers(self) -> int:
@@ -48,37 +56,91 @@ class ModelSpec:
 
     @property
     def aggr(self) -> str:
-        """Aggregation operator of every layer: ``gcn`` (symmetric, self loops), ``mean`` or
-        ``mean_self`` (the mean including the vertex: SAGE's ``gcn`` aggregator)."""
+        """Aggregation operator of every layer: ``gcn`` (symmetric, self loops), ``mean``,
+        ``mean_self`` (the mean including the vertex: SAGE's ``gcn`` aggregator) or ``relation_mean``
+        (R-GCN: the mean per destination and relation)."""
         if self.kind == "gcn":
             return "gcn"
+        if self.kind == "rgcn":
+            return "relation_mean"
         return "mean_self" if self.aggregator == "gcn" else "mean"
 
 
 def full_graph_model(cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int,
-                     device: torch.device | str = "cpu") -> tuple[GNN, ModelSpec]:
+                     device: torch.device | str = "cpu", num_relations: int = 0, num_nodes: int = 0,
+                     node_embeddings: int | None = None) -> tuple[torch.nn.Module, ModelSpec]:
     """The mini-batch model (:func:`argosy.shared.models.build_model`, the one model builder) with the
     mini-batch trainer's seed-dependent initialisation, refused unless the full-graph modes can run
-    it, plus its spec."""
+    it, plus its spec.
+
+    R-GCN (``num_relations``: a typed store's) runs on the store's features, or on a featureless store
+    (``in_dim`` 0) with the paper's one-hot first layer, as the mini-batch trainer builds it: an
+    :class:`~argosy.shared.models.EmbeddedInput` whose table (``num_nodes`` rows) holds each vertex's
+    rows of every basis and of the self-loop matrix.  Learned ``--node-embeddings`` rows are refused.
+    """
     if cfg.model not in FULL_GRAPH_MODELS:
         raise ConfigError(f"--model {cfg.model} cannot run in the full-graph modes (they run "
                           f"{', '.join(FULL_GRAPH_MODELS)}: aggregation must be a fixed linear operator)")
+    if node_embeddings:
+        raise ConfigError(f"--node-embeddings {node_embeddings}: the full-graph modes do not learn input rows "
+                          "(R-GCN on a featureless typed store learns its one-hot layer; train in mini-batch mode)")
+    R = int(num_relations) if cfg.model == "rgcn" else 0
+    if cfg.model == "rgcn" and not R:
+        raise ConfigError("--model rgcn needs a typed store (each edge's relation), and this store has none")
+    featureless = cfg.model == "rgcn" and in_dim == 0
+    if in_dim == 0 and not featureless:
+        raise ConfigError(f"--model {cfg.model} in the full-graph modes needs node features, and the store has none "
+                          "(R-GCN on a typed store learns its featureless first layer)")
+    if featureless:
+        from argosy.services.trainer.core import FEATURELESS_MAX_BYTES
+
+        in_dim = RGCNConv.featureless_width(cfg.hidden, R, cfg.num_bases)
+        if num_nodes * in_dim * 4 > FEATURELESS_MAX_BYTES:
+            raise ConfigError(f"R-GCN's one-hot input layer would take {num_nodes * in_dim * 4 / 1e6:.0f} MB "
+                              f"({num_nodes} x {in_dim}), more than the full-graph modes learn; train in mini-batch mode")
     torch.manual_seed(seed)
     model = build_model(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout, heads=cfg.heads,
-                        aggregator=cfg.aggregator).to(device)
+                        aggregator=cfg.aggregator, num_relations=R, num_bases=cfg.num_bases, featureless=featureless)
     for layer in model.layers:
         full_graph_aggr(layer)  # raises for a layer type the full-graph modes cannot run
+    if featureless:             # the mini-batch trainer's table and initialisation (services.trainer.core)
+        from argosy.services.trainer.core import FEATURELESS_INIT_STD
+
+        emb = NodeEmbedding(num_nodes, in_dim, sparse=False)
+        torch.nn.init.normal_(emb.table.weight, std=FEATURELESS_INIT_STD)
+        model = EmbeddedInput(model, emb)
     dims = (in_dim,) + (cfg.hidden,) * (num_layers - 1) + (num_classes,)
-    return model, ModelSpec(cfg.model, dims, cfg.dropout, cfg.aggregator)
+    return model.to(device), ModelSpec(cfg.model, dims, cfg.dropout, cfg.aggregator, max(R, 1), featureless)
 
 
-def layer_forward(model: GNN, layer: int, agg, h_src: torch.Tensor, h_self: torch.Tensor) -> torch.Tensor:
-    """Pre-activation output of ``model.layers[layer]`` for a set of destination rows.
+def gnn(model: torch.nn.Module) -> GNN:
+    """The layers' :class:`GNN` of a full-graph model (inside an ``EmbeddedInput`` when layer 0 learns its input)."""
+    return model.model if isinstance(model, EmbeddedInput) else model
+
+
+def input_table(model: torch.nn.Module) -> torch.nn.Parameter | None:
+    """The learned layer-0 input rows (``float32[n, dims[0]]``, global id order), or None: the store's features."""
+    return model.embedding.table.weight if isinstance(model, EmbeddedInput) else None
+
+
+def full_graph_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.Adam:
+    """The mini-batch trainer's optimizer (:func:`~argosy.shared.models.make_optimizer`); learned input
+    rows get Adam without weight decay (the mini-batch trainer steps them with ``SparseAdam``, which
+    has none; every row has a gradient in a full-graph step, so the rows move alike)."""
+    opt = make_optimizer(gnn(model), cfg)
+    table = input_table(model)
+    if table is not None:
+        opt.add_param_group({"params": [table], "weight_decay": 0.0})
+    return opt
+
+
+def layer_forward(model: torch.nn.Module, layer: int, agg, h_src: torch.Tensor, h_self: torch.Tensor) -> torch.Tensor:
+    """Pre-activation output of layer ``layer`` of ``model`` (see :func:`gnn`) for a set of destination rows.
 
     Shapes:
         h_src: ``[k, in]`` rows ``agg`` reads; h_self: ``[m, in]`` the destination rows; returns ``[m, out]``.
     """
-    return full_graph_conv(model.layers[layer], agg, h_src, h_self)
+    return full_graph_conv(gnn(model).layers[layer], agg, h_src, h_self)
 
 
 def dropout_mask(shape: tuple[int, int], prob: float, seed: int, epoch: int, layer: int,

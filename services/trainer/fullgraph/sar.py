@@ -7,7 +7,10 @@ rows that worker ``k+r`` needs and receives the rows it needs from worker ``k-r`
 an accumulator and frees them.  For sum/mean aggregation (GCN, GraphSAGE-mean) the backward pass
 needs no remote *features*: each round computes the gradient for the remote rows as ``A_kq^T g``
 and ships it to the owner, who scatter-adds it (SAR's "case A").  Weight gradients are summed with
-``torch.distributed.all_reduce``.
+``torch.distributed.all_reduce``.  R-GCN is the same ring over its per-(destination, relation) operator
+(:mod:`.graph`): the rows exchanged are the layer's inputs, as for GCN; its featureless first layer
+projects first, so that layer's ring carries each row's ``R`` messages (:meth:`SARContext.messages`),
+and its learned input table is replicated, each row's gradient coming from its owner alone.
 
 Ownership: worker ``k`` of ``N`` owns the store parts ``p`` with ``p % N == k`` (:func:`owned_parts`)
 and opens only those parts' files, plus the store-wide assignment and local-index arrays to place
@@ -32,14 +35,15 @@ from argosy.shared.config import FullGraphConfig, JobConfig
 from argosy.shared.errors import ConfigError, StoreFormatError
 from argosy.shared.redis_server import free_port
 from argosy.shared.store.reader import PartitionStore
-from argosy.shared.models import make_optimizer
 
 from .graph import normalize_rows
-from .kernels import CSR, csr_from_coo, spmm, warm_up
+from .graph import relation_rows
+from .kernels import CSR, csr_from_coo, relation_columns, spmm, warm_up
 from .loop import fit, save_best
 from argosy.shared.malloc import configure_malloc
 from argosy.shared.rss import peak_rss_bytes, rss_bytes
-from .model import dropout_mask, flat_grads, full_graph_model, layer_forward, masked_loss_sum, post_activation
+from .model import (dropout_mask, flat_grads, full_graph_model, full_graph_optimizer, input_table, layer_forward,
+                    masked_loss_sum, post_activation)
 
 __all__ = ["SARJob", "SARContext", "SARAggregate", "SARWorker", "owned_parts", "launch_sar", "launch_sar_jobs"]
 
@@ -83,7 +87,9 @@ class SARContext:
 
     Attributes:
         rank, world: this worker and ``N``.
-        a, at: ``a[q]`` CSR ``(n_k, len(need[q]))`` (``a[k]`` is ``(n_k, n_k)``) and transposes.
+        a, at: ``a[q]`` CSR ``(n_k * R, len(need[q]))`` (``a[k]`` is ``(n_k * R, n_k)``) and transposes.
+        relations: ``R`` (1 but for R-GCN); ``cols``/``cols_t``: ``a`` with relation-major columns
+            (:func:`~.kernels.relation_columns`), built on first use by :meth:`messages`.
         need: ``need[q]`` rows of worker ``q``'s block this worker aggregates (``int64``, sorted).
         give: ``give[q]`` rows of this block that worker ``q`` needs (``int64``, sorted).
     """
@@ -96,6 +102,22 @@ class SARContext:
         self.at: dict[int, CSR] = {}
         self.need: dict[int, torch.Tensor] = {}
         self.give: dict[int, torch.Tensor] = {}
+        self.relations = 1
+        self.cols: dict[int, CSR] = {}
+        self.cols_t: dict[int, CSR] = {}
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """The layer's ``agg``: ``sum_q A_kq x_q`` over the ring (:class:`SARAggregate`)."""
+        return SARAggregate.apply(x, self, False)
+
+    def messages(self, y: torch.Tensor) -> torch.Tensor:
+        """``agg.messages``: per-source, per-relation messages ``y`` ``[n_k, R * F]`` into their
+        destinations ``[n_k, F]``; the ring carries ``y``'s rows."""
+        if not self.cols:
+            for q, m in self.a.items():
+                self.cols[q] = relation_columns(m, self.relations)
+                self.cols_t[q] = self.cols[q].transpose()
+        return SARAggregate.apply(y, self, True)
 
     def set_blocks(self, a: dict[int, CSR], need: dict[int, np.ndarray], give: dict[int, np.ndarray]) -> None:
         for q, m in a.items():
@@ -117,17 +139,20 @@ class SARContext:
 
 class SARAggregate(torch.autograd.Function):
     """``out_k = sum_q A_kq x_q[need_q]``, one remote block at a time (SAR forward + case-A backward).
+    ``cols``: the relation-major operator on per-relation messages (:meth:`SARContext.messages`); an
+    exchanged row is then a source's ``R`` messages, viewed as ``R`` rows of the product.
 
     Shapes:
-        x: ``[n_k, f]`` this worker's rows; returns ``[n_k, f]``.
+        x: ``[n_k, f]`` this worker's rows; returns ``[n_k * R, f]`` (``cols``: x ``[n_k, R * f]`` -> ``[n_k, f]``).
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, sc: SARContext) -> torch.Tensor:  # type: ignore[override]
-        ctx.sc = sc
+    def forward(ctx, x: torch.Tensor, sc: SARContext, cols: bool) -> torch.Tensor:  # type: ignore[override]
+        ctx.sc, ctx.cols = sc, cols
         k, N = sc.rank, sc.world
-        xd = x.detach()
-        out = spmm(sc.a[k], xd)
+        a, R = (sc.cols, sc.relations) if cols else (sc.a, 1)
+        xd = x.detach().contiguous()
+        out = spmm(a[k], xd.view(-1, x.shape[1] // R))
         for r in range(1, N):
             dst, src = (k + r) % N, (k - r) % N
             send = xd.index_select(0, sc.give[dst]) if len(sc.give[dst]) else None
@@ -135,7 +160,7 @@ class SARAggregate(torch.autograd.Function):
                 if len(sc.need[src]) else None
             sc.exchange(send, dst, recv, src)
             if recv is not None:
-                spmm(sc.a[src], recv, out=out)
+                spmm(a[src], recv.view(-1, x.shape[1] // R), out=out)
             del send, recv  # one remote block at a time
         return out
 
@@ -143,18 +168,20 @@ class SARAggregate(torch.autograd.Function):
     def backward(ctx, g: torch.Tensor):  # type: ignore[override]
         sc: SARContext = ctx.sc
         k, N = sc.rank, sc.world
+        at, R = (sc.cols_t, sc.relations) if ctx.cols else (sc.at, 1)
         g = g.contiguous()
-        grad = spmm(sc.at[k], g)
+        width = g.shape[1] * R
+        grad = spmm(at[k], g).view(-1, width)
         for r in range(1, N):
             dst, src = (k - r) % N, (k + r) % N  # reverse of the forward ring
-            send = spmm(sc.at[dst], g) if len(sc.need[dst]) else None
-            recv = torch.empty((len(sc.give[src]), g.shape[1]), dtype=g.dtype, device=g.device) \
+            send = spmm(at[dst], g).view(-1, width) if len(sc.need[dst]) else None
+            recv = torch.empty((len(sc.give[src]), width), dtype=g.dtype, device=g.device) \
                 if len(sc.give[src]) else None
             sc.exchange(send, dst, recv, src)
             if recv is not None:
                 grad.index_add_(0, sc.give[src], recv)
             del send, recv
-        return grad, None
+        return grad, None, None
 
 
 class SARWorker:
@@ -168,9 +195,15 @@ class SARWorker:
         if store.num_parts < world:
             raise ConfigError(f"{job.store} has {store.num_parts} parts and SAR runs {world} workers: "
                               f"partition with --parts {world} (or a multiple)")
-        if not m.feature_dim or not m.num_classes:
+        if not m.num_classes or not (m.feature_dim or m.num_relations):  # typed, featureless: R-GCN's learned input
             raise StoreFormatError(f"{job.store}: SAR needs features and labels (store has {m.feature_dim} "
                                    f"feature columns, {m.num_classes} classes)")
+        if m.directed:
+            raise ConfigError(f"{job.store} is directed: SAR sends each worker the rows with a neighbour on it, "
+                              "which needs a symmetric store (partition without --directed / --no-reverse-relations)")
+        if job.trainer.model == "rgcn" and not m.num_relations:
+            raise ConfigError("--model rgcn needs a typed store (each edge's relation), and this store has none")
+        R = int(m.num_relations) if job.trainer.model == "rgcn" else 1
         self.parts = owned_parts(store.num_parts, rank, world)
         pds = [store.part(p) for p in self.parts]
         sizes = [len(pd.nodes) for pd in pds]
@@ -178,15 +211,18 @@ class SARWorker:
         feats = np.empty((n, m.feature_dim), np.float32)
         labels = np.empty(n, np.int64)
         masks = {k: np.zeros(n, bool) for k in ("train_mask", "val_mask", "test_mask")}
-        indptrs, indices, off, eoff = [np.zeros(1, np.int64)], [], 0, 0
+        indptrs, indices, types, off, eoff = [np.zeros(1, np.int64)], [], [], 0, 0
         for pd, sz in zip(pds, sizes):
-            feats[off:off + sz] = pd.features
+            if m.feature_dim:
+                feats[off:off + sz] = pd.features
             labels[off:off + sz] = pd.labels
             for k, arr in masks.items():
                 if getattr(pd, k) is not None:
                     arr[off:off + sz] = getattr(pd, k)
             indptrs.append(np.asarray(pd.indptr[1:], np.int64) + eoff)
             indices.append(np.asarray(pd.indices, np.int64))
+            if job.trainer.model == "rgcn" and pd.edge_type is not None:
+                types.append(np.asarray(pd.edge_type, np.int64))
             off += sz
             eoff += int(pd.indptr[-1])
         if job.trainer.normalize_features:
@@ -199,6 +235,7 @@ class SARWorker:
         col_part = np.asarray(store.assignment)[col].astype(np.int64)
         col_worker = worker_of[col_part]
         col_pos = offset[col_part] + np.asarray(store.local_index)[col]
+        ids = np.concatenate([np.asarray(pd.nodes, np.int64) for pd in pds]) if pds else np.zeros(0, np.int64)
         del store, pds, indices, col_part, col
         need, give = {}, {}
         for q in range(world):
@@ -210,11 +247,17 @@ class SARWorker:
         self.sc.need = {q: torch.from_numpy(v) for q, v in need.items()}  # for the degree round below
         self.sc.give = {q: torch.from_numpy(v) for q, v in give.items()}
         remote_deg = self._exchange_degrees(deg)
-        aggr = "gcn" if job.trainer.model == "gcn" else "mean_self" if job.trainer.aggregator == "gcn" else "mean"
+        aggr = ("gcn" if job.trainer.model == "gcn" else "relation_mean" if job.trainer.model == "rgcn"
+                else "mean_self" if job.trainer.aggregator == "gcn" else "mean")
         a = {}
         own_d = deg.astype(np.float64)
         mine = col_worker == rank
-        if aggr == "gcn":
+        if aggr == "relation_mean":  # row v * R + r: the mean of v's in-neighbours along r (local counts)
+            if len(types) != len(sizes):
+                raise StoreFormatError(f"{job.store}: a typed part lacks edge_type.npy")
+            rrows, rval = relation_rows(rows, np.concatenate(types) if types else np.zeros(0, np.int64), n, R)
+            a[rank] = csr_from_coo(rrows[mine], col_pos[mine], rval[mine], (n * R, n))
+        elif aggr == "gcn":
             dinv = 1.0 / np.sqrt(own_d + 1.0)
             r_ = np.concatenate([rows[mine], np.arange(n, dtype=np.int64)])
             c_ = np.concatenate([col_pos[mine], np.arange(n, dtype=np.int64)])
@@ -230,22 +273,29 @@ class SARWorker:
         for q in need:
             sel = col_worker == q
             r_, c_ = rows[sel], np.searchsorted(need[q], col_pos[sel])
-            if aggr == "gcn":
+            if aggr == "relation_mean":
+                r_, val = rrows[sel], rval[sel]
+            elif aggr == "gcn":
                 val = dinv[r_] / np.sqrt(remote_deg[q][c_] + 1.0)
             else:
                 val = inv[r_]
-            a[q] = csr_from_coo(r_, c_, val.astype(np.float32), (n, len(need[q])))
+            a[q] = csr_from_coo(r_, c_, val.astype(np.float32), (n * R, len(need[q])))
+        self.sc.relations = R
         self.sc.set_blocks(a, need, give)
         self.remote_entries = int((~mine).sum())
         self.local_entries = int(mine.sum())
         del rows, col_pos, col_worker
         self.x = torch.from_numpy(feats).to(device)
+        self.ids = torch.from_numpy(ids).to(device)
+        """Global ids of this worker's rows (a learned input table's rows)."""
         self.labels = torch.from_numpy(labels).to(device)
         self.masks = {k: torch.from_numpy(v).to(device) for k, v in masks.items()}
         cnt = torch.tensor([int((masks["train_mask"] & (labels >= 0)).sum())], dtype=torch.float64, device=device)
         dist.all_reduce(cnt, group=group)
         self.n_train = int(cnt.item())
-        self.model, self.spec = full_graph_model(job.trainer, m.feature_dim, m.num_classes, len(job.sampler.fanouts), job.seed, device)
+        self.model, self.spec = full_graph_model(job.trainer, m.feature_dim, m.num_classes, len(job.sampler.fanouts),
+                                                 job.seed, device, m.num_relations, m.num_nodes, job.link.node_embeddings)
+        self.table = input_table(self.model)
         for t in self.model.parameters():  # identical replicas even if init ever became rank-dependent
             dist.broadcast(t.data, 0, group=group)  # sub-groups are ranks 0..N-1
         self.seed = job.seed
@@ -266,10 +316,10 @@ class SARWorker:
 
     def forward(self, epoch: int, training: bool) -> torch.Tensor:
         self.model.train(training)
-        agg = lambda x: SARAggregate.apply(x, self.sc)  # noqa: E731
+        agg = self.sc
         drop = self.spec.dropout if training else 0.0
         n, L = self.sc.n_local, self.spec.num_layers
-        h = self.x
+        h = self.x if self.table is None else self.table.index_select(0, self.ids)
         m = dropout_mask((n, self.spec.dims[0]), drop, self.seed, epoch, 0, self.rank, self.device)
         if m is not None:
             h = h * m
@@ -330,7 +380,7 @@ def _run_job(rank: int, sj: SARJob, group: dist.ProcessGroup | None, base_rss: i
             if rank == 0:
                 save_best(job, w.model, epoch, rec, m.feature_dim, m.num_classes, len(job.sampler.fanouts))
 
-        epochs, res = fit(w, w.model, make_optimizer(w.model, job.trainer), job.trainer, device, remote, on_best)
+        epochs, res = fit(w, w.model, full_graph_optimizer(w.model, job.trainer), job.trainer, device, remote, on_best)
         result.update(res, remote_fraction=remote, epoch_records=epochs if rank == 0 else [])
     result["peak_rss_bytes"] = peak_rss_bytes()
     result["base_rss_bytes"] = base_rss

@@ -34,7 +34,7 @@ import torch
 from argosy.shared.errors import StoreFormatError
 from argosy.shared.store.reader import PartitionStore
 
-from .graph import Aggr, GraphData, PartPlan, assemble_plan, degree_weights, normalize_rows
+from .graph import Aggr, GraphData, PartPlan, assemble_plan, degree_weights, normalize_rows, relation_rows
 from .kernels import csr_rows
 
 __all__ = ["GraphSource", "StoreSource", "Unit", "make_units", "plan_from_store", "part_tensors"]
@@ -86,7 +86,7 @@ class StoreSource:
 
     def __init__(self, store: PartitionStore, normalize: bool = False, units: list[Unit] | None = None) -> None:
         m = store.manifest
-        if not m.feature_dim or not m.num_classes:
+        if not m.num_classes or not (m.feature_dim or m.num_relations):  # typed, featureless: R-GCN's learned input
             raise StoreFormatError(f"{store.root}: full-graph training needs features and labels, and this "
                                    f"store has {m.feature_dim} feature columns and {m.num_classes} classes")
         self.store, self.normalize = store, normalize
@@ -255,8 +255,13 @@ def plan_from_store(store: PartitionStore, aggr: Aggr, units: list[Unit] | None 
 
     Normalisation uses whole-graph degrees (one ``float64[n]`` array, from the parts' row pointers),
     so the plan equals :func:`~.graph.build_plan` on the whole graph with the units as the assignment.
+    ``relation_mean`` (R-GCN, a typed store) reads each part's ``edge_type`` beside its indices.
     """
     n = store.manifest.num_nodes
+    R = int(store.manifest.num_relations) if aggr == "relation_mean" else 1
+    if aggr == "relation_mean" and not R:
+        raise StoreFormatError(f"{store.root}: R-GCN needs each edge's relation, and this store is not typed")
+    names = ("indptr", "indices", "edge_type") if aggr == "relation_mean" else ("indptr", "indices")
     units = units if units is not None else [((p,), None) for p in range(store.num_parts)]
     deg = np.zeros(n, np.float64)
     nodes: list[np.ndarray] = []
@@ -275,24 +280,30 @@ def plan_from_store(store: PartitionStore, aggr: Aggr, units: list[Unit] | None 
 
     def edges_of(u: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         parts, rows = units[u]
-        lrs, cols, off = [], [], 0
+        lrs, cols, ets, off = [], [], [], 0
         for p in parts:
-            a = store.read_part(p, ("indptr", "indices"))
+            a = store.read_part(p, names)
             if rows is None:
                 lrs.append(off + np.repeat(np.arange(len(nodes[p]), dtype=np.int64), np.diff(a["indptr"])))
                 cols.append(np.asarray(a["indices"], np.int64))
+                ets.append(a.get("edge_type"))
                 off += len(nodes[p])
             else:
                 lr, col = csr_rows(np.asarray(a["indptr"], np.int64), a["indices"], rows)
                 lrs.append(lr)
                 cols.append(col)
+                ets.append(csr_rows(np.asarray(a["indptr"], np.int64), a["edge_type"], rows)[1]
+                           if aggr == "relation_mean" else None)
         lr, col = (lrs[0], cols[0]) if len(parts) == 1 else (np.concatenate(lrs), np.concatenate(cols))
+        if aggr == "relation_mean":
+            key, val = relation_rows(lr, ets[0] if len(ets) == 1 else np.concatenate(ets), len(own[u]), R)
+            return key, col, val
         if aggr in ("gcn", "mean_self"):
             lr = np.concatenate([lr, np.arange(len(own[u]), dtype=np.int64)])
             col = np.concatenate([col, own[u]])
         return lr, col, degree_weights(deg, own[u][lr], col, aggr)
 
-    return assemble_plan(owner, own, aggr, edges_of, matrix_dir)
+    return assemble_plan(owner, own, aggr, edges_of, matrix_dir, relations=R)
 
 
 def part_tensors(source, device: torch.device) -> tuple[list[torch.Tensor], dict[str, list[torch.Tensor]], int]:

@@ -25,7 +25,6 @@ from argosy.shared.preflight import check_trainable
 from argosy.shared.report import write_report
 from argosy.shared.store.reader import PartitionStore
 from argosy.shared.store.residency import memory_budget
-from argosy.shared.models import make_optimizer
 
 from .budget import MIN_UNIT_ROWS, auto_cache_bytes, unit_rows
 from .fullgraph import OffloadTrainer
@@ -37,7 +36,7 @@ from argosy.shared.rss import peak_rss_bytes, rss_bytes
 from argosy.services.trainer.core import pick_device, set_threads
 from argosy.shared.envs import torch_threads
 
-from .model import full_graph_model
+from .model import full_graph_model, full_graph_optimizer
 from .sar import launch_sar
 from .source import StoreSource, make_units, plan_from_store
 from argosy.services.offload.store import OffloadStore
@@ -161,8 +160,9 @@ def _run_single(job: JobConfig, fg: FullGraphConfig, out: dict, made: list[str])
     store = PartitionStore(job.store)
     device = pick_device(job.trainer.device)
     m = store.manifest
-    model, spec = full_graph_model(job.trainer, m.feature_dim, m.num_classes, len(job.sampler.fanouts), job.seed, device)
-    opt = make_optimizer(model, job.trainer)
+    model, spec = full_graph_model(job.trainer, m.feature_dim, m.num_classes, len(job.sampler.fanouts), job.seed, device,
+                                   m.num_relations, m.num_nodes, job.link.node_embeddings)
+    opt = full_graph_optimizer(model, job.trainer)
     out.update(device=str(device), num_nodes=m.num_nodes, dims=list(spec.dims), trainers=1)
     held: dict[str, int] = {}
     ostore = None
