@@ -247,12 +247,21 @@ class Coordinator:
         out = []
         for p in parts:
             stream = keys.work_stream(self.job, p)
+            # who held them and for how long (the fleet event's cost); nothing idle: nothing to take over
+            idle = self.r.xpending_range(stream, keys.WORK_GROUP, min="-", max="+", count=count, idle=min_idle_ms)
+            if not idle:
+                continue
             res = self.r.xautoclaim(stream, keys.WORK_GROUP, consumer, min_idle_time=min_idle_ms, start_id="0-0", count=count)
             entries = res[1] if len(res) > 1 else []
             got = self._unpack([[stream.encode(), entries]])
             if got:                 # a stall of at least min_idle_ms: the report and Prometheus list each one
-                self.record_event("reclaim", "sampler", consumer, part=p, items=len(got),
-                                  seeds=sum(int(f.get("count", 0)) for _, _, f in got), idle_s=min_idle_ms / 1000)
+                held: dict[str, int] = {}
+                for x in idle:
+                    c = x["consumer"].decode() if isinstance(x["consumer"], bytes) else str(x["consumer"])
+                    held[c] = held.get(c, 0) + 1
+                self.record_event("reclaim", "sampler", consumer, part=p, items=len(got), held_by=held,
+                                  seeds=sum(int(f.get("count", 0)) for _, _, f in got),
+                                  idle_s=round(max(int(x["time_since_delivered"]) for x in idle) / 1000, 2))
             out += got
         return out
 

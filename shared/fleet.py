@@ -8,7 +8,7 @@ heartbeat vanished without a leave (``docker kill``, an OOM kill, a node gone) a
 its role are left: Docker does not restart a killed container, so the job says it runs with fewer.
 
 A leave or a loss costs the training the time until its claimed batches were re-claimed
-(:func:`fleet_events` pairs each with the next re-claim); the report lists every event with that
+(each re-claim names who held the batches, so :func:`fleet_events` pairs them); the report lists every event with that
 cost (``report.md``, ``report.json``), the result counts them (:func:`fleet_summary`) and
 Prometheus exports both (``argosy_fleet_events_total``, ``argosy_fleet_event_cost_seconds_total``).
 """
@@ -60,15 +60,18 @@ class FleetWatch:
 
 
 def fleet_events(coord) -> list[dict]:
-    """Every event, oldest first, with ``cost_s`` on leaves and losses: seconds from the leave (or the
-    lost service's last heartbeat) to the next re-claim of batches (None: nothing was re-claimed)."""
+    """Every event, oldest first, with ``cost_s``: on a leave or loss, seconds from the leave (or the lost
+    service's last heartbeat) until the last of its claimed batches was re-claimed by another sampler
+    (``reclaimed``: how many; None: it held none); on a re-claim, how long the oldest of its batches had
+    been claimed without an acknowledgement (at least the claim timeout)."""
     events = coord.events()
     reclaims = [e for e in events if e["event"] == "reclaim"]
     for e in events:
         if e["event"] in ("leave", "lost"):
             t0 = float(e.get("last_heartbeat") or e["t"])
-            nxt = next((r for r in reclaims if t0 <= r["t"] <= t0 + PAIR_WINDOW), None)
-            e["cost_s"] = None if nxt is None else round(nxt["t"] - t0, 2)
+            mine = [r for r in reclaims if e["sid"] in (r.get("held_by") or {}) and t0 <= r["t"] <= t0 + PAIR_WINDOW]
+            e["cost_s"] = round(mine[-1]["t"] - t0, 2) if mine else None
+            e["reclaimed"] = sum(r["held_by"][e["sid"]] for r in mine)
         elif e["event"] == "reclaim":
             e["cost_s"] = e.get("idle_s")
     return events
@@ -102,8 +105,9 @@ def event_lines(events: list[dict]) -> list[str]:
     t0 = events[0]["t"]
     live: dict[str, int] = {}
     out = ["Joins and leaves (scaling, the job's start and end), losses (a service killed: its heartbeat "
-           "stopped without a leave) and re-claims (a sampler took over batches claimed by a service that "
-           "left or was lost, after the claim timeout). Cost: seconds until its batches were re-claimed.", ""]
+           "stopped without a leave) and re-claims (a sampler took over batches claimed longer than the claim "
+           "timeout without an acknowledgement: of a service that left or was lost, or its own when the pipeline "
+           "stalled). The cost of a leave or loss: seconds until its claimed batches were re-claimed.", ""]
     for e in events:
         role, kind = e["role"], e["event"]
         if kind == "join":
@@ -112,11 +116,14 @@ def event_lines(events: list[dict]) -> list[str]:
         elif kind in ("leave", "lost"):
             live[role] = max(0, live.get(role, 0) - 1)
             verb = "left (drained)" if kind == "leave" else "was lost (heartbeat stopped, no leave: killed?)"
-            cost = "" if e.get("cost_s") is None else f"; its batches re-claimed {e['cost_s']:.1f} s later"
+            cost = ("" if e.get("cost_s") is None else
+                    f"; its {e.get('reclaimed', 0)} claimed batches re-claimed {e['cost_s']:.1f} s later")
             what = f"{e['sid']} {verb} ({live[role]} {role}s){cost}"
         elif kind == "reclaim":
+            held = e.get("held_by") or {}
+            whose = ", ".join(f"{n} from {'itself' if sid == e['sid'] else sid}" for sid, n in held.items())
             what = (f"{e['sid']} re-claimed {e.get('items', 0)} batches ({e.get('seeds', 0)} seeds) of part "
-                    f"{e.get('part')}, idle >= {float(e.get('idle_s') or 0):.0f} s")
+                    f"{e.get('part')} ({whose or '?'}), claimed {float(e.get('idle_s') or 0):.1f} s without an ack")
         else:
             what = f"{e['sid']} {kind}"
         out.append(f"- +{e['t'] - t0:.1f} s: {what}")

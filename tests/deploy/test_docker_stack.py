@@ -42,7 +42,7 @@ PROJECT = "argosy-test"
 DEMO_SUBMIT_ARGS = "--batch-size 32 --claim-timeout 5 --simulate-gpu-step 0.1"
 JOB = "dockertest"
 CONTEXT_FILES = ("pyproject.toml", "README.md", ".dockerignore", "docker-compose.yml", "docker-compose.cpu.yml")
-CONTEXT_DIRS = ("shared", "services", "argosy", "docker", "input")
+CONTEXT_DIRS = ("shared", "services", "argosy", "docker", "input", "ci")
 OWN_MODEL = '''"""An own model module, shipped in the image build context (docker/user/)."""
 from torch_geometric.nn.models import GraphSAGE
 
@@ -187,6 +187,14 @@ def test_demo_trains_scales_and_stages_parts_in_local(stack_env):
         assert _redis("get", f"argosy:{JOB}:state") == "running", "job ended before the new samplers registered"
         assert time.monotonic() < deadline, "scaled samplers did not register in Redis"
         time.sleep(1)
+    # issue 45: a killed replica is not restarted by Docker; the job says it runs with fewer, and
+    # the loss, the scale-down and the re-claims of their batches are in the report with their cost
+    running = _compose("ps", "-q", "sampler").stdout.split()
+    assert len(running) == 3
+    subprocess.run(["docker", "kill", running[-1]], check=True, capture_output=True)
+    time.sleep(8)                                       # its heartbeat expires (5 s) and the driver notices
+    res = scale("sampler", 1, "compose", project=PROJECT, files=_files())
+    assert res.replicas == 1
     code, logs = _wait_submit()
     result = _result(JOB)
     assert code == "0", logs[-3000:]
@@ -196,6 +204,15 @@ def test_demo_trains_scales_and_stages_parts_in_local(stack_env):
     assert result.get("duplicates", 0) == 0
     ids = _redis("smembers", f"argosy:{JOB}:members:sampler").split()
     assert len(ids) == 3 and all(i.startswith("sampler-") for i in ids)
+    assert "lost: its heartbeat stopped" in logs and "the job runs with 2 sampler(s)" in logs, logs[-3000:]
+    report = _compose("run", "--rm", "--no-deps", "--entrypoint", "cat", "submit", f"/data/runs/{JOB}/report.json",
+                      check=False).stdout
+    summary = json.loads(report)["result"]
+    assert summary["services_lost"] == 1 and summary["reclaims"] >= 1, summary
+    events = json.loads(report)["events"]
+    lost = next(e for e in events if e["event"] == "lost")
+    assert lost["cost_s"] is not None and lost["cost_s"] >= 5, lost     # re-claimed after the claim timeout
+    assert [e["event"] for e in events].count("join") >= 4               # 3 samplers, loader, trainer
     # finding 2: /local (an anonymous volume) is writable by uid 10001, so parts are staged there
     service_logs = _compose("logs", "sampler", "loader", check=False).stdout
     assert "Permission denied" not in service_logs, service_logs[-3000:]
@@ -263,3 +280,55 @@ def test_failures_end_submit_instead_of_hanging(stack_env, monkeypatch):
     _compose("up", "-d", "submit")
     code, logs = _wait_submit(timeout=300)
     assert code != "0" and "--replace" in logs and "another configuration" in logs, logs[-3000:]
+
+
+def _volumes() -> set[str]:
+    return set(subprocess.run(["docker", "volume", "ls", "-q"], capture_output=True, text=True).stdout.split())
+
+
+def _compose_job(env: dict, *args: str, timeout: int = 900) -> tuple[int, str, float]:
+    t0 = time.monotonic()
+    out = subprocess.run(["bash", str(CTX / "ci" / "compose_job.sh"), "--no-build", *args], cwd=CTX,
+                         env={**os.environ, **env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+                         capture_output=True, text=True, timeout=timeout)
+    return out.returncode, out.stdout + out.stderr, time.monotonic() - t0
+
+
+def _project_left() -> list[str]:
+    ps = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}"],
+                        capture_output=True, text=True).stdout.split()
+    nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}"],
+                          capture_output=True, text=True).stdout.split()
+    return ps + nets
+
+
+def test_compose_job_returns_the_status_and_the_report_and_leaves_nothing(stack_env, monkeypatch, tmp_path):
+    """Issue 45: the documented command runs a job to its end, returns 0, copies the report out and
+    leaves no container, network or volume; a bad model returns non-zero within a minute with one
+    line; a partitioner that fails returns 2. No anonymous volume is created on the way."""
+    monkeypatch.setenv("ARGOSY_RUNS_DIR", str(tmp_path / "runs"))
+    before = _volumes()
+    monkeypatch.setenv("ARGOSY_JOB", "scripted")
+    monkeypatch.setenv("ARGOSY_SUBMIT_ARGS", "--batch-size 64")
+    code, out, secs = _compose_job(stack_env)
+    assert code == 0, out[-3000:]
+    assert "compose_job: job scripted done" in out
+    assert (tmp_path / "runs" / "scripted" / "report.md").exists(), out[-2000:]
+    text = (tmp_path / "runs" / "scripted" / "report.md").read_text()
+    assert "## Graph" in text and "vertices" in text and "edges" in text                  # n and m
+    assert _project_left() == [] and _volumes() <= before, (_project_left(), _volumes() - before)
+
+    monkeypatch.setenv("ARGOSY_JOB", "badmodel")
+    monkeypatch.setenv("ARGOSY_SUBMIT_ARGS", "--batch-size 64 --model argosy_missing_models:make")
+    code, out, secs = _compose_job(stack_env)
+    last = out.strip().splitlines()[-1]
+    assert code == 1 and last.startswith("compose_job: job badmodel failed (submit exit 1)"), out[-3000:]
+    assert "cannot start" in last and "argosy_missing_models" in last, last
+    assert secs < 120, secs                                 # images built: partition, submit, fail, down
+    assert _project_left() == [] and _volumes() <= before
+
+    monkeypatch.setenv("ARGOSY_JOB", "badinput")
+    monkeypatch.setenv("ARGOSY_INPUT", "/input/no-such-graph.txt")
+    code, out, secs = _compose_job(stack_env)
+    assert code == 2 and "ARGOSY_INPUT=/input/no-such-graph.txt: no such file" in out, out[-3000:]
+    assert _project_left() == [] and _volumes() <= before

@@ -59,7 +59,9 @@ def test_killed_replica_is_lost_once_and_its_reclaim_is_its_cost(coord, caplog):
                      ("lost", "sampler-b"), ("reclaim", "sampler-a")]
     lost_ev = next(e for e in ev if e["event"] == "lost")
     assert 0 < lost_ev["cost_s"] == pytest.approx(ev[-1]["t"] - t, abs=0.01)
-    assert ev[-1]["items"] == 1 and ev[-1]["seeds"] == 32 and ev[-1]["idle_s"] == 0.1
+    assert ev[-1]["items"] == 1 and ev[-1]["seeds"] == 32 and ev[-1]["held_by"] == {"sampler-b": 1}
+    assert ev[-1]["idle_s"] >= 0.3 and lost_ev["reclaimed"] == 1
+    assert next(e for e in ev if e["event"] == "leave")["cost_s"] is None       # sampler-c held nothing
     s = fleet_summary(coord)
     assert (s["services_joined"], s["services_left"], s["services_lost"], s["reclaims"]) == (3, 1, 1, 1)
     counts, costs = event_counts(coord)
