@@ -124,6 +124,9 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
     link.add_argument("--edge-split", default=None, metavar="TR,VA,TE",
                       help="with --data: hold out VA and TE fractions of the edges as validation/test edges, removed "
                            "from the graph (e.g. 0.85,0.05,0.10; seeded by --seed, recorded in the store's manifest)")
+    link.add_argument("--link-relation", default=None, metavar="RELATION|SRC:RELATION:DST",
+                      help="with --data on a typed graph: the relation whose edges are split and predicted "
+                           "(recommendation, e.g. user:buys:item; docs/heterogeneous.md)")
     link.add_argument("--val-edges", default=None, metavar="V.npy", help="with --data: validation edges, (m, 2) vertex pairs")
     link.add_argument("--test-edges", default=None, metavar="T.npy", help="with --data: test edges, (m, 2) vertex pairs")
     link.add_argument("--negatives", type=int, default=_default(L, "negatives"),
@@ -202,8 +205,8 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
             args.task = "link"          # a knowledge graph's triples: link prediction is what it has
             if getattr(args, "patience", None) is None:
                 args.patience = KG_PATIENCE
-        if args.model is None and getattr(args, "task", "node") == "node" and typed_input(args):
-            args.model = "rgcn"         # a typed graph's default: its relations are what it has
+        if args.model is None and typed_input(args) and not kg_input(args):
+            args.model = "rgcn"         # a typed graph's default (node or one relation's links): its relations
         t = TrainerConfig(model=args.model, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
                           weight_decay=getattr(args, "weight_decay", None), task=getattr(args, "task", "node"),
                           patience=getattr(args, "patience", None))
@@ -373,7 +376,7 @@ def node_data_flags(args: argparse.Namespace) -> list[str]:
     """The partitioner flags for ``--data``: node data, the symmetrisation choice, the edge limit."""
     out: list[str] = []
     for name in ("features", "labels", "train_mask", "val_mask", "test_mask", "split", "edge_split", "val_edges",
-                 "test_edges", "edge_weights"):
+                 "test_edges", "edge_weights", "link_relation"):
         if getattr(args, name, None):
             out += ["--" + name.replace("_", "-"), str(getattr(args, name))]
     if getattr(args, "directed", False):

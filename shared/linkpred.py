@@ -44,7 +44,7 @@ from argosy.shared.config import NEG_SAMPLERS
 from argosy.shared.errors import ConfigError, GraphFormatError
 from argosy.shared.hashing import splitmix64
 
-__all__ = ["EdgeSplit", "parse_edge_split", "load_pairs", "write_link_arrays", "link_counts", "pair_keys",
+__all__ = ["EdgeSplit", "RelationEdgeSplit", "parse_edge_split", "load_pairs", "write_link_arrays", "link_counts", "pair_keys",
            "NEG_SAMPLERS", "negatives", "EVAL_PHASES", "part_pairs", "degree_cdf"]
 
 EVAL_PHASES = ("val", "test")
@@ -164,6 +164,122 @@ class EdgeSplit:
         return {**how, "seed": self.seed, "val_edges": int(held["val"].shape[0]), "test_edges": int(held["test"].shape[0])}
 
 
+class RelationEdgeSplit(EdgeSplit):
+    """The split of one relation's edges of a typed graph (recommendation: ``user buys item``).
+
+    The typed store writer's chunks are entries ``(row, neighbour, relation)``: edge ``s -> d`` of
+    relation ``r`` is the entry ``(d, s, r)`` and, with reverse relations, ``(s, d, r + R)``.  An
+    edge is held out by the hash of its directed pair ``(s, d)``, so both of its entries leave the
+    graph together; entries of other relations always stay.  Held-out pairs are ``(head, tail)``
+    (``s`` of the source type, ``d`` of the destination type), negatives replace the tail by a
+    vertex of the destination type (``tail_range``).
+
+    Args:
+        relation: the relation id ``r`` (the graph's own, not a reverse).  num_relations: the
+            graph's relations R (entries ``r + R`` are reverses).  tail_range: ``[lo, hi)`` global
+            ids of the destination type.
+    """
+
+    def __init__(self, num_nodes: int, seed: int, fractions: tuple[float, float], relation: int,
+                 num_relations: int, tail_range: tuple[int, int], name: list | None = None):
+        super().__init__(num_nodes, seed, fractions)
+        self.relation, self.R, self.tail_range = int(relation), int(num_relations), (int(tail_range[0]), int(tail_range[1]))
+        self.name = list(name or [])
+
+    def classify_entries(self, row: np.ndarray, nbr: np.ndarray, rel: np.ndarray) -> np.ndarray:
+        """0 = train, 1 = val, 2 = test per entry (a forward entry and its reverse agree)."""
+        out = np.zeros(row.shape[0], np.int8)
+        fwd, rev = rel == self.relation, rel == self.relation + self.R
+        sel = fwd | rev
+        if sel.any():
+            head = np.where(fwd[sel], nbr[sel], row[sel]).astype(np.int64)
+            tail = np.where(fwd[sel], row[sel], nbr[sel]).astype(np.int64)
+            h = splitmix64((head * np.int64(self.n) + tail).astype(np.uint64)
+                           ^ splitmix64(np.uint64(self.seed & 0xFFFFFFFFFFFFFFFF)))
+            u = (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+            val, test = self.fractions
+            c = np.zeros(u.shape[0], np.int8)
+            c[u < val + test] = 2
+            c[u < val] = 1
+            out[sel] = c
+        return out
+
+    def filter(self, chunks):
+        """Yield each ``(row, neighbour, relation)`` chunk's training entries; a held-out edge is kept
+        aside once, from its forward entry, as ``head * n + tail``."""
+        for chunk in chunks:
+            row, nbr, rel = (np.asarray(a) for a in chunk[:3])
+            cls = self.classify_entries(row, nbr, rel)
+            keep = cls == 0
+            if not keep.all():
+                self.removed_entries += int(np.count_nonzero(~keep))
+                for c, name in ((1, "val"), (2, "test")):
+                    sel = (cls == c) & (rel == self.relation)
+                    if sel.any():
+                        self._held[name].append(nbr[sel].astype(np.int64) * np.int64(self.n) + row[sel])
+                chunk = tuple(np.asarray(a)[keep] for a in chunk)
+            yield chunk
+
+    def record(self) -> dict:
+        return {**super().record(), "relation": self.name, "relation_id": self.relation,
+                "tail_range": list(self.tail_range)}
+
+
+def _relation_train_pairs(root: Path, entry, relation: int) -> np.ndarray:
+    """A written typed part's training edges of ``relation``: ``(head, tail)`` from its forward entries."""
+    d = root / entry.path
+    nodes = np.load(d / "nodes.npy")
+    indptr = np.load(d / "indptr.npy")
+    rows = np.repeat(nodes.astype(np.int64), np.diff(indptr))
+    sel = np.load(d / "edge_type.npy") == relation
+    return np.stack([np.load(d / "indices.npy").astype(np.int64)[sel], rows[sel]], axis=1)
+
+
+def _tail_negatives(heads: np.ndarray, lo: int, hi: int, n: int, forbid: np.ndarray,
+                    rng: np.random.Generator) -> np.ndarray:
+    """One negative per head: ``(head, t)`` with ``t`` uniform in ``[lo, hi)`` and ``head * n + t`` not
+    in ``forbid`` (sorted keys of every known edge of the relation), redrawn until none is."""
+    tails = rng.integers(lo, hi, size=heads.shape[0])
+    for _ in range(64):
+        keys = heads * np.int64(n) + tails
+        pos = np.minimum(np.searchsorted(forbid, keys), max(forbid.size - 1, 0))
+        bad = forbid[pos] == keys if forbid.size else np.zeros(keys.shape[0], np.bool_)
+        if not bad.any():
+            return np.stack([heads, tails], axis=1)
+        tails[bad] = rng.integers(lo, hi, size=int(bad.sum()))
+    raise GraphFormatError(f"could not draw negatives for {int(bad.sum())} heads: the relation is too dense")
+
+
+def _write_relation_link_arrays(root: Path, manifest, split: RelationEdgeSplit, assign: np.ndarray):
+    """:func:`write_link_arrays` for one relation of a typed store (see :class:`RelationEdgeSplit`)."""
+    n, r = manifest.num_nodes, split.relation
+    train, train_counts = [], []
+    for entry in manifest.parts:
+        pairs = _relation_train_pairs(root, entry, r)
+        np.save(root / entry.path / "train_edges.npy", pairs)
+        train_counts.append(int(pairs.shape[0]))
+        train.append(pairs[:, 0] * np.int64(n) + pairs[:, 1])
+    held = split.held_out()
+    known = [np.concatenate(train)] + [h[:, 0] * np.int64(n) + h[:, 1] for h in held.values()]
+    forbid = np.unique(np.concatenate(known))
+    rng = np.random.default_rng([split.seed, 0x11A7])
+    lo, hi = split.tail_range
+    counts = {}
+    for name in EVAL_PHASES:
+        pos = held[name]
+        neg = _tail_negatives(pos[:, 0], lo, hi, n, forbid, rng)
+        pairs = np.concatenate([pos, neg])
+        labels = np.concatenate([np.ones(pos.shape[0], np.uint8), np.zeros(neg.shape[0], np.uint8)])
+        owner = assign[pairs[:, 0]]
+        counts[name] = []
+        for entry in manifest.parts:
+            sel = owner == entry.part
+            np.save(root / entry.path / f"{name}_pairs.npy", pairs[sel])
+            np.save(root / entry.path / f"{name}_labels.npy", labels[sel])
+            counts[name].append(int(sel.sum()))
+    return train_counts, counts
+
+
 def _part_keys(root: Path, entry, n: int) -> tuple[np.ndarray, np.ndarray]:
     """A written part's CSR as sorted entry keys ``src * n + dst`` and its ``u < v`` edges."""
     d = root / entry.path
@@ -216,16 +332,23 @@ def write_link_arrays(root: Path, manifest, split: EdgeSplit):
     from argosy.shared.store.manifest import MANIFEST_NAME
     n = manifest.num_nodes
     assign = np.load(root / "assignment.npy")
+    degrees = np.zeros(n, np.int32)                     # training-graph degrees (degree^0.75 negatives)
+    for entry in manifest.parts:
+        d = root / entry.path
+        degrees[np.load(d / "nodes.npy")] = np.diff(np.load(d / "indptr.npy"))
+    np.save(root / "link_degrees.npy", degrees)
+    if isinstance(split, RelationEdgeSplit):            # one relation of a typed graph
+        train_counts, counts = _write_relation_link_arrays(root, manifest, split, assign)
+        manifest.link = {"split": split.record(), "train_edges": train_counts, "val_pairs": counts["val"],
+                         "test_pairs": counts["test"], "removed_entries": split.removed_entries}
+        (root / MANIFEST_NAME).write_text(manifest.to_json())
+        return manifest
     held = split.held_out()
     train_counts = []
-    degrees = np.zeros(n, np.int32)                     # training-graph degrees (degree^0.75 negatives)
     for entry in manifest.parts:
         _, up = _part_keys(root, entry, n)
         np.save(root / entry.path / "train_edges.npy", up)
         train_counts.append(int(up.shape[0]))
-        d = root / entry.path
-        degrees[np.load(d / "nodes.npy")] = np.diff(np.load(d / "indptr.npy"))
-    np.save(root / "link_degrees.npy", degrees)
     rng = np.random.default_rng([split.seed, 0x11A7])
     forbid = np.unique(np.concatenate([pair_keys(h[:, 0], h[:, 1], n) for h in held.values()]))
     counts = {}
@@ -326,12 +449,13 @@ def degree_cdf(store) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- training negatives
 def negatives(kind: str, src: np.ndarray, dst: np.ndarray, k: int, num_nodes: int, rng: np.random.Generator,
-              degree_cdf: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+              degree_cdf: np.ndarray | None = None, low: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``k`` negatives per positive ``(src[i], dst[i])``: the source kept, the destination replaced
     (PyG's and DGL's corruption of the destination).
 
-    ``uniform``: destinations uniform over all vertices; ``degree``: drawn by ``degree_cdf``
-    (cumulative degree^0.75, float64[n]); ``in_batch``: the destinations of other positives of the
+    ``uniform``: destinations uniform over the vertices ``[low, num_nodes)`` (one relation's
+    destination type: its id range); ``degree``: drawn by ``degree_cdf`` (cumulative degree^0.75,
+    float64[n]) within that range; ``in_batch``: the destinations of other positives of the
     batch (uniform over them).  A negative may coincide with an edge (unlikely on sparse graphs;
     every library samples them this way).  Shapes: src, dst int64[P] -> (int64[P*k], int64[P*k]),
     negative ``j`` of positive ``i`` at ``i * k + j``.
@@ -339,12 +463,13 @@ def negatives(kind: str, src: np.ndarray, dst: np.ndarray, k: int, num_nodes: in
     P = src.shape[0]
     nsrc = np.repeat(src, k)
     if kind == "uniform":
-        ndst = rng.integers(0, num_nodes, size=P * k)
+        ndst = rng.integers(low, num_nodes, size=P * k)
     elif kind == "degree":
         if degree_cdf is None:
             raise ValueError("degree negatives need degree_cdf")
-        ndst = np.searchsorted(degree_cdf, rng.random(P * k) * degree_cdf[-1], side="right")
-        ndst = np.minimum(ndst, num_nodes - 1)
+        base = degree_cdf[low - 1] if low > 0 else 0.0
+        ndst = np.searchsorted(degree_cdf, base + rng.random(P * k) * (degree_cdf[num_nodes - 1] - base), side="right")
+        ndst = np.clip(ndst, low, num_nodes - 1)
     elif kind == "in_batch":
         ndst = dst[rng.integers(0, max(P, 1), size=P * k)] if P else np.empty(0, np.int64)
     else:

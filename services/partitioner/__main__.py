@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from argosy.shared.config import parse_size
-from argosy.shared.errors import ArgosyError, DiskFullError, GraphFormatError
+from argosy.shared.errors import ArgosyError, ConfigError, DiskFullError, GraphFormatError
 from argosy.shared.splits import make_split, parse_split
 
 logger = logging.getLogger("argosy.partitioner")
@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "0.85,0.05,0.10; a seeded hash split with --seed, recorded in the manifest) as "
                         "validation/test edges, removed from the stored graph, with as many sampled "
                         "non-edges as negatives (docs/link-prediction.md)")
+    p.add_argument("--link-relation", default=None, metavar="RELATION|SRC:RELATION:DST",
+                   help="typed input with --edge-split: the relation whose edges are split and predicted "
+                        "(recommendation: user:buys:item); needed when the graph has several")
     p.add_argument("--val-edges", default=None, metavar="V.npy",
                    help="link prediction: validation edges as an (m, 2) .npy of vertex pairs (removed from the graph)")
     p.add_argument("--test-edges", default=None, metavar="T.npy",
@@ -322,21 +325,59 @@ def run_typed(args, tg, budget) -> int:
         return _dry_run(args, n, entries, budget, peak, secs)
     if not args.out:
         raise ValueError("--out STORE is required (or use --dry-run)")
+    split = relation_split(args, tg)                # a bad --link-relation fails before any work
     res = partition_stream(CSRArrayStream(g.indptr, g.indices), args.parts, method=args.method, order=args.order,
                            seed=args.seed, eps=args.eps, memory_budget=budget, tmpdir=args.tmpdir)
     del g
     info = {"method": res.method, "order": res.order, "seed": args.seed, "eps": args.eps, "seconds": res.seconds,
             "input": str(args.input), "input_format": "typed", "symmetrised": not args.no_reverse_relations}
     t_store = time.perf_counter()
+    finish = write_kg_triples(tg) if tg.triples else None
+    if split is not None:
+        from argosy.shared.linkpred import write_link_arrays
+        finish = lambda root, m: write_link_arrays(root, m, split)  # noqa: E731
     manifest = write_typed_store(tg, res.assignment, args.out, num_parts=args.parts,
                                  reverse=not args.no_reverse_relations, partition_info=info,
                                  feature_dtype=args.feature_dtype, overwrite=args.overwrite,
-                                 finish=write_kg_triples(tg) if tg.triples else None)
+                                 finish=finish, split=split)
     types = {t: int(tg.num_nodes[t]) for t in tg.node_types}
     what = (f"typed graph ({', '.join(f'{t} {c:,}' for t, c in types.items())}; {manifest.num_relations} relations"
             f"{' incl. reverses' if not args.no_reverse_relations else ''}) ")
     return _report(args, manifest, res, t0, time.perf_counter() - t_store, not args.no_reverse_relations,
                    {"node_types": types, "relations": manifest.num_relations}, what)
+
+
+def relation_split(args, tg):
+    """A typed input's link-prediction split: one relation's edges (``--link-relation``), or None."""
+    from argosy.shared.linkpred import RelationEdgeSplit, parse_edge_split
+    if args.val_edges or args.test_edges:
+        raise ConfigError("--val-edges/--test-edges are not read for a typed input yet: use --edge-split "
+                          "with --link-relation")
+    if args.link_relation and not args.edge_split:
+        raise ConfigError("--link-relation needs --edge-split TR,VA,TE (the fractions of its edges to hold out)")
+    if not args.edge_split:
+        return None
+    if tg.triples:
+        raise ConfigError(f"{args.input} is a knowledge graph: its train/valid/test triples are the split "
+                          "(drop --edge-split)")
+    names = [f"{s}:{r}:{d}" for s, r, d in tg.relations]
+    if args.link_relation is None:
+        if len(tg.relations) != 1:
+            raise ConfigError(f"--edge-split on a typed graph splits one relation's edges: name it with "
+                              f"--link-relation (one of {', '.join(names[:12])})")
+        rid = 0
+    else:
+        hits = [i for i, (s, r, d) in enumerate(tg.relations) if args.link_relation in (r, names[i])]
+        if len(hits) != 1:
+            raise ConfigError(f"--link-relation {args.link_relation!r} names {'no' if not hits else 'several'} "
+                              f"relation{'s' if hits else ''} of {args.input} ({', '.join(names[:12])}; "
+                              "give src:relation:dst)")
+        rid = hits[0]
+    d = tg.relations[rid][2]
+    off = tg.type_offsets
+    t = tg.node_types.index(d)
+    return RelationEdgeSplit(tg.total_nodes, args.seed, parse_edge_split(args.edge_split), rid, len(tg.relations),
+                             (int(off[t]), int(off[t + 1])), list(tg.relations[rid]))
 
 
 def edge_split(args, n: int):

@@ -59,6 +59,8 @@ def exclude_pairs(batch: SampledBatch, src: np.ndarray, dst: np.ndarray, num_nod
         np.cumsum(np.bincount(d, minlength=int(hn[h - 1])), out=ptr[1:])
         ptrs.append(ptr)
     batch.edge_src, batch.edge_dst = batch.edge_src[keep], batch.edge_dst[keep]
+    if batch.edge_type is not None and batch.edge_type.shape[0] == E:     # a typed store's relations
+        batch.edge_type = batch.edge_type[keep]
     batch.hop_edges = new_he
     if batch.dst_ptr.shape[0]:
         batch.dst_ptr = np.concatenate(ptrs) if ptrs else np.empty(0, np.int32)
@@ -84,7 +86,8 @@ def sample_link_item(core, item: WorkItem, fanouts, link: LinkConfig, rows: np.n
         src, dst, lab = sel[:, 0], sel[:, 1], np.asarray(labels[rows], np.int32)
     elif item.phase == "train":
         cdf = degree_cdf(core.store) if link.neg_sampler == "degree" else None
-        nsrc, ndst = negatives(link.neg_sampler, sel[:, 0], sel[:, 1], link.negatives, n, rng, cdf)
+        lo, hi = (core.store.manifest.link or {}).get("split", {}).get("tail_range", (0, n))   # one relation's tails
+        nsrc, ndst = negatives(link.neg_sampler, sel[:, 0], sel[:, 1], link.negatives, int(hi), rng, cdf, int(lo))
         src, dst = np.concatenate([sel[:, 0], nsrc]), np.concatenate([sel[:, 1], ndst])
         lab = np.concatenate([np.ones(sel.shape[0], np.int32), np.zeros(nsrc.shape[0], np.int32)])
     else:

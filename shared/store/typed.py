@@ -95,10 +95,13 @@ def typed_manifest_info(tg: TypedGraph, reverse: bool = True) -> dict:
 
 def write_typed_store(tg: TypedGraph, assignment: np.ndarray, out: str | os.PathLike, num_parts: int | None = None,
                       reverse: bool = True, partition_info: dict | None = None, feature_dtype: str = "float32",
-                      overwrite: bool = False, finish=None) -> Manifest:
-    """Write ``tg`` partitioned by ``assignment`` (int[n] over global ids) as a typed store."""
+                      overwrite: bool = False, finish=None, split=None) -> Manifest:
+    """Write ``tg`` partitioned by ``assignment`` (int[n] over global ids) as a typed store.
+    ``split``: a :class:`~argosy.shared.linkpred.RelationEdgeSplit` whose held-out edges never reach
+    the stored graph (its link arrays are written by ``finish``)."""
     tg.validate(tg.name)
-    return write_store_from_edges(typed_edge_chunks(tg, reverse), tg.total_nodes, assignment, out,
+    chunks = typed_edge_chunks(tg, reverse)
+    return write_store_from_edges(chunks if split is None else split.filter(chunks), tg.total_nodes, assignment, out,
                                   num_parts=num_parts, node_data=typed_node_data(tg), partition_info=partition_info,
                                   feature_dtype=feature_dtype, overwrite=overwrite, name=tg.name,
                                   directed=not reverse, num_relations=len(tg.relations) * (2 if reverse else 1),

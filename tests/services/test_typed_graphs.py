@@ -280,6 +280,57 @@ def test_bad_typed_input_is_one_line_exit_2_nothing_left(typed_dir, tmp_path, ho
     assert not out.exists() and not list(tmp_path.glob(".store*"))
 
 
+def test_one_relations_edges_split_for_recommendation(typed_dir, tmp_path):
+    """``--edge-split`` with ``--link-relation writes`` on a typed input: held-out author-writes-paper
+    edges leave the stored graph in both directions, every other relation stays whole, training
+    edges are that relation's ``(author, paper)`` pairs, and val/test and training negatives keep the
+    head and draw the tail among the papers, never an edge of the relation."""
+    from argosy.services.sampler.core import SamplerCore
+    from argosy.shared.config import LinkConfig
+    from argosy.shared.graphio.typed_open import open_typed
+    from argosy.shared.linkpred import link_counts, part_pairs
+    from argosy.shared.plan import plan_phase
+
+    out = tmp_path / "store"
+    p = subprocess.run([sys.executable, "-m", "argosy.services.partitioner", str(typed_dir), "--parts", "2",
+                        "--edge-split", "0.8,0.1,0.1", "--link-relation", "author:writes:paper", "--seed", "3",
+                        "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    st = PartitionStore(out)
+    tg = open_typed(str(typed_dir))
+    rels = st.manifest.typed["relations"]
+    r = rels.index(["author", "writes", "paper"])
+    R = len(tg.relations)
+    lo, hi = st.manifest.link["split"]["tail_range"]
+    off = dict(zip(st.manifest.typed["node_types"], st.manifest.typed["type_offsets"]))
+    assert (lo, hi) == (off["paper"], off["paper"] + tg.num_nodes["paper"])
+    entries = stored_entries(st)
+    pairs = {ph: np.concatenate([part_pairs(st, q, ph)[0] for q in range(2)]) for ph in ("train", "val", "test")}
+    labels = {ph: np.concatenate([part_pairs(st, q, ph)[1] for q in range(2)]) for ph in ("val", "test")}
+    s, d, rr = tg.global_edges()
+    writes = set(zip(s[rr == r].tolist(), d[rr == r].tolist()))
+    held = {(a, b) for ph in ("val", "test") for a, b in pairs[ph][labels[ph] == 1].tolist()}
+    assert held and held <= writes and len(held) + len(pairs["train"]) == len(writes)
+    assert set(map(tuple, pairs["train"].tolist())) == writes - held
+    for a, b in held:                                  # gone in both directions
+        assert (b, a, r) not in entries and (a, b, r + R) not in entries
+    others = expected_entries(tg)
+    others = {e for e in others if e[2] not in (r, r + R)}
+    assert others <= entries                            # every other relation whole
+    for ph in ("val", "test"):
+        neg = pairs[ph][labels[ph] == 0]
+        assert neg.shape[0] == (labels[ph] == 1).sum() and ((neg[:, 1] >= lo) & (neg[:, 1] < hi)).all()
+        assert not (set(map(tuple, neg.tolist())) & writes)
+    assert link_counts(st, "train").sum() == len(pairs["train"])
+    core = SamplerCore(st, seed=1, link=LinkConfig(negatives=3))
+    item = plan_phase(st, "train", 0, 64, 1, task="link")[0]
+    b = core.sample_item(item, (4, 4))
+    lp = b.link_pairs
+    neg_tails = b.nodes[lp[lp[:, 2] == 0, 1]]
+    assert neg_tails.size and ((neg_tails >= lo) & (neg_tails < hi)).all()
+    assert b.edge_type.shape == b.edge_src.shape            # the positives' edges removed with their relations
+
+
 def _train(args: list[str], tmp_path: Path) -> dict:
     p = subprocess.run([sys.executable, "-m", "argosy.services.launch", "train", *args, "--run-dir", str(tmp_path / "run"),
                         "--json"], capture_output=True, text=True, timeout=900)
