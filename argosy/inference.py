@@ -137,7 +137,10 @@ def predict_store(run_dir: str | Path, out: str | Path, store: str | Path | None
                   device: str = "cpu") -> dict:
     """Write ``pred`` (int64[n]) and ``logits`` (float32[n, C]) for every vertex to ``out`` (.npz),
     and ``embeddings`` (float32[n, hidden]: the last hidden layer; for a ``MODULE:FACTORY`` model
-    the input of its last layer, see :func:`argosy.shared.usermodel.embedding_module`) when asked.  Returns a summary with the test accuracy of the predictions."""
+    the input of its last layer, see :func:`argosy.shared.usermodel.embedding_module`) when asked.
+    A typed store's rows also get ``node_type`` (int16[n]), ``node_types`` (the names) and
+    ``type_offsets`` (type ``t`` owns rows ``[off[t], off[t + 1])``), so one type's rows are a slice.
+    Returns a summary with the test accuracy of the predictions."""
     model, info = load_checkpoint(run_dir, device, store=store)
     st = PartitionStore(store or info["store"])
     if st.manifest.feature_dim != info["in_dim"]:
@@ -168,6 +171,12 @@ def predict_store(run_dir: str | Path, out: str | Path, store: str | Path | None
         arrays = {"pred": pred, "logits": logits}
         if emb is not None:
             arrays["embeddings"] = np.asarray(emb, np.float32)
+        typed = st.manifest.typed
+        if typed.get("node_types"):          # a typed store: each row's type, to pick a type's rows
+            offs = np.asarray(typed["type_offsets"], np.int64)
+            arrays["node_type"] = (np.searchsorted(offs, np.arange(pred.shape[0]), "right") - 1).astype(np.int16)
+            arrays["node_types"] = np.asarray(typed["node_types"])
+            arrays["type_offsets"] = offs
         part = out.with_name(out.name + ".part.npz")
         np.savez(part, **arrays)
         part.replace(out)

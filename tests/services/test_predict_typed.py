@@ -94,6 +94,9 @@ def test_layerwise_rgcn_equals_full_neighbourhood_forward(tmp_path, monkeypatch,
     with np.load(tmp_path / "p.npz") as z:
         np.testing.assert_allclose(z["logits"], want, rtol=1e-4, atol=1e-5)
         assert z["embeddings"].shape == (store.manifest.num_nodes, 6 * (2 if model == "rgat" else 1))
+        offs, names = z["type_offsets"], list(z["node_types"])       # each row's type, for per-type slices
+        assert names == store.manifest.typed["node_types"] and offs[-1] == store.manifest.num_nodes
+        assert (z["node_type"][offs[1]:offs[2]] == 1).all() and (np.diff(z["node_type"]) >= 0).all()
     test = store.split_nodes("test")
     labels = np.full(store.manifest.num_nodes, -1)
     for p in range(store.num_parts):
