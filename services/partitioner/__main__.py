@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "0.85,0.05,0.10; a seeded hash split with --seed, recorded in the manifest) as "
                         "validation/test edges, removed from the stored graph, with as many sampled "
                         "non-edges as negatives (docs/link-prediction.md)")
+    p.add_argument("--no-target-balance", action="store_true",
+                   help="typed input: keep the partition as cut (by default the target type's training "
+                        "vertices are then spread evenly over the parts, at a small cut cost)")
     p.add_argument("--link-relation", default=None, metavar="RELATION|SRC:RELATION:DST",
                    help="typed input with --edge-split: the relation whose edges are split and predicted "
                         "(recommendation: user:buys:item); needed when the graph has several")
@@ -328,9 +331,14 @@ def run_typed(args, tg, budget) -> int:
     split = relation_split(args, tg)                # a bad --link-relation fails before any work
     res = partition_stream(CSRArrayStream(g.indptr, g.indices), args.parts, method=args.method, order=args.order,
                            seed=args.seed, eps=args.eps, memory_budget=budget, tmpdir=args.tmpdir)
+    balance = None
+    if tg.target and tg.train_mask is not None and not args.no_target_balance:
+        balance = target_balance(tg, g, res.assignment, args.parts)
     del g
     info = {"method": res.method, "order": res.order, "seed": args.seed, "eps": args.eps, "seconds": res.seconds,
             "input": str(args.input), "input_format": "typed", "symmetrised": not args.no_reverse_relations}
+    if balance is not None:
+        info["target_balance"] = balance
     t_store = time.perf_counter()
     finish = write_kg_triples(tg) if tg.triples else None
     if split is not None:
@@ -345,6 +353,19 @@ def run_typed(args, tg, budget) -> int:
             f"{' incl. reverses' if not args.no_reverse_relations else ''}) ")
     return _report(args, manifest, res, t0, time.perf_counter() - t_store, not args.no_reverse_relations,
                    {"node_types": types, "relations": manifest.num_relations}, what)
+
+
+def target_balance(tg, g, assignment, k: int) -> dict:
+    """Spread the target type's training vertices evenly over the parts (in place; see
+    :mod:`services.partitioner.target_balance`); logs and returns what it did."""
+    from argosy.services.partitioner.target_balance import balance_marked
+    marked = np.zeros(g.num_nodes, np.bool_)
+    marked[int(tg.type_offsets[tg.node_types.index(tg.target)]) + np.flatnonzero(tg.train_mask)] = True
+    out = balance_marked(g.indptr, g.indices, assignment, marked, k)
+    logger.info("target balance: %d training %s vertices, largest part's share %.2fx -> %.2fx the mean; "
+                "%d vertices moved, %+d cut edges", out["marked"], tg.target, out["marked_max_over_mean_before"],
+                out["marked_max_over_mean_after"], out["moved"], out["cut_edges_added"])
+    return out
 
 
 def relation_split(args, tg):

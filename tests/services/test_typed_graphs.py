@@ -331,6 +331,43 @@ def test_one_relations_edges_split_for_recommendation(typed_dir, tmp_path):
     assert b.edge_type.shape == b.edge_src.shape            # the positives' edges removed with their relations
 
 
+def test_target_balance_spreads_training_vertices_at_a_counted_cut():
+    """All marked vertices start in part 0: afterwards no part holds over ceil(1.05 T / k) of them,
+    no part exceeds the vertex capacity, and the reported cut change is the recounted one."""
+    from argosy.services.partitioner.target_balance import balance_marked
+    from argosy.shared.graphio.graph import csr_from_edges
+    rng = np.random.default_rng(0)
+    n, k = 400, 4
+    g = csr_from_edges(rng.integers(0, n, 3000), rng.integers(0, n, 3000), num_nodes=n)
+    part = (np.arange(n) % k).astype(np.int32)
+    marked = np.zeros(n, np.bool_)
+    marked[np.flatnonzero(part == 0)[:60]] = True
+    rows = np.repeat(np.arange(n), np.diff(g.indptr))
+
+    def cut(p):
+        return int(np.count_nonzero(p[rows] != p[g.indices]) // 2)
+
+    before = cut(part)
+    out = balance_marked(g.indptr, g.indices, part, marked, k)
+    counts, sizes = np.bincount(part[marked], minlength=k), np.bincount(part, minlength=k)
+    assert counts.max() <= int(np.ceil(1.05 * 60 / k)) and counts.sum() == 60
+    assert sizes.max() <= int(np.ceil(1.03 * n / k))
+    assert out["cut_edges_added"] == cut(part) - before and out["moved"] >= 60 - 16
+
+
+def test_typed_partition_balances_the_target_types_training_vertices(typed_dir, tmp_path):
+    out = tmp_path / "store"
+    p = subprocess.run([sys.executable, "-m", "argosy.services.partitioner", str(typed_dir), "--parts", "4",
+                        "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    st = PartitionStore(out)
+    tb = st.manifest.partition["target_balance"]
+    train = np.asarray(st.split_nodes("train"))
+    per_part = np.bincount(np.asarray(st.assignment)[train], minlength=4)
+    assert tb["marked"] == train.size and per_part.max() <= int(np.ceil(1.05 * train.size / 4))
+    assert tb["marked_max_over_mean_after"] == pytest.approx(per_part.max() / (train.size / 4))
+
+
 def _train(args: list[str], tmp_path: Path) -> dict:
     p = subprocess.run([sys.executable, "-m", "argosy.services.launch", "train", *args, "--run-dir", str(tmp_path / "run"),
                         "--json"], capture_output=True, text=True, timeout=900)
