@@ -8,7 +8,11 @@
    with an own PyTorch Geometric model; the store built from the demo is rebuilt, not reused; the
    report and best model are copied out to the host with ``docker compose cp``;
 3. failing, not hanging: a model the trainer image cannot import ends ``submit`` with that error;
-   reusing a job name for another configuration is refused, naming the flag that replaces it.
+   reusing a job name for another configuration is refused, naming the flag that replaces it;
+4. (issue 45) a sampler killed mid-run is recorded as lost once, with the time until its batches
+   were re-claimed, and the job says it runs with fewer; ``ci/compose_job.sh`` returns 0 for a job
+   that is done (report copied out, n and m in it), 1 within two minutes for a bad model (one line
+   saying why), 2 for a missing input, and leaves no container, network or volume behind.
 
 ``.ci/run`` starts an engine (``ci/docker_engine.sh``) and sets ``ARGOSY_REQUIRE_DOCKER=1``: the tests
 then fail instead of skipping when no engine answers. Offline machines (no registry): set
