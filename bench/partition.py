@@ -96,6 +96,21 @@ def _kaminpar(path: str, k: int, eps: float, seed: int, preset: str):
     return st, part, secs, t_load
 
 
+def _method_options(method: str) -> dict:
+    """Options a method name carries after its base: ``grem-fast`` / ``grem-default`` /
+    ``grem-best`` (the effort), ``grem-stream`` (streaming clustering forced on graphs that fit
+    in memory), ``grem-t1`` (threads); e.g. ``grem-fast-t1``."""
+    opts = {"threads": None} if method.startswith("grem") else {}  # every core, as the CLI
+    for tok in method.split("-")[1:]:
+        if tok in ("fast", "default", "best"):
+            opts["effort"] = tok
+        elif tok == "stream":
+            opts["whole_graph"] = False
+        elif tok.startswith("t") and tok[1:].isdigit():
+            opts["threads"] = int(tok[1:])
+    return opts
+
+
 def _warm_up(method: str) -> None:
     """Load/compile the numba kernels on a tiny graph so the timed run excludes JIT/cache load."""
     from argosy.services.partitioner.core import partition_stream
@@ -146,8 +161,7 @@ def _worker(args) -> None:
     else:
         st = open_edge_stream(args.graph, chunk_edges=args.chunk_edges)
         t_open = time.perf_counter() - t0  # edge lists: one scan for the largest id
-        # grem-stream: GREM with its streaming clustering forced on graphs that fit in memory
-        opts = {"whole_graph": False} if args.method == "grem-stream" else {}
+        opts = _method_options(args.method)
         r = partition_stream(st, args.k, method=args.method.split("-")[0], order=args.order,
                              seed=args.seed, eps=args.eps, **opts)
         det = {key: v for key, v in r.details.items() if key != "cycles"}
@@ -155,6 +169,11 @@ def _worker(args) -> None:
             det["cycles"] = [{kk: (round(vv, 4) if isinstance(vv, float) else vv)
                               for kk, vv in c.items()} for c in r.details["cycles"]]
         det["open_seconds"] = round(t_open, 3)
+        if r.method == "grem":
+            from argosy.services.partitioner.core import phase_seconds
+            rec["phases"] = dict(phase_seconds(r.details, r.seconds), open=round(t_open, 3))
+            from argosy.services.partitioner.threads import default_threads
+            rec["threads"] = opts.get("threads") or default_threads()
         rec.update(seconds=r.seconds + t_open, edge_cut=r.edge_cut,
                    edge_cut_fraction=r.edge_cut_fraction, balance=r.balance,
                    edge_balance=r.edge_balance, n=st.num_nodes, entries=st.num_edges,
@@ -472,7 +491,22 @@ def _families():
                       lambda p, n, m, s: syn.write_geometric_edge_list(p, n, 2.0 * m / n, s)),
         "dcsbm": ("DC-SBM, 1024 communities, 10 % mixing, Pareto(1.5) degrees",
                   lambda p, n, m, s: syn.write_dcsbm_edge_list(p, n, m, 1024, 0.1, 1.5, s)),
+        "road": ("road-like: a perturbed 2-D lattice of mean degree 2.6, ids shuffled "
+                 "(`road_edge_chunks`); m edges need n = m / 1.3 vertices, so n is set by m",
+                 lambda p, n, m, s: _write_road(p, m, s)),
     }
+
+
+def _write_road(path: str, m: int, seed: int) -> int:
+    """The road-like family as an (m', 2) int32 ``.npy`` with m' ~ m edges (n = m / 1.3)."""
+    from argosy.shared.synthetic import road_edge_chunks
+
+    n = int(m / 1.3)
+    src, dst = zip(*road_edge_chunks(n, seed=seed))
+    e = np.stack([np.concatenate(src), np.concatenate(dst)], axis=1).astype(np.int32)
+    np.save(path + ".tmp.npy", e)
+    os.replace(path + ".tmp.npy", path)
+    return int(e.shape[0])
 
 
 def _npz_twin(npy: Path) -> Path:
@@ -524,13 +558,13 @@ def _npz_twin(npy: Path) -> Path:
     return out
 
 
-def run_cli(graph: str, k: int, store: Path, timeout: float) -> dict:
+def run_cli(graph: str, k: int, store: Path, timeout: float, extra=()) -> dict:
     """``argosy partition GRAPH --parts K --out STORE`` in a subprocess: wall time (process
     start, numba cache load, reading, partitioning and store writing) and peak RSS."""
     import shutil
 
     cmd = [sys.executable, "-m", "argosy.services.partitioner", graph, "--parts", str(k),
-           "--out", str(store), "--overwrite", "--json", "--tmpdir", str(store.parent)]
+           "--out", str(store), "--overwrite", "--json", "--tmpdir", str(store.parent), *extra]
     t0 = time.perf_counter()
     # a small forking launcher between this process and the CLI, as /usr/bin/time does: a child
     # exec'd straight from here starts its peak RSS at this process's size (Linux carries the
@@ -554,7 +588,8 @@ def run_cli(graph: str, k: int, store: Path, timeout: float) -> dict:
         return {"error": "the launcher did not report the peak RSS"}
     return {"seconds": wall, "peak_rss_mib": ru[-1] / 1024.0,
             "edge_cut_fraction": r.get("edge_cut_fraction"), "balance": r.get("balance"),
-            "edge_balance": r.get("edge_balance")}
+            "edge_balance": r.get("edge_balance"), "phases": r.get("phases"),
+            "partition_seconds": r.get("partition_seconds"), "store_seconds": r.get("store_seconds")}
 
 
 _LAUNCHER = (
@@ -626,8 +661,9 @@ def sweep_mode(args) -> None:
             for tool in tools:
                 if (fam, fmt, tool) in done:
                     continue
-                if tool == "grem-cli":
-                    r = run_cli(str(path), k, work / "store", args.timeout)
+                if tool.startswith("grem-cli"):
+                    eff = tool.split("-")[2] if tool.count("-") >= 2 else "default"
+                    r = run_cli(str(path), k, work / "store", args.timeout, ("--effort", eff))
                 else:
                     r = run_one(str(path), fam, tool, k, args.order, args.seed, args.eps,
                                 args.scale_chunk, args.timeout)
@@ -640,6 +676,7 @@ def sweep_mode(args) -> None:
                     f.write(json.dumps(r, default=str) + "\n")
                 recs.append(r)
                 _sweep_report(recs, results / "partition_sweep.md", fams, k)
+                _effort_report(recs, results / "partition_efforts.md", k)
 
 
 def _sweep_report(recs, out_md: Path, fams, k) -> None:
@@ -692,6 +729,86 @@ def _sweep_report(recs, out_md: Path, fams, k) -> None:
             parts.append(f"RSS {r['peak_rss_mib'] / kd['peak_rss_mib']:.2f}x KaMinPar-default")
         if parts:
             lines.append(f"- {fam} ({fmt}): " + ", ".join(parts))
+    out_md.write_text("\n".join(lines) + "\n")
+
+
+EFFORT_TOOLS = ("grem-fast", "grem-default", "grem-best")
+
+
+def _effort_report(recs, out_md: Path, k: int) -> None:
+    """Per family and format: each GREM effort's time, cut and peak RSS against METIS and
+    KaMinPar (default preset, one thread) measured in the same sweep, the geometric means over
+    the families, and each GREM cell's phase breakdown."""
+    last = {}
+    for r in recs:
+        last[(r["family"], r["format"], r["tool"])] = r
+    cells = sorted({(f, fmt) for f, fmt, _ in last})
+    efforts = [t for t in EFFORT_TOOLS + tuple(f"grem-cli-{e}" for e in ("fast", "default", "best"))
+               if any(t == tl for _, _, tl in last)]
+    if not efforts:
+        return
+    loads = [r.get("loadavg_1min") for r in last.values() if r.get("loadavg_1min") is not None]
+    lines = [f"# GREM effort levels against METIS and KaMinPar (rebuilt {time.strftime('%Y-%m-%d %H:%M')})", "",
+             f"k = {k}, eps 0.03, file order, one process per cell, one cell at a time. GREM on "
+             "every core (threads as recorded), METIS (pymetis) and KaMinPar (default preset) on "
+             "one thread. Times: the partitioning call, including reading the input and "
+             "regrouping an edge list for GREM and METIS; KaMinPar's excludes loading its ParHIP "
+             "file. Peak RSS: the process's. 1-minute load average over the cells: "
+             + (f"{min(loads):.1f} to {max(loads):.1f}" if loads else "-")
+             + " (2 cores shared with other work): ratios are within one sweep, never across.", "",
+             "| family | format | tool | s | cut % | peak MiB | time / METIS | time / KaMinPar | "
+             "cut / METIS | cut / KaMinPar | RSS / METIS | load |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    ratios = {t: {"t_m": [], "t_k": [], "c_m": [], "c_k": [], "r_m": []} for t in efforts}
+    for fam, fmt in cells:
+        mt, kp = last.get((fam, fmt, "metis")), last.get((fam, fmt, "kaminpar-default"))
+        mt = mt if mt and "error" not in mt else None
+        kp = kp if kp and "error" not in kp else None
+        for tool in ("metis", "kaminpar-default") + tuple(efforts):
+            r = last.get((fam, fmt, tool))
+            if r is None:
+                continue
+            if "error" in r:
+                lines.append(f"| {fam} | {fmt} | {tool} | error: {r['error'][:60]} | | | | | | | | |")
+                continue
+            def rat(a, b):
+                return a / b if a and b else None
+            tm = rat(r["seconds"], mt and mt["seconds"])
+            tk = rat(r["seconds"], kp and kp["seconds"])
+            cm = rat(r["edge_cut_fraction"], mt and mt["edge_cut_fraction"])
+            ck = rat(r["edge_cut_fraction"], kp and kp["edge_cut_fraction"])
+            rm = rat(r["peak_rss_mib"], mt and mt["peak_rss_mib"])
+            if tool in ratios:
+                for key, v in (("t_m", tm), ("t_k", tk), ("c_m", cm), ("c_k", ck), ("r_m", rm)):
+                    if v:
+                        ratios[tool][key].append(v)
+            lines.append(f"| {fam} | {fmt} | {tool} | {r['seconds']:.1f} | {100 * r['edge_cut_fraction']:.3f} | "
+                         f"{r['peak_rss_mib']:,.0f} | {_fmt(tm)} | {_fmt(tk)} | {_fmt(cm, 3)} | "
+                         f"{_fmt(ck, 3)} | {_fmt(rm)} | {r.get('loadavg_1min', float('nan')):.1f} |")
+    lines += ["", "Geometric means over the cells above (goals of issue 43: default time <= 0.25x "
+              "METIS and <= 1x KaMinPar, cut <= 1.00x METIS, RSS <= 0.2x METIS; fast time <= "
+              "0.125x METIS, cut <= 1.10x METIS):", "",
+              "| effort | time / METIS | time / KaMinPar | cut / METIS | cut / KaMinPar | RSS / METIS | cells |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for t in efforts:
+        q = ratios[t]
+        lines.append(f"| {t} | {_fmt(_geomean(q['t_m']), 3)} | {_fmt(_geomean(q['t_k']), 3)} | "
+                     f"{_fmt(_geomean(q['c_m']), 3)} | {_fmt(_geomean(q['c_k']), 3)} | "
+                     f"{_fmt(_geomean(q['r_m']), 3)} | {len(q['c_m'])} |")
+    names = ("open", "regroup", "lp_clustering", "cluster_graph", "coarse_partition", "refinement",
+             "greedy_check", "other", "evaluate")
+    lines += ["", "Where GREM's time goes (seconds per phase; `evaluate` is the closing cut/balance "
+              "pass, outside the timed call):", "",
+              "| family | format | tool | threads | " + " | ".join(names) + " |",
+              "|---|---|---|---:|" + "---:|" * len(names)]
+    for fam, fmt in cells:
+        for tool in efforts:
+            r = last.get((fam, fmt, tool))
+            if not r or "error" in r or not r.get("phases"):
+                continue
+            ph = r["phases"]
+            lines.append(f"| {fam} | {fmt} | {tool} | {r.get('threads', '-')} | "
+                         + " | ".join(_fmt(ph.get(x), 1) for x in names) + " |")
     out_md.write_text("\n".join(lines) + "\n")
 
 

@@ -41,6 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parts", "-k", type=int, required=True, help="number of partitions K")
     p.add_argument("--method", default="grem", help="grem | fennel | ldg | random | hash | metis (default grem)")
     p.add_argument("--order", default="file", choices=("file", "random", "degree"), help="stream order")
+    p.add_argument("--effort", default="default", choices=("fast", "default", "best"),
+                   help="GREM's effort: fast (streaming clustering, one coarse partition, two LP "
+                        "refinement passes), default (one cycle refined with FM), best (every "
+                        "streamed V-cycle; the slowest). docs/partitioning.md has each level's "
+                        "cut and time against METIS and KaMinPar")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="threads for GREM's streamed passes (default: every core "
+                        "this process may use, or ARGOSY_THREADS); 1 makes a run reproducible bit "
+                        "for bit")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eps", type=float, default=0.03, help="allowed imbalance: max part <= (1+eps) n/K")
     p.add_argument("--max-edge-balance", type=float, default=None, metavar="X",
@@ -269,6 +278,8 @@ def run(args) -> int:
 
     if args.parts < 1:
         raise ValueError(f"--parts must be >= 1 (got {args.parts})")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1 (got {args.threads})")
     budget = parse_size(args.memory_budget)
     from argosy.shared.graphio.typed_open import open_typed
     tg = open_typed(args.input)
@@ -290,7 +301,8 @@ def run(args) -> int:
     t0 = time.perf_counter()
     res = partition_stream(stream, args.parts, method=args.method, order=args.order, seed=args.seed,
                            eps=args.eps, memory_budget=budget, tmpdir=args.tmpdir,
-                           keep_regrouped=not args.directed, max_edge_balance=args.max_edge_balance)
+                           keep_regrouped=not args.directed, max_edge_balance=args.max_edge_balance,
+                           effort=args.effort, threads=args.threads or None)
     try:
         return _write(args, stream, res, columns, t0)
     finally:
@@ -330,7 +342,8 @@ def run_typed(args, tg, budget) -> int:
         raise ValueError("--out STORE is required (or use --dry-run)")
     split = relation_split(args, tg)                # a bad --link-relation fails before any work
     res = partition_stream(CSRArrayStream(g.indptr, g.indices), args.parts, method=args.method, order=args.order,
-                           seed=args.seed, eps=args.eps, memory_budget=budget, tmpdir=args.tmpdir)
+                           seed=args.seed, eps=args.eps, memory_budget=budget, tmpdir=args.tmpdir,
+                           effort=args.effort, threads=args.threads or None)
     balance = None
     if tg.target and tg.train_mask is not None and not args.no_target_balance:
         balance = target_balance(tg, g, res.assignment, args.parts)
@@ -468,6 +481,10 @@ def _report(args, manifest, res, t0: float, store_seconds: float, undirected: bo
            "edge_cut_fraction": manifest.partition["edge_cut_fraction"], "balance": manifest.partition["balance"],
            "edge_balance": manifest.partition.get("edge_balance", 0.0), "partition_seconds": res.seconds,
            "store_seconds": store_seconds, "total_seconds": time.perf_counter() - t0, "directed": not undirected}
+    if res.method == "grem":
+        from argosy.services.partitioner.core import phase_seconds
+        out["effort"] = res.details.get("effort", "default")
+        out["phases"] = phase_seconds(res.details, res.seconds)
     print(json.dumps(out) if args.json else
           f"wrote {args.out}: {what}n={out['n']:,} m={out['m']:,} K={args.parts} method={res.method} order={res.order} "
           f"edge cut {100 * out['edge_cut_fraction']:.2f}% balance {out['balance']:.3f} "

@@ -9,14 +9,16 @@ visited by one numba kernel.  See :mod:`.grem` for where it sits in the algorith
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Tuple
 
 import numba
 import numpy as np
 
-from .nbutil import compact_labels, rand_below
+from .nbutil import compact_labels, rand_below, rng_state
 from .placement import chunk_order, greedy_place, group_order, penalties
-from .stream import sort_range
+from .stream import read_groups, sort_range
+from .threads import get_threads, map_chunks
 
 logger = logging.getLogger("argosy.partitioner")
 
@@ -30,7 +32,7 @@ __all__ = ["stream_cluster", "singleton_clusters", "LP_STOP_MOVED"]
 LP_STOP_MOVED = 0.01
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, first, state,
                      part, cpart, use_part, active, p, greedy, gpart, gsize, k, gcap, galpha,
                      gconn, gtouch):
@@ -170,16 +172,47 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
     partarr = part if use_part else np.zeros(1, np.int32)
     cpart = partarr  # block of each cluster id; labels are vertex ids until compacted
     done = 0
+    nthreads = get_threads() if stream.seekable and stream.num_chunks >= 4 else 1
     for p in range(max(1, passes)):
         moved = 0
-        for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
-            if labs.size < src.size + 1:
-                labs = np.empty(src.size + 1, np.int32)
-            go = group_order(starts, order, state)
-            moved += _stream_lp_chunk(src, dst, starts, go, label, csize, seen, maxw, labs,
-                                      first and p == 0, state, partarr, cpart, use_part,
-                                      active, p, greedy is not None and p == 0, gpart, gsize,
-                                      k, gcap, galpha, gconn, gtouch)
+        co = chunk_order(stream, order, state)
+        if nthreads > 1:
+            # chunks on several threads at once, each with its own scratch and random state;
+            # they share the labels (a vertex sees the latest label its neighbours got in any
+            # thread), and the cluster and block sizes they race on are recounted below
+            local = threading.local()
+            seeds = rng_state(int(state[0] % (1 << 62)) + p)
+
+            def one(i, p=p):
+                if not hasattr(local, "labs"):
+                    local.labs = np.empty(0, np.int32)
+                    local.state = rng_state(int(seeds[0] % (1 << 62)) + threading.get_ident())
+                    local.gconn = np.zeros(k, np.int64)
+                    local.gtouch = np.empty(k, np.int64)
+                src, dst, starts = read_groups(stream, i)
+                if local.labs.size < src.size + 1:
+                    local.labs = np.empty(src.size + 1, np.int32)
+                go = group_order(starts, order, local.state)
+                return _stream_lp_chunk(src, dst, starts, go, label, csize, seen, maxw,
+                                        local.labs, first and p == 0, local.state, partarr,
+                                        cpart, use_part, active, p,
+                                        greedy is not None and p == 0, gpart, gsize, k, gcap,
+                                        galpha, local.gconn, local.gtouch)
+
+            idx = range(stream.num_chunks) if co is None else [int(i) for i in co]
+            moved = sum(map_chunks(one, idx, nthreads))
+            csize[:] = np.bincount(label, minlength=csize.size)[:csize.size]
+            if greedy is not None and p == 0:
+                gsize[:] = np.bincount(gpart[gpart >= 0], minlength=k)
+        else:
+            for src, dst, starts in stream.iter_groups(co):
+                if labs.size < src.size + 1:
+                    labs = np.empty(src.size + 1, np.int32)
+                go = group_order(starts, order, state)
+                moved += _stream_lp_chunk(src, dst, starts, go, label, csize, seen, maxw, labs,
+                                          first and p == 0, state, partarr, cpart, use_part,
+                                          active, p, greedy is not None and p == 0, gpart,
+                                          gsize, k, gcap, galpha, gconn, gtouch)
         done += 1
         logger.info("GREM clustering pass %d: %d vertices moved (%.1f%%)", p + 1, moved,
                     100.0 * moved / max(n, 1))

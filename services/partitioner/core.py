@@ -19,13 +19,14 @@ import numpy as np
 
 from .baselines import BASELINES
 from .edge_balance import edge_balance_phase
-from .grem import grem_edge_limited, grem_partition
+from .grem import EFFORTS, grem_edge_limited, grem_partition
 from .placement import capacity, count_cut
 from .regroup import GroupedEdgeStream
 from .stream import EdgeStream
+from .threads import default_threads, get_threads, map_chunks, using_threads
 
 __all__ = ["PartitionResult", "MemoryBudgetError", "partition_stream", "estimate_cost",
-           "METHODS", "ORDERS", "evaluate_partition"]
+           "METHODS", "ORDERS", "evaluate_partition", "phase_seconds"]
 
 METHODS = ("grem",) + tuple(BASELINES)
 ORDERS = ("file", "random", "degree")
@@ -131,16 +132,51 @@ def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
     return int(peak), float(secs)
 
 
+def phase_seconds(details: Dict, seconds: Optional[float] = None) -> Dict[str, float]:
+    """Where a run's time went, summed over GREM's cycles (``details`` of a
+    :class:`PartitionResult`): ``regroup`` (on-disk regrouping of an edge list), ``lp_clustering``
+    (streamed label propagation, with the Fennel start), ``cluster_graph`` (building and
+    coarsening it), ``coarse_partition`` (the in-memory multilevel partitioner), ``refinement``
+    (streamed LP/tree/FM passes), ``greedy_check`` (counting the Fennel start's cut),
+    ``evaluate`` (the closing cut/balance pass) and ``other`` (the rest of ``seconds``)."""
+    out = {"regroup": float(details.get("t_regroup", 0.0))}
+    keys = (("lp_clustering", "t_lp"), ("cluster_graph", None), ("coarse_partition", "t_partition_coarse"),
+            ("refinement", "t_refine"), ("greedy_check", "t_greedy_cut"))
+    for name, _ in keys:
+        out[name] = 0.0
+    for c in details.get("cycles", []):
+        lp = float(c.get("t_lp", 0.0))
+        out["lp_clustering"] += lp
+        out["cluster_graph"] += float(c.get("t_cluster", 0.0)) - lp + float(c.get("t_cluster_graph", 0.0))
+        out["coarse_partition"] += float(c.get("t_partition_coarse", 0.0))
+        out["refinement"] += float(c.get("t_refine", 0.0))
+        out["greedy_check"] += float(c.get("t_greedy_cut", 0.0))
+    if seconds is not None:
+        out["other"] = max(0.0, float(seconds) - sum(out.values()))
+    out["evaluate"] = float(details.get("t_evaluate", 0.0))
+    return {k: round(v, 3) for k, v in out.items()}
+
+
 def evaluate_partition(stream: EdgeStream, assignment: np.ndarray, k: int) -> Dict:
     """One streaming pass: undirected edge cut, cut fraction, balance (vertices), edge balance
     (adjacency entries per block, max / mean) and block sizes."""
     n = stream.num_nodes
+
+    def one(chunk):
+        src, dst = chunk
+        return src.size, int(count_cut(src, dst, assignment)), np.bincount(assignment[src],
+                                                                            minlength=k)
+
     cut_entries, entries = 0, 0
     volume = np.zeros(k, np.int64)
-    for src, dst in stream:
-        entries += src.size
-        cut_entries += int(count_cut(src, dst, assignment))
-        volume += np.bincount(assignment[src], minlength=k)
+    if stream.seekable and stream.num_chunks >= 4 and get_threads() > 1:
+        per_chunk = map_chunks(lambda i: one(stream.read_chunk(i)), range(stream.num_chunks))
+    else:
+        per_chunk = map(one, stream)
+    for e, c, vol in per_chunk:
+        entries += e
+        cut_entries += c
+        volume += vol
     div = 2 if stream.symmetric else 1
     sizes = np.bincount(assignment, minlength=k).astype(np.int64)
     und = entries // div
@@ -156,7 +192,8 @@ def evaluate_partition(stream: EdgeStream, assignment: np.ndarray, k: int) -> Di
 
 def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: str = "file",
                      seed: int = 0, eps: float = 0.03,
-                     memory_budget: Optional[int] = None, **options) -> PartitionResult:
+                     memory_budget: Optional[int] = None, effort: str = "default",
+                     threads: Optional[int] = 1, **options) -> PartitionResult:
     """Partition the vertices of a streamed graph into ``k`` balanced blocks.
 
     Every method guarantees ``max block <= ceil((1 + eps) * n / k)``.
@@ -169,6 +206,12 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
         seed (int): RNG seed (same seed, same input -> same assignment).
         eps (float): allowed imbalance (default 0.03).
         memory_budget (int, optional): bytes; refuse to run if :func:`estimate_cost` exceeds it.
+        effort (str): GREM's preset, ``"fast"``, ``"default"`` or ``"best"``
+            (:data:`~.grem.EFFORTS`; other methods ignore it).
+        threads (int, optional): threads for the streamed passes (default 1; None: the
+            cores this process may use, as ``argosy partition`` does, see :mod:`.threads`).  One
+            thread gives the same assignment for the same seed every time; several threads
+            race on shared labels, so runs may differ slightly (same balance guarantee).
         **options: extra keyword arguments for the method (e.g. GREM's ``refine_passes``).
             ``regroup`` (bool): regroup an unaligned edge-list stream by source through
             on-disk buckets (:class:`~.stream.GroupedEdgeStream`) first; default on for every
@@ -205,6 +248,17 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
         raise ValueError(f"k={k} exceeds the number of vertices n={n}")
     if not (0.0 <= eps < 1.0):
         raise ValueError(f"eps must be in [0, 1), got {eps}")
+    if effort not in EFFORTS:
+        raise ValueError(f"unknown effort {effort!r}; expected one of {tuple(EFFORTS)}")
+    if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+    with using_threads(default_threads() if threads is None else threads):
+        return _partition(stream, int(k), method, order, seed, eps, memory_budget, effort,
+                          options)
+
+
+def _partition(stream, k, method, order, seed, eps, memory_budget, effort, options):
+    n = int(stream.num_nodes)
     entries = int(stream.stream_entries)
     if memory_budget is not None:
         chunk = stream.chunk_edges * (2 if entries > stream.num_edges else 1)
@@ -232,15 +286,17 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
         grouped_view = GroupedEdgeStream(stream, tempfile.mkdtemp(prefix="argosy-grem-",
                                                                   dir=base))
         work = grouped_view
+    t_regroup = time.perf_counter() - t0
     try:
         if k == 1:
             part, det = np.zeros(n, np.int32), {}
         elif method == "grem" and max_edge_balance is not None:
             part, det = grem_edge_limited(work, k, max_edge_balance, order=order, seed=seed,
-                                          eps=eps, workdir=work.workdir or tmpdir, **options)
+                                          eps=eps, workdir=work.workdir or tmpdir, effort=effort,
+                                          **options)
         elif method == "grem":
             part, det = grem_partition(work, k, order=order, seed=seed, eps=eps,
-                                       workdir=work.workdir or tmpdir, **options)
+                                       workdir=work.workdir or tmpdir, effort=effort, **options)
         else:
             part, det = BASELINES[method](work, k, order=order, seed=seed, eps=eps, **options)
         part = np.ascontiguousarray(part, dtype=np.int32)
@@ -249,7 +305,9 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
             det["edge_balance_phase"] = edge_balance_phase(work, part, k, eps, max_edge_balance,
                                                            order)
         seconds = time.perf_counter() - t0
+        t_ev = time.perf_counter()
         ev = evaluate_partition(work, part, k)
+        t_ev = time.perf_counter() - t_ev
     except BaseException:
         if grouped_view is not None:
             grouped_view.close()
@@ -258,6 +316,8 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
         grouped_view.close()
     det = dict(det)
     det["regrouped"] = grouped_view is not None
+    det["t_regroup"] = t_regroup
+    det["t_evaluate"] = t_ev
     cap = capacity(n, k, eps)
     if ev["part_sizes"].max() > cap:  # pragma: no cover - every method enforces it
         raise RuntimeError(f"{method} violated the capacity {cap}: {ev['part_sizes'].max()}")

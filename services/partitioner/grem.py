@@ -76,14 +76,14 @@ from .cluster_graph import build_cluster_graph, coarsen_cluster_graph
 from .edge_balance import edge_balance_phase, edge_weighted_refine, warn_edge_limit
 from .multilevel import edge_cut_csr, improve_partition, multilevel_partition
 from .nbutil import rng_state
-from .placement import capacity, count_cut, count_degrees, force_balance, place_unseen
+from .placement import capacity, count_cut, count_degrees, force_balance, place_unseen, stream_cut
 from .refine import stream_refine
 from .stream import EdgeStream
 from .tree import bisection_tree_levels, refine_down_tree
 
 logger = logging.getLogger("argosy.partitioner")
 
-__all__ = ["grem_partition", "grem_edge_limited", "cluster_budget"]
+__all__ = ["grem_partition", "grem_edge_limited", "cluster_budget", "EFFORTS"]
 
 
 def cluster_budget(n: int) -> int:
@@ -101,7 +101,40 @@ ML_EFFORT_ENTRIES = 1 << 21
 VCYCLE_MAX_LEVEL1_SHARE = 0.8
 
 
+# the effort presets (``--effort``): what each level runs; an explicit keyword overrides it
+EFFORTS: Dict[str, Dict] = {
+    # the paper's regime: streaming clustering, one coarse partition, streamed LP refinement
+    "fast": dict(cluster_passes=2, refine_passes=2, vcycles=0, repeats=1, stream_cycles=0,
+                 fm_rounds=0, whole_graph=False, tree_refine=False),
+    # one cycle, refined with FM: the quality of "best" on most graphs for a fraction of its time
+    "default": dict(cluster_passes=3, refine_passes=2, vcycles=1, repeats=1, stream_cycles=0,
+                    fm_rounds=1, whole_graph=True, tree_refine=True),
+    # every cycle and pass GREM has (the default up to issue 43)
+    "best": dict(cluster_passes=4, refine_passes=6, vcycles=2, repeats=3, stream_cycles=2,
+                 fm_rounds=2, whole_graph=True, tree_refine=True),
+}
+
+
 TREE_MIN_LP_GAIN = 0.005  # tree refinement only after k-way LP removed >= 0.5 % of the projected cut
+
+
+# fast/default: the Fennel start replaces the multilevel partition in step 4 when its cut is
+# below this share of the multilevel one after k-way LP (R-MAT: 0.80; tree and FM refinement
+# closed at most 8 % of such a gap in the recorded runs)
+GREEDY_CLEAR = 0.85
+
+
+def _greedy_estimate(stream, gpart) -> float:
+    """Cut entries of ``gpart``: exact on short streams, from 8 evenly spaced chunks else."""
+    nch = stream.num_chunks
+    if not (stream.seekable and nch >= 16 and stream.stream_entries > 0):
+        return float(stream_cut(stream, gpart))
+    idx = np.unique(np.linspace(0, nch - 1, 8).astype(np.int64))
+    c, e = 0, 0
+    for src, dst, _ in stream.iter_groups(idx):
+        c += int(count_cut(src, dst, gpart))
+        e += src.size
+    return c * stream.stream_entries / max(e, 1)
 
 
 def _greedy_cut(stream, gpart, best_cut):
@@ -124,15 +157,18 @@ def _greedy_cut(stream, gpart, best_cut):
         est = c * stream.stream_entries / max(e, 1)
         if est > 1.25 * best_cut:
             return int(est), True
-    return sum(int(count_cut(s, d, gpart)) for s, d in stream), False
+    return stream_cut(stream, gpart), False
 
 
 def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 0,
-                   eps: float = 0.03, cluster_passes: int = 4, refine_passes: int = 6,
-                   vcycles: int = 2, repeats: int = 3, stream_cycles: int = 2,
-                   refine_shrink: int = 1, fm_rounds: int = 2, greedy_start: bool = True,
-                   initial: str = "rb", whole_graph: bool = True,
-                   tree_refine: bool = True, edge_weighted: Optional[float] = None,
+                   eps: float = 0.03, effort: str = "default",
+                   cluster_passes: Optional[int] = None, refine_passes: Optional[int] = None,
+                   vcycles: Optional[int] = None, repeats: Optional[int] = None,
+                   stream_cycles: Optional[int] = None,
+                   refine_shrink: int = 1, fm_rounds: Optional[int] = None,
+                   greedy_start: bool = True,
+                   initial: str = "rb", whole_graph: Optional[bool] = None,
+                   tree_refine: Optional[bool] = None, edge_weighted: Optional[float] = None,
                    degrees: Optional[np.ndarray] = None,
                    workdir: Optional[str] = None) -> Tuple[np.ndarray, Dict]:
     """Partition a streamed graph with GREM.
@@ -143,6 +179,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         order (str): ``"file"``, ``"random"`` or ``"degree"`` (see module docstring).
         seed (int): RNG seed; equal seeds give equal assignments.
         eps (float): imbalance; every block has ``<= ceil((1 + eps) n / k)`` vertices.
+        effort (str): ``"fast"``, ``"default"`` or ``"best"``: the preset (:data:`EFFORTS`)
+            that fills every option below left at None.
         cluster_passes (int): streaming LP clustering passes per cycle.
         refine_passes (int): streaming refinement passes per cycle (stops early without gain).
         vcycles (int): iterated V-cycles of the in-memory cluster-graph partitioner.
@@ -179,10 +217,21 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         tuple: ``(assignment int32 (n,), details dict)``; ``details`` holds phase timings,
         cluster counts, pass counts and cuts (in undirected edges) per cycle.
     """
+    if effort not in EFFORTS:
+        raise ValueError(f"unknown effort {effort!r}; expected one of {tuple(EFFORTS)}")
+    preset = EFFORTS[effort]
+    cluster_passes = preset["cluster_passes"] if cluster_passes is None else cluster_passes
+    refine_passes = preset["refine_passes"] if refine_passes is None else refine_passes
+    vcycles = preset["vcycles"] if vcycles is None else vcycles
+    repeats = preset["repeats"] if repeats is None else repeats
+    stream_cycles = preset["stream_cycles"] if stream_cycles is None else stream_cycles
+    fm_rounds = preset["fm_rounds"] if fm_rounds is None else fm_rounds
+    whole_graph = preset["whole_graph"] if whole_graph is None else whole_graph
+    tree_refine = preset["tree_refine"] if tree_refine is None else tree_refine
     n = int(stream.num_nodes)
     cap = capacity(n, k, eps)
     state = rng_state(seed)
-    det: Dict = {"order": order, "cap": cap, "cycles": []}
+    det: Dict = {"order": order, "cap": cap, "cycles": [], "effort": effort}
     deg, bcap, ecap = None, cap, 0  # bcap: the block limit in vertex weights
     if edge_weighted is not None:
         deg = count_degrees(stream) if degrees is None else degrees
@@ -226,6 +275,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                                                         greedy)
         if greedy is not None:
             place_unseen(gpart, gsize, k)
+        cd["t_lp"] = time.perf_counter() - t0
         if cyc == 0:  # per vertex with an edge: empty ids of a sparse id space buy nothing
             budget = cluster_budget(int(np.count_nonzero(seen)))
         nc1 = nc
@@ -307,7 +357,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             coarse_cut = -1
         t3 = time.perf_counter()  # steps 4a and 4 count as refinement time
         if tree and coarse_cut < 0:  # rebalanced after projection: count the cut
-            coarse_cut = sum(int(count_cut(src, dst, part)) for src, dst in stream)
+            coarse_cut = stream_cut(stream, part)
         projected = coarse_cut
         if tree:
             # 4a. k-way LP from the projection (while a pass removes 2 % of the cut, as step 4
@@ -325,6 +375,22 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             # a local optimum, and would only cost its passes
             tree = cut_kway < (1.0 - TREE_MIN_LP_GAIN) * projected
             cd["cut_kway_lp"] = cut_kway // 2
+        if greedy is not None and stream_cycles <= 0 and not whole and coarse_cut > 0 and \
+                deg is None and _greedy_estimate(stream, gpart) < GREEDY_CLEAR * coarse_cut:
+            # the one-pass Fennel partition is already far below the multilevel one (graphs
+            # with hubs first in id order, e.g. R-MAT: 11.5M against 14.3M cut edges): with
+            # no streamed V-cycle to start from it later, refine it instead of the multilevel
+            # partition (whose tree and FM passes would not close the gap)
+            gexact = stream_cut(stream, gpart)
+            if gexact < GREEDY_CLEAR * coarse_cut:
+                part = gpart.copy()
+                size = np.bincount(part, minlength=k).astype(np.int64)
+                if size.max() > cap:  # threads raced on the block sizes
+                    force_balance(part, k, cap)
+                    size = np.bincount(part, minlength=k).astype(np.int64)
+                    gexact = stream_cut(stream, part)
+                coarse_cut, tree = gexact, False
+                cd["refined_greedy"] = gexact // 2
         if tree:
             alt = part.copy()
             cd["tree_refine"] = refine_down_tree(stream, alt, k, eps, order, state, lp_only)
@@ -332,7 +398,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             if asize.max() > cap:
                 force_balance(alt, k, cap)
                 asize = np.bincount(alt, minlength=k).astype(np.int64)
-            cut_tree = sum(int(count_cut(src, dst, alt)) for src, dst in stream)
+            cut_tree = stream_cut(stream, alt)
             _, g1 = stream_refine(stream, alt, asize, k, cap, order, state, lp_only, cut_tree, 0,
                                    min_gain=0.02)
             cut_tree -= 2 * g1
@@ -351,7 +417,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         if stream.grouped and coarse_cut >= 0:
             cut_now = coarse_cut - 2 * gain
         else:
-            cut_now = sum(int(count_cut(s, d, part)) for s, d in stream)
+            cut_now = stream_cut(stream, part)
             if keep is not None and 0 <= coarse_cut < cut_now:
                 part, cut_now = keep, coarse_cut
         t4 = time.perf_counter()
@@ -366,8 +432,14 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             if fresh and best_cut is not None:
                 det["start"] = "stream-clusters"  # the second fresh start won
             best_cut, best_part = cut_now, part.copy()
-        if greedy is not None:
+        if greedy is not None and "refined_greedy" in cd:
+            det["greedy_cut"], det["greedy_cut_estimated"] = cd["refined_greedy"], False
+            det["start"] = "greedy-refined"
+            del greedy
+        elif greedy is not None:
+            tg = time.perf_counter()
             gcut, estimated = _greedy_cut(stream, gpart, best_cut)
+            cd["t_greedy_cut"] = time.perf_counter() - tg
             det["greedy_cut"] = gcut // 2
             det["greedy_cut_estimated"] = estimated
             det["start"] = "greedy" if gcut < best_cut else ("whole-graph" if whole
@@ -449,8 +521,8 @@ def grem_edge_limited(stream: EdgeStream, k: int, max_edge_balance: float, order
                                **options)
     aphase = edge_balance_phase(stream, alt, k, eps, max_edge_balance, order, warn=False,
                                 degrees=deg)
-    cut = sum(int(count_cut(s, d, part)) for s, d in stream) // 2
-    acut = sum(int(count_cut(s, d, alt)) for s, d in stream) // 2
+    cut = stream_cut(stream, part) // 2
+    acut = stream_cut(stream, alt) // 2
     runs["vertex_balanced"]["cut"] = cut
     runs["edge_weighted"] = {"cut": acut, "reached": aphase["reached"],
                              "edge_balance_before": aphase["edge_balance_before"],

@@ -17,7 +17,7 @@ import numpy as np
 from .nbutil import permutation
 from .stream import EdgeStream
 
-__all__ = ["capacity", "group_order", "chunk_order", "count_cut", "force_balance",
+__all__ = ["capacity", "group_order", "chunk_order", "count_cut", "stream_cut", "force_balance",
            "count_degrees", "block_weights", "penalties", "greedy_place", "place_unseen"]
 
 
@@ -45,7 +45,7 @@ def chunk_order(stream: EdgeStream, order: str, state: np.ndarray) -> Optional[n
     return None
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def count_cut(src, dst, part):
     """Number of entries ``(u, v)`` of a chunk with ``part[u] != part[v]``."""
     c = 0
@@ -53,6 +53,17 @@ def count_cut(src, dst, part):
         if part[src[i]] != part[dst[i]]:
             c += 1
     return c
+
+
+def stream_cut(stream: EdgeStream, part: np.ndarray) -> int:
+    """Entries of the whole stream whose endpoints lie in different blocks (one pass; chunks
+    on :func:`~.threads.get_threads` threads when the stream is seekable)."""
+    from .threads import get_threads, map_chunks
+
+    if stream.seekable and stream.num_chunks >= 4 and get_threads() > 1:
+        return int(sum(map_chunks(lambda i: int(count_cut(*stream.read_chunk(i), part)),
+                                  range(stream.num_chunks))))
+    return int(sum(int(count_cut(s, d, part)) for s, d in stream))
 
 
 @numba.njit(cache=True)

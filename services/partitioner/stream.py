@@ -42,7 +42,7 @@ from argosy.shared.graphio import check_ids as _check_ids
 from argosy.shared.graphio import sorted_unique
 
 __all__ = ["EdgeStream", "ArrayEdgeStream", "CSRArrayStream", "Chunk", "GroupedChunk", "group_chunk",
-           "max_group_size", "sort_range", "normalise_pairs", "DEFAULT_CHUNK_EDGES"]
+           "max_group_size", "sort_range", "normalise_pairs", "read_groups", "DEFAULT_CHUNK_EDGES"]
 
 
 DEFAULT_CHUNK_EDGES = 1 << 20
@@ -98,6 +98,13 @@ def sort_range(arr, a, b):
             arr[j + 1] = x
     else:
         arr[a:b].sort()
+
+
+def read_groups(stream: "EdgeStream", i: int) -> GroupedChunk:
+    """Chunk ``i`` of a seekable stream as ``(src, dst, starts)`` (as :meth:`EdgeStream.iter_groups`
+    yields it): the unit one worker thread takes."""
+    own = getattr(stream, "read_groups", None)
+    return own(i) if own is not None else group_chunk(*stream.read_chunk(i))
 
 
 def group_chunk(src: np.ndarray, dst: np.ndarray) -> GroupedChunk:

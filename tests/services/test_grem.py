@@ -263,7 +263,7 @@ def test_grem_structureless_families_balanced_and_beat_hash(tmp_path, family):
 
 
 def test_streamed_vcycles_skipped_only_after_poor_clusters(tmp_path):
-    """A streamed V-cycle is skipped when refinement removed a third or more of the projected
+    """(``effort="best"``, the level with streamed V-cycles.)  A streamed V-cycle is skipped when refinement removed a third or more of the projected
     cut (the clusters missed the blocks) or when the first-level clusters left more than 80 %
     of the entries between them (a random-like graph: re-clustering finds nothing new), and
     runs otherwise."""
@@ -278,7 +278,7 @@ def test_streamed_vcycles_skipped_only_after_poor_clusters(tmp_path):
 
     def run(name):
         st = open_edge_stream(tmp_path / name, chunk_edges=20000)
-        r = partition_stream(st, k, method="grem", seed=0, whole_graph=False)
+        r = partition_stream(st, k, method="grem", seed=0, whole_graph=False, effort="best")
         return r, r.details["cycles"], st.stream_entries
 
     pp, c, _ = run("pp.npy")
@@ -396,7 +396,7 @@ def test_vcycle_cluster_graph_stays_within_budget(tmp_path, monkeypatch):
         calls.clear()
         monkeypatch.setattr(grem, "cluster_budget", lambda n_, b=budget: b)
         r = partition_stream(open_edge_stream(tmp_path / "cl.npy", chunk_edges=50000), k,
-                             method="grem", seed=0, whole_graph=False)
+                             method="grem", seed=0, whole_graph=False, effort="best")
         assert r.part_sizes.max() <= capacity(n, k, 0.03)
         assert any(vc for _, vc, _ in calls)  # V-cycles ran
         assert all(size is None or size <= budget for _, _, size in calls)
