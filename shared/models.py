@@ -592,8 +592,9 @@ def build_model(model: str, in_dim: int, hidden: int, out_dim: int, num_layers: 
 # aggregation is linear too: per relation r the mean over v's in-neighbours along r (``A_r``), so its
 # operator ``relation_mean`` has one row per (destination, relation), ``agg(x)`` is ``[m * R, F]``
 # (row ``v * R + r``), and the layer contracts it with the relation matrices; GCN and SAGE are R = 1.
-# The featureless (one-hot input) R-GCN layer projects first: its per-source messages ``[k, R * O]``
-# go through ``agg.messages`` (the same operator with relation-major columns, ``[k * R, O]``).
+# A layer narrower than its input, and the featureless (one-hot input) layer, project first: their
+# per-source messages ``[k, R * O]`` go through ``agg.messages`` (the same operator with
+# relation-major columns, ``[k * R, O]``), so the transient is ``R * O`` wide instead of ``R * F``.
 
 def full_graph_aggr(layer: nn.Module) -> str:
     """The aggregation operator ``layer`` needs in the full-graph modes: ``"gcn"``, ``"mean"``,
@@ -625,8 +626,12 @@ def full_graph_conv(layer: nn.Module, agg, x_src: Tensor, x_dst: Tensor) -> Tens
             rows = x_src[:, :B * O].reshape(x_src.shape[0], B, O)
             msg = rows if layer.comp is None else torch.einsum("kbo,rb->kro", rows, layer.comp.to(rows.dtype))
             return agg.messages(msg.reshape(x_src.shape[0], R * O)) + x_dst[:, B * O:] + layer.bias
+        W = layer.weights().to(x_src.dtype)
+        if layer.out_dim < x_src.shape[1]:           # project per relation first: R * F_out columns aggregated
+            msg = torch.einsum("ki,rio->kro", x_src, W).reshape(x_src.shape[0], R * layer.out_dim)
+            return layer.root(x_dst) + agg.messages(msg)
         means = agg(x_src).view(m, R, x_src.shape[1])  # the mini-batch layer's per-(destination, relation) means
-        return layer.root(x_dst) + torch.einsum("vri,rio->vo", means, layer.weights().to(means.dtype))
+        return layer.root(x_dst) + torch.einsum("vri,rio->vo", means, W)
     if isinstance(layer, GCNConv):
         lin = layer.lin
         z = agg(lin(x_src)) if lin.out_features < lin.in_features else lin(agg(x_src))

@@ -60,6 +60,8 @@ class CSR:
     data: np.ndarray
     shape: tuple[int, int]
     _torch: dict | None = None
+    _cols: tuple | None = None
+    """:func:`relation_columns` of this matrix and its transpose, once built (:meth:`Aggregation.messages`)."""
 
     @property
     def nnz(self) -> int:
@@ -253,8 +255,10 @@ class Aggregation:
 
     def messages(self, y: torch.Tensor) -> torch.Tensor:
         R = self.relations
-        c = relation_columns(self.a, R)
-        return SpMM.apply(y.reshape(y.shape[0] * R, y.shape[1] // R), c, c.transpose())
+        if self.a._cols is None:     # kept on a matrix held in memory; a mapped one's goes with it
+            c = relation_columns(self.a, R)
+            self.a._cols = (c, c.transpose())
+        return SpMM.apply(y.reshape(y.shape[0] * R, y.shape[1] // R), *self.a._cols)
 
 
 def warm_up() -> None:

@@ -21,7 +21,7 @@ from argosy.shared.models import (GNN, EmbeddedInput, RGCNConv, build_model, dro
                                   full_graph_conv, make_optimizer)
 from argosy.shared.scorers import NodeEmbedding
 
-__all__ = ["ModelSpec", "full_graph_model", "gnn", "input_table", "full_graph_optimizer", "layer_forward", "post_activation", "dropout_mask",
+__all__ = ["ModelSpec", "full_graph_model", "check_model", "gnn", "input_table", "full_graph_optimizer", "layer_forward", "post_activation", "dropout_mask",
            "masked_loss_sum", "flat_grads"]
 
 FULL_GRAPH_MODELS = ("gcn", "sage", "rgcn")
@@ -78,26 +78,9 @@ def full_graph_model(cfg: TrainerConfig, in_dim: int, num_classes: int, num_laye
     :class:`~argosy.shared.models.EmbeddedInput` whose table (``num_nodes`` rows) holds each vertex's
     rows of every basis and of the self-loop matrix.  Learned ``--node-embeddings`` rows are refused.
     """
-    if cfg.model not in FULL_GRAPH_MODELS:
-        raise ConfigError(f"--model {cfg.model} cannot run in the full-graph modes (they run "
-                          f"{', '.join(FULL_GRAPH_MODELS)}: aggregation must be a fixed linear operator)")
-    if node_embeddings:
-        raise ConfigError(f"--node-embeddings {node_embeddings}: the full-graph modes do not learn input rows "
-                          "(R-GCN on a featureless typed store learns its one-hot layer; train in mini-batch mode)")
-    R = int(num_relations) if cfg.model == "rgcn" else 0
-    if cfg.model == "rgcn" and not R:
-        raise ConfigError("--model rgcn needs a typed store (each edge's relation), and this store has none")
     featureless = cfg.model == "rgcn" and in_dim == 0
-    if in_dim == 0 and not featureless:
-        raise ConfigError(f"--model {cfg.model} in the full-graph modes needs node features, and the store has none "
-                          "(R-GCN on a typed store learns its featureless first layer)")
-    if featureless:
-        from argosy.services.trainer.core import FEATURELESS_MAX_BYTES
-
-        in_dim = RGCNConv.featureless_width(cfg.hidden, R, cfg.num_bases)
-        if num_nodes * in_dim * 4 > FEATURELESS_MAX_BYTES:
-            raise ConfigError(f"R-GCN's one-hot input layer would take {num_nodes * in_dim * 4 / 1e6:.0f} MB "
-                              f"({num_nodes} x {in_dim}), more than the full-graph modes learn; train in mini-batch mode")
+    in_dim = check_model(cfg, in_dim, num_relations, num_nodes, node_embeddings)
+    R = int(num_relations) if cfg.model == "rgcn" else 0
     torch.manual_seed(seed)
     model = build_model(cfg.model, in_dim, cfg.hidden, num_classes, num_layers, cfg.dropout, heads=cfg.heads,
                         aggregator=cfg.aggregator, num_relations=R, num_bases=cfg.num_bases, featureless=featureless)
@@ -111,6 +94,33 @@ def full_graph_model(cfg: TrainerConfig, in_dim: int, num_classes: int, num_laye
         model = EmbeddedInput(model, emb)
     dims = (in_dim,) + (cfg.hidden,) * (num_layers - 1) + (num_classes,)
     return model.to(device), ModelSpec(cfg.model, dims, cfg.dropout, cfg.aggregator, max(R, 1), featureless)
+
+
+def check_model(cfg: TrainerConfig, in_dim: int, num_relations: int = 0, num_nodes: int = 0,
+                node_embeddings: int | None = None) -> int:
+    """Refuse, in one :class:`ConfigError` line, a model the full-graph modes do not run on this store;
+    else return its layer-0 input width (a featureless R-GCN's: its learned rows').  The launcher calls
+    it before anything starts (SAR's workers would each fail with a traceback)."""
+    if cfg.model not in FULL_GRAPH_MODELS:
+        raise ConfigError(f"--model {cfg.model} cannot run in the full-graph modes (they run "
+                          f"{', '.join(FULL_GRAPH_MODELS)}: aggregation must be a fixed linear operator)")
+    if node_embeddings:
+        raise ConfigError(f"--node-embeddings {node_embeddings}: the full-graph modes do not learn input rows "
+                          "(R-GCN on a featureless typed store learns its one-hot layer; train in mini-batch mode)")
+    if cfg.model == "rgcn" and not num_relations:
+        raise ConfigError("--model rgcn needs a typed store (each edge's relation), and this store has none")
+    if in_dim:
+        return in_dim
+    if cfg.model != "rgcn":
+        raise ConfigError(f"--model {cfg.model} in the full-graph modes needs node features, and the store has none "
+                          "(R-GCN on a typed store learns its featureless first layer)")
+    from argosy.services.trainer.core import FEATURELESS_MAX_BYTES
+
+    width = RGCNConv.featureless_width(cfg.hidden, num_relations, cfg.num_bases)
+    if num_nodes * width * 4 > FEATURELESS_MAX_BYTES:
+        raise ConfigError(f"R-GCN's one-hot input layer would take {num_nodes * width * 4 / 1e6:.0f} MB "
+                          f"({num_nodes} x {width}), more than the full-graph modes learn; train in mini-batch mode")
+    return width
 
 
 def gnn(model: torch.nn.Module) -> GNN:

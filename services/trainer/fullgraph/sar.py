@@ -42,10 +42,11 @@ from .kernels import CSR, csr_from_coo, relation_columns, spmm, warm_up
 from .loop import fit, save_best
 from argosy.shared.malloc import configure_malloc
 from argosy.shared.rss import peak_rss_bytes, rss_bytes
-from .model import (dropout_mask, flat_grads, full_graph_model, full_graph_optimizer, input_table, layer_forward,
+from .model import (check_model, dropout_mask, flat_grads, full_graph_model, full_graph_optimizer, input_table, layer_forward,
                     masked_loss_sum, post_activation)
 
-__all__ = ["SARJob", "SARContext", "SARAggregate", "SARWorker", "owned_parts", "launch_sar", "launch_sar_jobs"]
+__all__ = ["SARJob", "SARContext", "SARAggregate", "SARWorker", "owned_parts", "check_sar_job", "launch_sar",
+           "launch_sar_jobs"]
 
 logger = logging.getLogger(__name__)
 
@@ -191,18 +192,7 @@ class SARWorker:
                  group: dist.ProcessGroup | None = None) -> None:
         self.rank, self.world, self.job, self.group, self.device = rank, world, job, group, device
         store = PartitionStore(job.store)
-        m = store.manifest
-        if store.num_parts < world:
-            raise ConfigError(f"{job.store} has {store.num_parts} parts and SAR runs {world} workers: "
-                              f"partition with --parts {world} (or a multiple)")
-        if not m.num_classes or not (m.feature_dim or m.num_relations):  # typed, featureless: R-GCN's learned input
-            raise StoreFormatError(f"{job.store}: SAR needs features and labels (store has {m.feature_dim} "
-                                   f"feature columns, {m.num_classes} classes)")
-        if m.directed:
-            raise ConfigError(f"{job.store} is directed: SAR sends each worker the rows with a neighbour on it, "
-                              "which needs a symmetric store (partition without --directed / --no-reverse-relations)")
-        if job.trainer.model == "rgcn" and not m.num_relations:
-            raise ConfigError("--model rgcn needs a typed store (each edge's relation), and this store has none")
+        m = check_sar_job(job, world, store)
         R = int(m.num_relations) if job.trainer.model == "rgcn" else 1
         self.parts = owned_parts(store.num_parts, rank, world)
         pds = [store.part(p) for p in self.parts]
@@ -360,6 +350,24 @@ class SARWorker:
                 "test_accuracy": c[4] / max(1, c[5]), "val_loss": loss / max(1, c[3])}
 
 
+def check_sar_job(job: JobConfig, world: int, store: PartitionStore | None = None):
+    """Refuse a SAR run this store or model cannot give, in one line (the launcher calls it before
+    spawning, each worker again); returns the store's manifest."""
+    store = store or PartitionStore(job.store)
+    m = store.manifest
+    if store.num_parts < world:
+        raise ConfigError(f"{job.store} has {store.num_parts} parts and SAR runs {world} workers: "
+                          f"partition with --parts {world} (or a multiple)")
+    if not m.num_classes or not (m.feature_dim or m.num_relations):  # typed, featureless: R-GCN's learned input
+        raise StoreFormatError(f"{job.store}: SAR needs features and labels (store has {m.feature_dim} "
+                               f"feature columns, {m.num_classes} classes)")
+    if m.directed:
+        raise ConfigError(f"{job.store} is directed: SAR sends each worker the rows with a neighbour on it, "
+                          "which needs a symmetric store (partition without --directed / --no-reverse-relations)")
+    check_model(job.trainer, m.feature_dim, m.num_relations, m.num_nodes, job.link.node_embeddings)
+    return m
+
+
 def _run_job(rank: int, sj: SARJob, group: dist.ProcessGroup | None, base_rss: int) -> None:
     job, fg = JobConfig.from_json(sj.job), FullGraphConfig(**json.loads(sj.fullgraph))
     device = torch.device(sj.device)
@@ -451,5 +459,6 @@ def launch_sar_jobs(jobs: list[SARJob]) -> list[dict]:
 
 def launch_sar(job: JobConfig, fg: FullGraphConfig, out_dir: str, device: str) -> dict:
     """Spawn ``job.num_trainers`` ranks over the store and collect their results."""
+    check_sar_job(job, job.num_trainers)
     return launch_sar_jobs([SARJob(job.to_json(), json.dumps(asdict(fg)), job.num_trainers, out_dir,
                                    device=device)])[0]
