@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "streamed V-cycle; the slowest). docs/partitioning.md has each level's "
                         "cut and time against METIS and KaMinPar")
     p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="threads for GREM's streamed passes (default: every core "
+                   help="threads for GREM's streamed passes and the store writer (default: every core "
                         "this process may use, or ARGOSY_THREADS); 1 makes a run reproducible bit "
                         "for bit")
     p.add_argument("--seed", type=int, default=0)
@@ -430,6 +430,12 @@ def edge_split(args, n: int):
     return EdgeSplit(n, args.seed, fractions, val_edges=pairs.get("val"), test_edges=pairs.get("test"))
 
 
+def _threads(args) -> int:
+    """``--threads``, or every core this process may use."""
+    from argosy.services.partitioner.threads import default_threads
+    return args.threads or default_threads()
+
+
 def _write(args, stream, res, columns, t0) -> int:
     from argosy.shared.linkpred import write_link_arrays
     from argosy.shared.store import write_store_from_edges
@@ -461,7 +467,7 @@ def _write(args, stream, res, columns, t0) -> int:
     manifest = write_store_from_edges(entries_in, n, res.assignment, args.out, num_parts=args.parts,
                                       node_data=columns, partition_info=info, feature_dtype=args.feature_dtype,
                                       overwrite=args.overwrite, name=stream.source.name, directed=args.directed,
-                                      weighted=weighted, finish=finish)
+                                      weighted=weighted, finish=finish, threads=_threads(args))
     if split is not None:
         logger.info("edge split %s: %d training edges", manifest.link["split"], sum(manifest.link["train_edges"]))
     store_seconds = time.perf_counter() - t_store

@@ -140,8 +140,14 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
                            node_data: dict | None = None, partition_info: dict | None = None,
                            feature_dtype: str = "float32", overwrite: bool = False,
                            name: str = "graph", directed: bool = False, weighted: bool = False,
-                           finish=None, num_relations: int = 0, typed: dict | None = None) -> Manifest:
+                           finish=None, num_relations: int = 0, typed: dict | None = None,
+                           threads: int = 1) -> Manifest:
     """Stream directed adjacency entries into a store (see module docstring).
+
+    ``threads`` > 1: the next edge chunk and the next node-data block are read on a helper thread
+    while the current one is bucketed or scattered, and the parts' CSRs are built that many at a
+    time (memory: one more chunk, block and slab per extra thread; the files written are the
+    same as with one thread).
 
     ``weighted``: the chunks are ``(src, dst, weight float32, mirrored uint8)``: each part's CSR
     gets ``edge_weight.npy`` (aligned with ``indices``, duplicates merged by
@@ -197,7 +203,7 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
     try:
         manifest = _write(tmp, edge_chunks, num_nodes, assignment.astype(np.int32), k, columns,
                           partition_info or {}, feature_dtype, name, directed, weighted, int(num_relations),
-                          typed or {})
+                          typed or {}, max(1, int(threads)))
         if finish is not None:
             manifest = finish(tmp, manifest)
         _verify(tmp, manifest)
@@ -224,7 +230,7 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
 
 def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns: dict,
            partition_info: dict, feature_dtype: str, name: str, directed: bool = False,
-           weighted: bool = False, R: int = 0, typed: dict | None = None) -> Manifest:
+           weighted: bool = False, R: int = 0, typed: dict | None = None, threads: int = 1) -> Manifest:
     idt = index_dtype(n)
     # A typed store spills each entry's neighbour as the key ``neighbour * R + relation`` (int64), so the
     # one sort/deduplicate/slab path below keeps one entry per (row, neighbour, relation) unchanged;
@@ -249,7 +255,7 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
     ordered = np.ones(k, np.bool_)                       # per part: entries strictly increasing so far
     no_slots = np.empty(0, np.int64)
     try:
-        for chunk in edge_chunks:
+        for chunk in (_prefetch(edge_chunks) if threads > 1 else edge_chunks):
             want = (4 if weighted else 2) + (1 if R else 0)
             if len(chunk) != want:
                 names = "(src, dst" + (", weight, mirrored" if weighted else "") + (", relation" if R else "") + ")"
@@ -292,8 +298,7 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
             f.close()
 
     # pass 2: build each part's CSR from its bucket
-    parts, total_entries, total_cut = [], 0, 0
-    for p in range(k):
+    def build(p: int) -> PartEntry:
         pdir = root / f"part-{p:05d}"
         pdir.mkdir()
         nodes = order[starts[p]:starts[p + 1]].astype(np.int64)
@@ -304,14 +309,21 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
         np.cumsum(counts, out=indptr[1:])
         np.save(pdir / "nodes.npy", nodes)
         np.save(pdir / "indptr.npy", indptr)
-        parts.append(PartEntry(part=p, num_nodes=len(nodes), num_edges=entries,
-                               num_train=0, cut_edges=cut, path=pdir.name))
-        total_entries += entries
-        total_cut += cut
+        return PartEntry(part=p, num_nodes=len(nodes), num_edges=entries, num_train=0, cut_edges=cut,
+                         path=pdir.name)
+
+    if threads > 1 and k > 1:        # numpy's sorts and the file reads release the GIL
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(min(threads, k)) as pool:
+            parts = list(pool.map(build, range(k)))
+    else:
+        parts = [build(p) for p in range(k)]
+    total_entries = sum(pe.num_edges for pe in parts)
+    total_cut = sum(pe.cut_edges for pe in parts)
     spill.rmdir()
 
     # pass 3: node data, column by column in row blocks, appended to each part's .npy
-    stats = {key: _scatter_column(root, col, assign, sizes, k) for key, col in columns.items()}
+    stats = {key: _scatter_column(root, col, assign, sizes, k, threads > 1) for key, col in columns.items()}
     if "train_mask" in stats:
         for p, entry in enumerate(parts):
             entry.num_train = int(stats["train_mask"]["per_part"][p])
@@ -541,7 +553,53 @@ def _finish_weights(pdir: Path, wdeg: np.ndarray) -> None:
     np.save(pdir / "weighted_degree.npy", wdeg.astype(np.float32))
 
 
-def _scatter_column(root: Path, col: NodeColumn, assign: np.ndarray, sizes: np.ndarray, k: int) -> dict:
+def _prefetch(items, depth: int = 1):
+    """Yield ``items`` as they are, produced up to ``depth`` ahead on a helper thread (its
+    exceptions re-raised here; stopping early stops it after its current item)."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def run():
+        try:
+            for x in items:
+                while not stop.is_set():
+                    try:
+                        q.put((x, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((end, None))
+        except BaseException as e:  # handed to the consumer
+            q.put((end, e))
+
+    t = threading.Thread(target=run, name="argosy-store-prefetch", daemon=True)
+    t.start()
+    try:
+        while True:
+            x, err = q.get()
+            if x is end:
+                if err is not None:
+                    raise err
+                return
+            yield x
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                pass
+            t.join(0.05)
+
+
+def _scatter_column(root: Path, col: NodeColumn, assign: np.ndarray, sizes: np.ndarray, k: int,
+                    prefetch: bool = False) -> dict:
     """Stream one node column into ``part-*/NAME.npy``: every part's file gets its header first,
     then each row block's rows are appended to their parts' files in global id order (the order of
     the part's ``nodes``).  Memory: one block.  Returns the column's summary statistics."""
@@ -556,7 +614,8 @@ def _scatter_column(root: Path, col: NodeColumn, assign: np.ndarray, sizes: np.n
             np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(dt),
                                                      "fortran_order": False,
                                                      "shape": (int(sizes[p]),) + tuple(col.row_shape)})
-        for a, blk in col.iter_blocks(_NODE_BLOCK_ROWS):
+        blocks = col.iter_blocks(_NODE_BLOCK_ROWS)
+        for a, blk in (_prefetch(blocks) if prefetch else blocks):
             blk = np.ascontiguousarray(blk, dtype=dt)
             p_of = assign[a:a + blk.shape[0]]
             o = np.argsort(p_of, kind="stable")

@@ -1,0 +1,100 @@
+"""GREM's effort levels (``effort=``), worker threads (``threads=``) and phase breakdown."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from argosy.services.partitioner.core import partition_stream, phase_seconds
+from argosy.services.partitioner.file_streams import open_edge_stream
+from argosy.services.partitioner.grem import EFFORTS
+from argosy.services.partitioner.placement import capacity
+from argosy.services.partitioner.threads import map_chunks, using_threads, get_threads
+
+
+@pytest.fixture(scope="module")
+def planted16(tmp_path_factory):
+    """A 16-block planted partition, 40k vertices, streamed in several chunks (an edge list, so
+    it is regrouped on disk as the big graphs are)."""
+    from argosy.shared.synthetic import planted_blocks, write_planted_edge_list
+
+    p = tmp_path_factory.mktemp("eff") / "pp.npy"
+    write_planted_edge_list(p, 40000, 400000, blocks=16, mixing=0.2, seed=4)
+    return p, planted_blocks(40000, 16, seed=4)
+
+
+def _agreement(truth, part, k):
+    table = np.zeros((k, truth.max() + 1), np.int64)
+    np.add.at(table, (part, truth), 1)
+    return table.max(1).sum() / truth.size
+
+
+@pytest.mark.parametrize("effort", list(EFFORTS))
+def test_every_effort_balanced_and_recovers_planted_blocks(planted16, effort):
+    path, truth = planted16
+    n, k = truth.size, 16
+    r = partition_stream(open_edge_stream(path, chunk_edges=40000), k, effort=effort,
+                         whole_graph=False)
+    assert r.part_sizes.max() <= capacity(n, k, 0.03)
+    assert r.details["effort"] == effort
+    assert _agreement(truth, r.assignment, k) >= 0.9
+    if EFFORTS[effort]["stream_cycles"] == 0:
+        assert len(r.details["cycles"]) == 1   # no streamed V-cycle below "best"
+
+
+def test_effort_and_threads_checked():
+    from argosy.services.partitioner.stream import ArrayEdgeStream
+
+    st = ArrayEdgeStream(np.arange(9), np.arange(1, 10))
+    with pytest.raises(ValueError, match="effort"):
+        partition_stream(st, 2, effort="slow")
+    with pytest.raises(ValueError, match="threads"):
+        partition_stream(st, 2, threads=0)
+
+
+def test_threads_keep_the_capacity_and_one_thread_reproduces(planted16):
+    path, truth = planted16
+    n, k = truth.size, 16
+    runs = [partition_stream(open_edge_stream(path, chunk_edges=20000), k, seed=3, threads=t)
+            for t in (1, 1, 2)]
+    assert np.array_equal(runs[0].assignment, runs[1].assignment)
+    for r in runs:
+        assert r.part_sizes.max() <= capacity(n, k, 0.03)
+        assert _agreement(truth, r.assignment, k) >= 0.9
+    # several threads: the same quality, not necessarily the same assignment
+    assert runs[2].edge_cut <= 1.05 * runs[0].edge_cut
+
+
+def test_map_chunks_keeps_order_and_thread_setting_is_scoped():
+    before = get_threads()
+    with using_threads(3):
+        assert get_threads() == 3
+        assert list(map_chunks(lambda i: i * i, range(10))) == [i * i for i in range(10)]
+    assert get_threads() == before
+
+
+def test_phase_breakdown_sums_to_the_call(planted16):
+    path, _ = planted16
+    r = partition_stream(open_edge_stream(path, chunk_edges=40000), 16)
+    ph = phase_seconds(r.details, r.seconds)
+    assert set(ph) >= {"regroup", "lp_clustering", "cluster_graph", "coarse_partition",
+                       "refinement", "other", "evaluate"}
+    assert all(v >= 0 for v in ph.values())
+    inside = sum(v for key, v in ph.items() if key != "evaluate")
+    assert inside == pytest.approx(r.seconds, rel=0.02, abs=0.01)
+
+
+def test_cli_effort_threads_and_phases(planted16, tmp_path):
+    path, _ = planted16
+    out = subprocess.run([sys.executable, "-m", "argosy.services.partitioner", str(path), "--parts", "4",
+                          "--out", str(tmp_path / "s"), "--json", "--effort", "fast", "--threads", "2"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rec["effort"] == "fast" and rec["phases"]["lp_clustering"] > 0
+    bad = subprocess.run([sys.executable, "-m", "argosy.services.partitioner", str(path), "--parts", "4",
+                          "--out", str(tmp_path / "t"), "--threads", "0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--threads must be >= 1" in bad.stderr
+    assert not (tmp_path / "t").exists()
