@@ -94,7 +94,7 @@ def test_pyg_graphsage_unmodified_equals_full_graph(small_store):
 
 @pytest.mark.parametrize("spec, match", [("no_such_module_xyz:F", "cannot import no_such_module_xyz"),
                                          ("argosy.shared.models:Nope", "has no attribute 'Nope'"),
-                                         ("gin", "sage, gcn, gat, rgcn or MODULE:FACTORY")])
+                                         ("gin", "sage, gcn, gat, rgcn, rgat or MODULE:FACTORY")])
 def test_bad_model_specs_are_clear_errors(spec, match):
     with pytest.raises(ValueError, match=match):
         TrainerCore(TrainerConfig(model=spec), 16, 4, num_layers=2)
