@@ -264,6 +264,14 @@ def cmd_inspect(args) -> int:
                                  / max(sum(p.num_edges for p in m.parts), 1), 4),
            "feature_dim": m.feature_dim, "feature_dtype": m.feature_dtype, "num_classes": m.num_classes,
            "splits": m.splits, "part_sizes": [p.num_nodes for p in m.parts], "part_edges": [p.num_edges for p in m.parts]}
+    if m.typed:                              # a typed store: its types, relations and target
+        offs = m.typed["type_offsets"]
+        out["node_types"] = {t: int(offs[i + 1] - offs[i]) for i, t in enumerate(m.typed["node_types"])}
+        out["relations"], out["reverse_relations"] = m.num_relations, int(m.typed.get("reverse", 0))
+        out["target"] = m.typed.get("target")
+        tb = m.partition.get("target_balance")
+        if tb:                               # the fullest part's training vertices of the target type / mean
+            out["target_balance"] = round(tb["marked_max_over_mean_after"], 3)
     if args.json:
         print(json.dumps(out))
     else:

@@ -366,6 +366,12 @@ def test_typed_partition_balances_the_target_types_training_vertices(typed_dir, 
     per_part = np.bincount(np.asarray(st.assignment)[train], minlength=4)
     assert tb["marked"] == train.size and per_part.max() <= int(np.ceil(1.05 * train.size / 4))
     assert tb["marked_max_over_mean_after"] == pytest.approx(per_part.max() / (train.size / 4))
+    ins = json.loads(subprocess.run([sys.executable, "-m", "argosy.services.launch", "inspect", str(out), "--json"],
+                                    capture_output=True, text=True, timeout=120, check=True).stdout)
+    assert ins["node_types"] == {"paper": 300, **{t: ins["node_types"][t] for t in ("author", "institution",
+                                                                                    "field_of_study")}}
+    assert ins["relations"] == 8 and ins["reverse_relations"] == 4 and ins["target"] == "paper"
+    assert ins["target_balance"] == pytest.approx(tb["marked_max_over_mean_after"], abs=1e-3)
 
 
 def _train(args: list[str], tmp_path: Path) -> dict:
