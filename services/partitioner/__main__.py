@@ -291,7 +291,7 @@ def run(args) -> int:
     if n == 0:
         raise GraphFormatError(f"{args.input}: the graph is empty (no edges, 0 vertices)")
     peak, secs = estimate_cost(n, entries, args.parts, args.method,
-                               edge_limited=args.max_edge_balance is not None)
+                               edge_limited=args.max_edge_balance is not None, effort=args.effort)
     if args.dry_run:
         return _dry_run(args, n, entries, budget, peak, secs)
     if not args.out:
@@ -312,12 +312,18 @@ def run(args) -> int:
 
 def _dry_run(args, n: int, entries: int, budget, peak: int, secs: float) -> int:
     """``--dry-run``: the estimated peak memory and time, exit 0 (fits) or 3 (does not fit the budget)."""
+    from argosy.services.partitioner.core import GREM_UNSTRUCTURED_TIME
+
     ok = budget is None or peak <= budget
+    # the model is fitted on clustered graphs; graphs without local structure take more passes
+    hi = secs * GREM_UNSTRUCTURED_TIME if args.method == "grem" else secs
     line = {"n": n, "stream_entries": entries, "parts": args.parts, "method": args.method,
-            "estimated_peak_bytes": peak, "estimated_seconds": secs, "memory_budget": budget, "fits": ok}
+            "effort": args.effort, "estimated_peak_bytes": peak, "estimated_seconds": secs,
+            "estimated_seconds_max": hi, "memory_budget": budget, "fits": ok}
+    span = f"~{secs:,.1f} s" + (f" (up to ~{hi:,.0f} s on graphs without local structure)" if hi > secs else "")
     print(json.dumps(line) if args.json else
           f"{args.method} on n={n:,} entries={entries:,} K={args.parts}: estimated peak "
-          f"{peak / 2**20:,.0f} MiB, ~{secs:,.1f} s" + ("" if budget is None else
+          f"{peak / 2**20:,.0f} MiB, {span}" + ("" if budget is None else
           f" (budget {budget / 2**20:,.0f} MiB: {'fits' if ok else 'DOES NOT FIT'})"))
     return 0 if ok else 3
 
@@ -335,7 +341,7 @@ def run_typed(args, tg, budget) -> int:
     n, entries = g.num_nodes, int(g.indices.shape[0])
     if n == 0:
         raise GraphFormatError(f"{args.input}: the graph is empty (no vertices)")
-    peak, secs = estimate_cost(n, entries, args.parts, args.method)
+    peak, secs = estimate_cost(n, entries, args.parts, args.method, effort=args.effort)
     if args.dry_run:                  # the partitioner's estimate (the typed graph itself is already in memory)
         return _dry_run(args, n, entries, budget, peak, secs)
     if not args.out:

@@ -96,10 +96,18 @@ _SECONDS = {  # (per vertex, per directed entry), single thread, including the r
     "metis": (1.0e-6, 1.5e-6),
 }
 _BASE_BYTES = 160 << 20  # the interpreter with numpy and numba (and the kernels) loaded
+# GREM's time per effort level relative to _SECONDS (fitted on what is now "best"): the median
+# ratio of grem-<effort> to grem-best over the 20M-edge families of bench/partition.py --sweep
+# (bench/results/effort_20m), rounded up
+_EFFORT_SECONDS = {"fast": 0.6, "default": 0.7, "best": 1.0}
+# on graphs without local structure (R-MAT, random-like blocks, meshes) GREM's time per entry is
+# several times the DC-SBM's the model is fitted on: the upper end --dry-run prints
+GREM_UNSTRUCTURED_TIME = 5.0
 
 
 def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
-                  chunk_edges: int = 1 << 20, edge_limited: bool = False) -> Tuple[int, float]:
+                  chunk_edges: int = 1 << 20, edge_limited: bool = False,
+                  effort: str = "default") -> Tuple[int, float]:
     """Rough peak extra memory and run time of a partitioning run.
 
     The model is linear: ``a * n + b * entries + c * chunk`` bytes (GREM's ``b`` covers its
@@ -115,6 +123,7 @@ def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
         edge_limited (bool): with ``max_edge_balance``: an int32 degree per vertex, and for GREM
             up to a second full run (:func:`~.grem.grem_edge_limited`; measured 1.5-1.6x the
             time on the 20M R-MAT and Chung-Lu graphs, counted as 2x).
+        effort (str): GREM's effort level (time only; the memory bound is the same).
 
     Returns:
         tuple: ``(peak_bytes, seconds)``.
@@ -126,6 +135,8 @@ def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
     peak = _BASE_BYTES + a * num_nodes + b * num_edges + c * chunk + 64 * k
     sa, sb = _SECONDS[method]
     secs = sa * num_nodes + sb * num_edges * (1.0 + 0.05 * math.log2(max(k, 2)))
+    if method == "grem":
+        secs *= _EFFORT_SECONDS.get(effort, 1.0)
     if edge_limited:
         peak += 4 * num_nodes
         secs *= 2.0 if method == "grem" else 1.2
