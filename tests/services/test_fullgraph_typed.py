@@ -177,3 +177,20 @@ def test_rgcn_refusals(store, tmp_path):
     with pytest.raises(ConfigError, match="rgat cannot run in the full-graph modes"):
         full_graph_model(TrainerConfig(model="rgat"), 8, 3, 2, 0, "cpu", m.num_relations, m.num_nodes)
     assert LinkConfig().node_embeddings is None      # the default: no learned rows asked for
+
+
+def test_relation_kernels_equal_the_relation_major_operator():
+    """``spmm_relation`` (messages into destinations, reading the row layout in place) and its transpose
+    equal the relation-major matrix (what ``torch.sparse`` multiplies off the CPU) and its transpose."""
+    from argosy.services.trainer.fullgraph.kernels import (csr_from_coo, relation_columns, spmm, spmm_relation,
+                                                           spmm_relation_t)
+    rng = np.random.default_rng(0)
+    m, k, R, O, e = 7, 11, 3, 4, 60
+    a = csr_from_coo(rng.integers(0, m * R, e), rng.integers(0, k, e), rng.random(e).astype(np.float32), (m * R, k))
+    c = relation_columns(a, R)
+    assert c.shape == (m, k * R) and c.nnz == a.nnz
+    y, g = torch.randn(k, R * O), torch.randn(m, O)
+    want = spmm(c, y.reshape(k * R, O))
+    torch.testing.assert_close(spmm_relation(a, y, R), want)
+    torch.testing.assert_close(spmm_relation(a, y, R, out=torch.ones(m, O)), want + 1)
+    torch.testing.assert_close(spmm_relation_t(a.transpose(), g, R), spmm(c.transpose(), g).reshape(k, R * O))

@@ -23,7 +23,8 @@ import torch
 
 from argosy.shared.errors import DiskBudgetError
 
-__all__ = ["CSR", "CSRFiles", "SpMM", "Aggregation", "spmm", "csr_from_coo", "csr_rows", "relation_columns", "warm_up"]
+__all__ = ["CSR", "CSRFiles", "SpMM", "SpMMRelation", "Aggregation", "spmm", "spmm_relation", "spmm_relation_t",
+           "csr_from_coo", "csr_rows", "relation_columns", "warm_up"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,41 @@ def _spmm_kernel(indptr, indices, data, x, out, accumulate):  # pragma: no cover
                 out[i, f] += v * x[j, f]
 
 
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _spmm_rel_kernel(indptr, indices, data, y, out, relations, accumulate):  # pragma: no cover - compiled
+    """``out[v] (+)= sum_r sum_{(v*R+r, u)} w * y[u, r*O:(r+1)*O]`` (rows of ``a`` per destination and relation)."""
+    nrows, ncols = out.shape
+    for v in numba.prange(nrows):
+        if not accumulate:
+            for f in range(ncols):
+                out[v, f] = 0.0
+        for r in range(relations):
+            i = v * relations + r
+            base = r * ncols
+            for k in range(indptr[i], indptr[i + 1]):
+                u = indices[k]
+                w = data[k]
+                for f in range(ncols):
+                    out[v, f] += w * y[u, base + f]
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _spmm_rel_t_kernel(indptr, indices, data, g, out, relations):  # pragma: no cover - compiled
+    """``out[u, r*O:(r+1)*O] = sum_{(u, v*R+r)} w * g[v]`` over the transpose's rows (one per source)."""
+    nrows = out.shape[0]
+    ncols = g.shape[1]
+    for u in numba.prange(nrows):
+        for f in range(out.shape[1]):
+            out[u, f] = 0.0
+        for k in range(indptr[u], indptr[u + 1]):
+            c = indices[k]
+            v = c // relations
+            base = (c - v * relations) * ncols
+            w = data[k]
+            for f in range(ncols):
+                out[u, base + f] += w * g[v, f]
+
+
 @dataclass
 class CSR:
     """A compressed-sparse-row matrix with its values, for aggregation.
@@ -60,8 +96,9 @@ class CSR:
     data: np.ndarray
     shape: tuple[int, int]
     _torch: dict | None = None
-    _cols: tuple | None = None
-    """:func:`relation_columns` of this matrix and its transpose, once built (:meth:`Aggregation.messages`)."""
+    _cols: "CSR | None" = None
+    """This matrix with relation-major columns (a row-layout matrix) or rows (its transpose), once
+    built: what ``torch.sparse`` multiplies off the CPU (:func:`spmm_relation`, :func:`spmm_relation_t`)."""
 
     @property
     def nnz(self) -> int:
@@ -221,8 +258,9 @@ class SpMM(torch.autograd.Function):
 def relation_columns(a: CSR, relations: int) -> CSR:
     """R-GCN's operator with relation-major *columns*: ``a`` holds row ``v * R + r`` (the mean of v's
     in-neighbours along r, :mod:`.graph`); the result holds row ``v`` with column ``u * R + r`` for the
-    same entries, the operator of a layer that projects its sources per relation first (``messages``
-    of :class:`Aggregation`).  Rows stay grouped by ``v``, so this is one pass over the entries, no sort.
+    same entries, the operator of a layer that projects its sources per relation first, as
+    ``torch.sparse`` multiplies it off the CPU (:func:`spmm_relation`; on the CPU a kernel reads ``a``
+    in place).  Rows stay grouped by ``v``, so this is one pass over the entries, no sort.
 
     Shapes: a ``(m * R, k)`` -> ``(m, k * R)``.
     """
@@ -232,11 +270,74 @@ def relation_columns(a: CSR, relations: int) -> CSR:
                np.asarray(a.indices, np.int64) * R + rows % R, np.asarray(a.data), (a.shape[0] // R, a.shape[1] * R))
 
 
+def spmm_relation(a: CSR, y: torch.Tensor, relations: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-source, per-relation messages summed into their destinations: ``out[v] (+)= sum_r A_r y_r``,
+    with ``a`` in the row layout of :mod:`.graph` (row ``v * R + r``), read in place (on the CPU no
+    relation-major copy: :func:`relation_columns` is built, and kept, only for ``torch.sparse`` elsewhere).
+
+    Shapes: a ``(m * R, k)``; y ``[k, R * O]``; out and the result ``[m, O]``.
+    """
+    R = int(relations)
+    if y.shape[0] != a.shape[1] or y.shape[1] % R:
+        raise ValueError(f"spmm_relation: matrix has {a.shape[1]} columns and {R} relations, y is {tuple(y.shape)}")
+    O = y.shape[1] // R
+    if y.device.type != "cpu":
+        if a._cols is None:
+            a._cols = relation_columns(a, R)
+        prod = torch.sparse.mm(a._cols.to_torch(y.device), y.reshape(-1, O))
+        return prod if out is None else out.add_(prod)
+    yc = y.detach().contiguous()
+    accumulate = out is not None
+    if out is None:
+        out = torch.empty((a.shape[0] // R, O), dtype=y.dtype)
+    if O and out.shape[0]:
+        _spmm_rel_kernel(a.indptr, a.indices, a.data.astype(yc.numpy().dtype, copy=False), yc.numpy(), out.numpy(),
+                         R, accumulate)
+    return out
+
+
+def spmm_relation_t(at: CSR, g: torch.Tensor, relations: int) -> torch.Tensor:
+    """The transpose of :func:`spmm_relation` (its backward): each source's ``R`` message gradients,
+    from ``at``, the row layout's transpose.  Shapes: at ``(k, m * R)``; g ``[m, O]`` -> ``[k, R * O]``."""
+    R = int(relations)
+    if g.shape[0] * R != at.shape[1]:
+        raise ValueError(f"spmm_relation_t: matrix has {at.shape[1]} columns, g has {g.shape[0]} rows x {R} relations")
+    if g.device.type != "cpu":
+        # the relation-major transpose, kept on the transpose itself
+        if at._cols is None:
+            rows = np.repeat(np.arange(at.shape[0], dtype=np.int64), np.diff(at.indptr))
+            col = np.asarray(at.indices, np.int64)
+            at._cols = csr_from_coo(rows * R + col % R, col // R, np.asarray(at.data), (at.shape[0] * R, g.shape[0]))
+        return torch.sparse.mm(at._cols.to_torch(g.device), g).reshape(at.shape[0], R * g.shape[1])
+    gc = g.detach().contiguous()
+    out = torch.empty((at.shape[0], R * g.shape[1]), dtype=g.dtype)
+    if out.numel():
+        _spmm_rel_t_kernel(at.indptr, at.indices, at.data.astype(gc.numpy().dtype, copy=False), gc.numpy(),
+                           out.numpy(), R)
+    return out
+
+
+class SpMMRelation(torch.autograd.Function):
+    """Differentiable :func:`spmm_relation`; backward :func:`spmm_relation_t` through ``at``.
+
+    Shapes: y ``[k, R * O]``; output ``[m, O]``; gradient ``[k, R * O]``.
+    """
+
+    @staticmethod
+    def forward(ctx, y: torch.Tensor, a: CSR, at: CSR, relations: int) -> torch.Tensor:  # type: ignore[override]
+        ctx.at, ctx.relations = at, relations
+        return spmm_relation(a, y, relations)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        return spmm_relation_t(ctx.at, grad, ctx.relations), None, None, None
+
+
 class Aggregation:
     """One part's fixed aggregation operator, called by the layers
     (:func:`argosy.shared.models.full_graph_conv`): ``agg(x)`` is ``a @ x`` (differentiable, backward
     through ``at``); ``agg.messages(y)`` sums per-source, per-relation messages ``y`` into their
-    destinations (R-GCN's featureless layer; the relation-major operator is built on first use).
+    destinations (an R-GCN layer that projects first: :class:`SpMMRelation`).
     ``keep``: a list the aggregate of ``keep_of`` is appended to (the offloaded layer 0 keeps it).
 
     Shapes: a ``(m * R, k)``; x ``[k, F]`` -> ``[m * R, F]``; y ``[k, R * F]`` -> ``[m, F]``.
@@ -254,11 +355,7 @@ class Aggregation:
         return y
 
     def messages(self, y: torch.Tensor) -> torch.Tensor:
-        R = self.relations
-        if self.a._cols is None:     # kept on a matrix held in memory; a mapped one's goes with it
-            c = relation_columns(self.a, R)
-            self.a._cols = (c, c.transpose())
-        return SpMM.apply(y.reshape(y.shape[0] * R, y.shape[1] // R), *self.a._cols)
+        return SpMMRelation.apply(y, self.a, self.at, self.relations)
 
 
 def warm_up() -> None:

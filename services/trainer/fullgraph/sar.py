@@ -38,7 +38,7 @@ from argosy.shared.store.reader import PartitionStore
 
 from .graph import normalize_rows
 from .graph import relation_rows
-from .kernels import CSR, csr_from_coo, relation_columns, spmm, warm_up
+from .kernels import CSR, csr_from_coo, spmm, spmm_relation, spmm_relation_t, warm_up
 from .loop import fit, save_best
 from argosy.shared.malloc import configure_malloc
 from argosy.shared.rss import peak_rss_bytes, rss_bytes
@@ -89,8 +89,7 @@ class SARContext:
     Attributes:
         rank, world: this worker and ``N``.
         a, at: ``a[q]`` CSR ``(n_k * R, len(need[q]))`` (``a[k]`` is ``(n_k * R, n_k)``) and transposes.
-        relations: ``R`` (1 but for R-GCN); ``cols``/``cols_t``: ``a`` with relation-major columns
-            (:func:`~.kernels.relation_columns`), built on first use by :meth:`messages`.
+        relations: ``R`` (1 but for R-GCN).
         need: ``need[q]`` rows of worker ``q``'s block this worker aggregates (``int64``, sorted).
         give: ``give[q]`` rows of this block that worker ``q`` needs (``int64``, sorted).
     """
@@ -104,8 +103,6 @@ class SARContext:
         self.need: dict[int, torch.Tensor] = {}
         self.give: dict[int, torch.Tensor] = {}
         self.relations = 1
-        self.cols: dict[int, CSR] = {}
-        self.cols_t: dict[int, CSR] = {}
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """The layer's ``agg``: ``sum_q A_kq x_q`` over the ring (:class:`SARAggregate`)."""
@@ -114,10 +111,6 @@ class SARContext:
     def messages(self, y: torch.Tensor) -> torch.Tensor:
         """``agg.messages``: per-source, per-relation messages ``y`` ``[n_k, R * F]`` into their
         destinations ``[n_k, F]``; the ring carries ``y``'s rows."""
-        if not self.cols:
-            for q, m in self.a.items():
-                self.cols[q] = relation_columns(m, self.relations)
-                self.cols_t[q] = self.cols[q].transpose()
         return SARAggregate.apply(y, self, True)
 
     def set_blocks(self, a: dict[int, CSR], need: dict[int, np.ndarray], give: dict[int, np.ndarray]) -> None:
@@ -140,20 +133,23 @@ class SARContext:
 
 class SARAggregate(torch.autograd.Function):
     """``out_k = sum_q A_kq x_q[need_q]``, one remote block at a time (SAR forward + case-A backward).
-    ``cols``: the relation-major operator on per-relation messages (:meth:`SARContext.messages`); an
-    exchanged row is then a source's ``R`` messages, viewed as ``R`` rows of the product.
+    ``messages``: the operator on per-source, per-relation messages (:meth:`SARContext.messages`,
+    :func:`~.kernels.spmm_relation`); an exchanged row is then a source's ``R`` messages.
 
     Shapes:
-        x: ``[n_k, f]`` this worker's rows; returns ``[n_k * R, f]`` (``cols``: x ``[n_k, R * f]`` -> ``[n_k, f]``).
+        x: ``[n_k, f]`` this worker's rows; returns ``[n_k * R, f]`` (``messages``: x ``[n_k, R * f]`` -> ``[n_k, f]``).
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, sc: SARContext, cols: bool) -> torch.Tensor:  # type: ignore[override]
-        ctx.sc, ctx.cols = sc, cols
+    def forward(ctx, x: torch.Tensor, sc: SARContext, messages: bool) -> torch.Tensor:  # type: ignore[override]
+        ctx.sc, ctx.messages = sc, messages
         k, N = sc.rank, sc.world
-        a, R = (sc.cols, sc.relations) if cols else (sc.a, 1)
+        R = sc.relations
+
+        def product(a: CSR, rows: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+            return spmm_relation(a, rows, R, out) if messages else spmm(a, rows, out)
         xd = x.detach().contiguous()
-        out = spmm(a[k], xd.view(-1, x.shape[1] // R))
+        out = product(sc.a[k], xd)
         for r in range(1, N):
             dst, src = (k + r) % N, (k - r) % N
             send = xd.index_select(0, sc.give[dst]) if len(sc.give[dst]) else None
@@ -161,7 +157,7 @@ class SARAggregate(torch.autograd.Function):
                 if len(sc.need[src]) else None
             sc.exchange(send, dst, recv, src)
             if recv is not None:
-                spmm(a[src], recv.view(-1, x.shape[1] // R), out=out)
+                product(sc.a[src], recv, out)
             del send, recv  # one remote block at a time
         return out
 
@@ -169,13 +165,16 @@ class SARAggregate(torch.autograd.Function):
     def backward(ctx, g: torch.Tensor):  # type: ignore[override]
         sc: SARContext = ctx.sc
         k, N = sc.rank, sc.world
-        at, R = (sc.cols_t, sc.relations) if ctx.cols else (sc.at, 1)
+        R = sc.relations
+
+        def product_t(at: CSR) -> torch.Tensor:
+            return spmm_relation_t(at, g, R) if ctx.messages else spmm(at, g)
         g = g.contiguous()
-        width = g.shape[1] * R
-        grad = spmm(at[k], g).view(-1, width)
+        grad = product_t(sc.at[k])
+        width = grad.shape[1]
         for r in range(1, N):
             dst, src = (k - r) % N, (k + r) % N  # reverse of the forward ring
-            send = spmm(at[dst], g).view(-1, width) if len(sc.need[dst]) else None
+            send = product_t(sc.at[dst]) if len(sc.need[dst]) else None
             recv = torch.empty((len(sc.give[src]), width), dtype=g.dtype, device=g.device) \
                 if len(sc.give[src]) else None
             sc.exchange(send, dst, recv, src)
