@@ -290,10 +290,11 @@ def _volumes() -> set[str]:
     return set(subprocess.run(["docker", "volume", "ls", "-q"], capture_output=True, text=True).stdout.split())
 
 
-def _compose_job(env: dict, *args: str, timeout: int = 900) -> tuple[int, str, float]:
+def _compose_job(*args: str, timeout: int = 900) -> tuple[int, str, float]:
+    """``ci/compose_job.sh`` with this process's environment (the stack's, as the test set it)."""
     t0 = time.monotonic()
     out = subprocess.run(["bash", str(CTX / "ci" / "compose_job.sh"), "--no-build", *args], cwd=CTX,
-                         env={**os.environ, **env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+                         env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
                          capture_output=True, text=True, timeout=timeout)
     return out.returncode, out.stdout + out.stderr, time.monotonic() - t0
 
@@ -314,7 +315,7 @@ def test_compose_job_returns_the_status_and_the_report_and_leaves_nothing(stack_
     before = _volumes()
     monkeypatch.setenv("ARGOSY_JOB", "scripted")
     monkeypatch.setenv("ARGOSY_SUBMIT_ARGS", "--batch-size 64")
-    code, out, secs = _compose_job(stack_env)
+    code, out, secs = _compose_job()
     assert code == 0, out[-3000:]
     assert "compose_job: job scripted done" in out
     assert (tmp_path / "runs" / "scripted" / "report.md").exists(), out[-2000:]
@@ -324,7 +325,7 @@ def test_compose_job_returns_the_status_and_the_report_and_leaves_nothing(stack_
 
     monkeypatch.setenv("ARGOSY_JOB", "badmodel")
     monkeypatch.setenv("ARGOSY_SUBMIT_ARGS", "--batch-size 64 --model argosy_missing_models:make")
-    code, out, secs = _compose_job(stack_env)
+    code, out, secs = _compose_job()
     last = out.strip().splitlines()[-1]
     assert code == 1 and last.startswith("compose_job: job badmodel failed (submit exit 1)"), out[-3000:]
     assert "cannot start" in last and "argosy_missing_models" in last, last
@@ -333,6 +334,6 @@ def test_compose_job_returns_the_status_and_the_report_and_leaves_nothing(stack_
 
     monkeypatch.setenv("ARGOSY_JOB", "badinput")
     monkeypatch.setenv("ARGOSY_INPUT", "/input/no-such-graph.txt")
-    code, out, secs = _compose_job(stack_env)
+    code, out, secs = _compose_job()
     assert code == 2 and "ARGOSY_INPUT=/input/no-such-graph.txt: no such file" in out, out[-3000:]
     assert _project_left() == [] and _volumes() <= before
