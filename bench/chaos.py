@@ -98,7 +98,12 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=0, help="the cluster-scale matrix on N simulated hosts (bench/faults.py)")
     ap.add_argument("--first-run", type=int, default=0, help="--hosts: index of the first run (its random seed)")
     ap.add_argument("--out", default="chaos_hosts", help="--hosts: results name under bench/results")
+    ap.add_argument("--table", nargs="+", metavar="JSONL", help="--hosts: only print the matrix table of these row files")
     args = ap.parse_args()
+    if args.table:
+        rows = [json.loads(ln) for f in args.table for ln in Path(f).read_text().splitlines() if ln.strip()]
+        print(matrix_table(rows, {}), end="")
+        return
     if args.hosts:
         return host_matrix(args)
     args.scenarios = args.scenarios or "sampler,loader,trainer,redis"
@@ -147,19 +152,20 @@ def host_matrix(args) -> None:
     log = out_dir / f"{args.out}.jsonl"
     bases: dict[int, dict] = {}
     rows = []
-    for sc in scenarios:
-        e = faults.epochs_for(sc)
-        if sc != "partitioner-kill" and e not in bases:
-            bases[e] = faults.baseline(store, work, e, args.hosts)
-            print(json.dumps({"baseline_epochs": e, "test_accuracy": bases[e]["test_accuracy"],
-                              "wall_seconds": bases[e]["wall_seconds"]}), file=sys.stderr)
-        for i in range(args.first_run, args.first_run + args.runs):
+    for i in range(args.first_run, args.first_run + args.runs):       # passes: every scenario once per pass
+        for sc in scenarios:
+            e = faults.epochs_for(sc)
+            if sc != "partitioner-kill" and e not in bases:
+                bases[e] = faults.baseline(store, work, e, args.hosts)
+                print(json.dumps({"baseline_epochs": e, "test_accuracy": bases[e]["test_accuracy"],
+                                  "wall_seconds": bases[e]["wall_seconds"]}), file=sys.stderr)
             row = faults.run_scenario(sc, store, work, i, bases.get(e, {}), args.hosts)
             row["hosts"], row["t"] = args.hosts, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             print(json.dumps(row), file=sys.stderr)
             with open(log, "a") as f:
                 f.write(json.dumps(row) + "\n")
             rows.append(row)
+            (out_dir / f"{args.out}.md").write_text(matrix_table(rows, bases))
     (out_dir / f"{args.out}.json").write_text(json.dumps({"baselines": bases, "runs": rows}, indent=1))
     md = matrix_table(rows, bases)
     (out_dir / f"{args.out}.md").write_text(md)
@@ -175,13 +181,14 @@ def _span(xs) -> str:
 
 def matrix_table(rows: list[dict], bases: dict) -> str:
     """One line per scenario: runs survived, detection / recovery / extra seconds (min-max), redelivered, duplicates."""
-    md = ["| scenario | survived | detect s | recover s | extra wall s | redelivered | duplicates | accuracy gap | not survived: why |",
-          "|---|---|---|---|---|---|---|---|---|"]
+    md = ["| scenario | survived | detect s | recover s | lost s | extra wall s | redelivered | duplicates | accuracy gap | not survived: why |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
     for sc in dict.fromkeys(r["scenario"] for r in rows):
         rs = [r for r in rows if r["scenario"] == sc]
         why = "; ".join(sorted({_why(r) for r in rs if not r["survived"]}))
         md.append(f"| {sc} | {sum(r['survived'] for r in rs)}/{len(rs)} | {_span(r.get('detect_s') for r in rs)} | "
-                  f"{_span(r.get('recover_s') for r in rs)} | {_span(r.get('extra_s') for r in rs)} | "
+                  f"{_span(r.get('recover_s') for r in rs)} | {_span(r.get('lost_s') for r in rs)} | "
+                  f"{_span(r.get('extra_s') for r in rs)} | "
                   f"{_span(r.get('seeds_redelivered') for r in rs)} | {_span(r.get('duplicates') for r in rs)} | "
                   f"{_span(round(r['accuracy_gap'], 2) if r.get('accuracy_gap') is not None else None for r in rs)} | {why} |")
     return "\n".join(md) + "\n"
@@ -196,6 +203,8 @@ def _why(r: dict) -> str:
         return f"{r.get('orphans')} orphans, {r.get('namespaces_left')} namespaces left"
     if r.get("seeds_trained") != r.get("seeds_planned") or r.get("duplicates") or r.get("seeds_dropped"):
         return f"seeds {r.get('seeds_trained')}/{r.get('seeds_planned')}, dup {r.get('duplicates')}"
+    if str(r.get("scenario")).startswith("disk-full") and r.get("restarts"):
+        return f"{r['restarts']} restarts: the healthy host's sampler and loader crashed on ENOSPC while staging"
     if r.get("scenario") == "partitioner-kill":
         return f"same store {r.get('same_store')}, left {r.get('temp_left')}"
     return f"accuracy gap {r.get('accuracy_gap')}"

@@ -54,7 +54,8 @@ def sampler(job, stop: threading.Event, path: Path) -> None:
         while not stop.is_set() and job.proc.poll() is None:
             try:
                 info = StackFile(job.job).read()
-                pids = {**info.pids, "redis": info.redis_pid, "launcher": job.proc.pid}
+                pids = {**info.pids, "launcher": job.proc.pid}
+                pids["redis"] = job.redis_pid()
             except Exception:
                 pids = {"launcher": job.proc.pid}
             t = time.time()
@@ -78,17 +79,18 @@ def run(args) -> None:
     th.start()
     rng = random.Random(args.seed)
     t_end = job.t0 + args.minutes * 60
+    tail = min(90.0, args.minutes * 6)            # the last stretch runs without faults (recovery visible)
     log = []
     job.wait_epochs(3)
-    while time.time() < t_end - 90 and job.proc.poll() is None:
+    while time.time() < t_end - tail and job.proc.poll() is None:
         wait = args.every * (0.7 + 0.6 * rng.random())
-        time.sleep(max(0.0, min(wait, t_end - 90 - time.time())))
-        if time.time() >= t_end - 90 or job.proc.poll() is not None:
+        time.sleep(max(0.0, min(wait, t_end - tail - time.time())))
+        if time.time() >= t_end - tail or job.proc.poll() is not None:
             break
         sc = rng.choice(SOAK_FAULTS)
         try:
             fault = faults.FAULTS[sc](job, rng)
-            fault.update(scenario=sc, **faults.timings(job, fault))
+            fault["scenario"] = sc
         except Exception as e:                   # a fault that could not be injected is reported, not hidden
             fault = {"scenario": sc, "error": repr(e), "t_inject": time.time(), "t_end": time.time()}
         log.append(fault)
@@ -113,6 +115,9 @@ def run(args) -> None:
                                                           "seeds_planned", "seeds_trained", "duplicates",
                                                           "seeds_dropped", "seeds_redelivered", "restarts",
                                                           "trainer_restarts", "error", "wall_seconds")}}, indent=1))
+    for f in log:                                     # timed now: recovery needs the epochs after each fault
+        if "error" not in f:
+            f.update(faults.timings(job, f))
     (OUT / "soak_faults.json").write_text(json.dumps(log, indent=1))
     print(summarize(), file=sys.stderr)
 
