@@ -10,13 +10,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["REDIS_URL", "TORCH_THREADS", "LOG_LEVEL", "ADVERTISE_HOST", "BIND_HOST", "SPEC_WAIT", "PORT", "RANK",
+__all__ = ["REDIS_URL", "PARTITION_THREADS", "TORCH_THREADS", "LOG_LEVEL", "ADVERTISE_HOST", "BIND_HOST", "SPEC_WAIT", "PORT", "RANK",
            "DIST_URL", "CURVE_KEYS", "JOB", "HOST_LABEL", "LOCAL_STORE", "HOME", "LAUNCHER_PID", "METRICS_PORT",
            "REDIS_RETRIES", "AFTER_JOB", "NAMESPACE", "ROLE", "SERVICE_ID", "RELEASE", "DATASETS", "COMPOSE_PROJECT", "LOCAL_RANK", "HOSTNAME",
            "EnvVar", "TABLE", "get", "torch_threads", "host_cores", "datasets_dir"]
 
 REDIS_URL = "ARGOSY_REDIS_URL"
 """Redis URL used when ``--redis`` is not given (``redis://[:password@]host:port/db``)."""
+PARTITION_THREADS = "ARGOSY_THREADS"
+"""Threads of the partitioner's streamed passes and store writer when ``--threads`` is not given
+(default: the cores the process may use)."""
 TORCH_THREADS = "ARGOSY_TORCH_THREADS"
 """Compute threads per trainer process, torch's intra-op pool and the numba aggregation kernels
 (default 0 = the cores the process may use, or 1 when other work already keeps them busy;
@@ -98,7 +101,7 @@ TABLE: dict[str, EnvVar] = {v.name: v for v in (
     EnvVar(HOST_LABEL), EnvVar(LOCAL_STORE), EnvVar(HOME), EnvVar(LAUNCHER_PID, None, int),
     EnvVar(METRICS_PORT, "0", int), EnvVar(REDIS_RETRIES, "35", int), EnvVar(AFTER_JOB, "exit"), EnvVar(NAMESPACE), EnvVar(RELEASE),
     EnvVar(DATASETS), EnvVar(COMPOSE_PROJECT), EnvVar(LOCAL_RANK, "0", int), EnvVar(HOSTNAME), EnvVar(ROLE),
-    EnvVar(SERVICE_ID),
+    EnvVar(SERVICE_ID), EnvVar(PARTITION_THREADS, None, int),
 )}
 """Every variable read anywhere; a new constant above needs its entry here (tests check it)."""
 

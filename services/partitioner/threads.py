@@ -22,9 +22,10 @@ _threads: Optional[int] = None
 
 def default_threads() -> int:
     """The cores this process may run on (its CPU affinity), or ``ARGOSY_THREADS`` if set."""
-    env = os.environ.get("ARGOSY_THREADS")
+    from argosy.shared import envs
+    env = envs.get(envs.PARTITION_THREADS)
     if env:
-        return max(1, int(env))
+        return max(1, env)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - non-Linux
