@@ -105,13 +105,13 @@ VCYCLE_MAX_LEVEL1_SHARE = 0.8
 EFFORTS: Dict[str, Dict] = {
     # the paper's regime: streaming clustering, one coarse partition, streamed LP refinement
     "fast": dict(cluster_passes=2, refine_passes=2, vcycles=0, repeats=1, stream_cycles=0,
-                 fm_rounds=0, whole_graph=False, tree_refine=False),
+                 fm_rounds=0, whole_graph=False, tree_refine=False, cluster_entries=1 << 21),
     # one cycle, refined with FM: the quality of "best" on most graphs for a fraction of its time
     "default": dict(cluster_passes=3, refine_passes=2, vcycles=1, repeats=1, stream_cycles=0,
-                    fm_rounds=1, whole_graph=True, tree_refine=True),
+                    fm_rounds=1, whole_graph=True, tree_refine=True, cluster_entries=1 << 22),
     # every cycle and pass GREM has (the default up to issue 43)
     "best": dict(cluster_passes=4, refine_passes=6, vcycles=2, repeats=3, stream_cycles=2,
-                 fm_rounds=2, whole_graph=True, tree_refine=True),
+                 fm_rounds=2, whole_graph=True, tree_refine=True, cluster_entries=0),
 }
 
 
@@ -169,7 +169,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                    greedy_start: bool = True,
                    initial: str = "rb", whole_graph: Optional[bool] = None,
                    tree_refine: Optional[bool] = None, edge_weighted: Optional[float] = None,
-                   degrees: Optional[np.ndarray] = None,
+                   degrees: Optional[np.ndarray] = None, cluster_entries: Optional[int] = None,
                    workdir: Optional[str] = None) -> Tuple[np.ndarray, Dict]:
     """Partition a streamed graph with GREM.
 
@@ -210,6 +210,10 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             packed them (soc-slashdot, k = 16, edge limit 1.1: 62.3 % against 71.4 %).
         degrees (np.ndarray, optional): with ``edge_weighted``, the adjacency entries per vertex
             if already counted (:func:`~.placement.count_degrees`); otherwise one pass counts them.
+        cluster_entries (int, optional): most entries of the cluster graph partitioned in
+            memory (0: the O(n) budget :func:`cluster_budget`); a smaller one is reached by
+            coarsening out of core first (a 15M-vertex road-like graph left 5M clusters and
+            16M entries after 2 LP passes, whose in-memory multilevel run took 420 s of 505).
         workdir (str, optional): scratch directory for the out-of-core cluster graph (default:
             the stream's own ``workdir``, else the system temp dir).
 
@@ -228,6 +232,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
     fm_rounds = preset["fm_rounds"] if fm_rounds is None else fm_rounds
     whole_graph = preset["whole_graph"] if whole_graph is None else whole_graph
     tree_refine = preset["tree_refine"] if tree_refine is None else tree_refine
+    cluster_entries = preset["cluster_entries"] if cluster_entries is None else cluster_entries
     n = int(stream.num_nodes)
     cap = capacity(n, k, eps)
     state = rng_state(seed)
@@ -278,6 +283,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         cd["t_lp"] = time.perf_counter() - t0
         if cyc == 0:  # per vertex with an edge: empty ids of a sparse id space buy nothing
             budget = cluster_budget(int(np.count_nonzero(seen)))
+            if cluster_entries:  # below "best": coarsen out of core down to this size first
+                budget = min(budget, int(cluster_entries))
         nc1 = nc
         built, info = None, dict(levels=0, level1_entries=0)
         if whole:
