@@ -101,10 +101,10 @@ class StoreSource:
                 n_u = m.parts[p].num_nodes if rows is None else len(rows)
                 take = (lambda a: a) if rows is None else (lambda a: np.asarray(a)[rows])  # noqa: E731
                 lab = arrays["labels"]
-                labels.append(np.asarray(take(lab), np.int64) if lab is not None else np.full(n_u, -1, np.int64))
+                labels.append(np.array(take(lab), np.int64) if lab is not None else np.full(n_u, -1, np.int64))
                 for k in SPLITS:
                     a = arrays[k]
-                    masks[k].append(np.asarray(take(a), bool) if a is not None else np.zeros(n_u, bool))
+                    masks[k].append(np.array(take(a), bool) if a is not None else np.zeros(n_u, bool))
             self.labels.append(labels[0] if len(parts) == 1 else np.concatenate(labels))
             for k in SPLITS:
                 self.masks[k].append(masks[k][0] if len(parts) == 1 else np.concatenate(masks[k]))
