@@ -432,7 +432,7 @@ def run_scenario(scenario: str, store: Path, work: Path, i: int, base: dict, hos
         row.update(timings(job, fault))
     for k in ("seeds_planned", "seeds_trained", "seeds_redelivered", "seeds_dropped", "duplicates",
               "duplicate_arrivals", "test_accuracy", "restarts", "trainer_restarts", "resumed_from_epoch",
-              "wall_seconds", "error"):
+              "wall_seconds", "error", "services_lost", "reclaims", "reclaim_stall_seconds"):
         row[k] = res.get(k)
     if res.get("wall_seconds") and base.get("wall_seconds"):
         row["extra_s"] = round(res["wall_seconds"] - base["wall_seconds"], 1)

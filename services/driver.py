@@ -38,6 +38,8 @@ __all__ = ["Phase", "Exit", "Observation", "Decision", "RestartPolicy", "decide"
 
 logger = logging.getLogger("argosy")
 _PER_EPOCH = re.compile(r"_e\d+$")
+TIMELINE_MAX = 2048
+"""Timeline points a driver keeps (one per ~0.5 s poll: ~17 min at full resolution)."""
 
 
 class Phase(StrEnum):
@@ -248,6 +250,13 @@ class JobDriver:
         sample of an hour-long job would hold thousands, and every poll keeps one sample)."""
         return {"t": time.time(), **{k: v for k, v in self.coord.metrics().items() if not _PER_EPOCH.search(k)}}
 
+    def _record(self) -> None:
+        """Append a timeline point; past :data:`TIMELINE_MAX` points every other one is dropped (the
+        span is kept at half the resolution), so an hours-long job's timeline stays bounded."""
+        self.timeline.append(self._sample())
+        if len(self.timeline) > TIMELINE_MAX:
+            self.timeline = self.timeline[::2]
+
     def run(self) -> dict:
         """Drive to the end; returns the job's result (``error`` set when it failed or was stopped)."""
         from tqdm import tqdm
@@ -266,7 +275,7 @@ class JobDriver:
                     seen += len(new)
                     bar.set_postfix(loss=f"{e.train_loss:.3f}", val=f"{e.val_accuracy or 0:.3f}",
                                     bps=f"{e.batches_per_second:.1f}", idle=f"{e.trainer_idle_fraction:.0%}")
-                self.timeline.append(self._sample())
+                self._record()
                 if not d.restart and not d.restart_trainers:
                     time.sleep(self.poll)
             new = self.coord.epochs(seen)
@@ -276,7 +285,7 @@ class JobDriver:
             bar.close()
             if self.epoch_log is not None:
                 self.epoch_log.close()
-        self.timeline.append(self._sample())
+        self._record()
         result = self.coord.get_result() or {}
         if self.phase == Phase.FAILED:
             self.reason = self.reason or (self.transitions[-1][2] if self.transitions else "failed")
