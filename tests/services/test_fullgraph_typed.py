@@ -231,3 +231,14 @@ def test_rgcn_fullgraph_and_sar_through_the_cli(tmp_path):
     errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert len(errors) == 1 and "rgat cannot run in the full-graph modes" in errors[0], p.stderr
+
+
+def test_units_are_sized_by_rgcn_relation_wide_tensors():
+    """A unit's rows times R-GCN's widest per-row tensor (its R-wide aggregate or messages) fit the share
+    of the cache a unit may take, as a GCN unit's rows times its widest layer do."""
+    from argosy.services.trainer.fullgraph.budget import UNIT_FRACTION, unit_rows
+    from argosy.services.trainer.fullgraph.model import ModelSpec
+    aifb = ModelSpec("rgcn", (496, 16, 4), relations=90, learned_input=True)   # featureless: 90 x 16 messages
+    assert aifb.row_width == 90 * 16 and unit_rows(16 << 20, aifb) == int(UNIT_FRACTION * (16 << 20)) // (4 * 1440)
+    assert ModelSpec("rgcn", (128, 16, 16), relations=8).row_width == 128
+    assert ModelSpec("gcn", (128, 16, 4)).row_width == 128

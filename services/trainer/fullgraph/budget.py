@@ -20,7 +20,8 @@ graph's whole run needs.  The cache is sized instead from what the job already k
 An explicit ``--cache-bytes`` always wins.  The run logs and reports the size and the reason.
 
 The cache also sizes the schedule's compute units (:func:`unit_rows`): a unit's own block is at
-most :data:`UNIT_FRACTION` of the cache, so the per-unit tensors, the write-behind buffers (a
+most :data:`UNIT_FRACTION` of the cache (its rows times the widest per-row tensor: R-GCN's aggregate
+or messages are ``R`` times a layer's width, :attr:`.model.ModelSpec.row_width`), so the per-unit tensors, the write-behind buffers (a
 quarter of the cache plus two expanded blocks) and the prefetched blocks scale with the cache, not
 with the store's part count; and a unit has at least :data:`MIN_UNIT_ROWS` rows, because each unit
 costs a gather, kernel calls and block puts per layer whatever its size (a part is cut only when
@@ -49,7 +50,7 @@ MIN_CACHE = 16 << 20
 """Smallest automatic cache: a few parts' blocks, so Belady has something to choose from."""
 
 UNIT_FRACTION = 1 / 4
-"""Share of the cache one compute unit's own block (rows x widest layer) may take."""
+"""Share of the cache one compute unit's own block (rows x widest per-row tensor) may take."""
 MIN_UNIT_ROWS = 65536
 """Fewest rows a piece of a cut store part gets (32 MB blocks at 128 columns): the 4-part road-like
 store under ``--cache-bytes 48M`` (the issue's setting) cut into 63 pieces of 24k rows took 1.40x the
@@ -77,7 +78,7 @@ def step_block_bytes(plan: PartPlan, spec: ModelSpec) -> int:
 def unit_rows(cache: int, spec: ModelSpec) -> int:
     """The most rows of one compute unit under a ``cache``-byte cache (see the module docstring); a
     store part is cut only when it holds more than ``max(unit_rows, MIN_UNIT_ROWS)``."""
-    return max(1, int(UNIT_FRACTION * cache) // (_F32 * max(spec.dims)))
+    return max(1, int(UNIT_FRACTION * cache) // (_F32 * spec.row_width))
 
 
 def auto_cache_bytes(plan: PartPlan | int, spec: ModelSpec, budget: int | None, rss: int) -> tuple[int, str]:

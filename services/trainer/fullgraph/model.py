@@ -55,6 +55,14 @@ class ModelSpec:
         return len(self.dims) - 1
 
     @property
+    def row_width(self) -> int:
+        """Columns of the widest per-row tensor a layer computes: the widest layer, or R-GCN's aggregate
+        or messages, ``R * min(F_in, F_out)`` wide (:func:`~argosy.shared.models.full_graph_conv`)."""
+        if self.kind != "rgcn":
+            return max(self.dims)
+        return max(max(self.dims), self.relations * max(min(a, b) for a, b in zip(self.dims[:-1], self.dims[1:])))
+
+    @property
     def aggr(self) -> str:
         """Aggregation operator of every layer: ``gcn`` (symmetric, self loops), ``mean``,
         ``mean_self`` (the mean including the vertex: SAGE's ``gcn`` aggregator) or ``relation_mean``
