@@ -12,7 +12,8 @@
 4. (issue 45) a sampler killed mid-run is recorded as lost once, with the time until its batches
    were re-claimed, and the job says it runs with fewer; ``ci/compose_job.sh`` returns 0 for a job
    that is done (report copied out, n and m in it), 1 within two minutes for a bad model (one line
-   saying why), 2 for a missing input, and leaves no container, network or volume behind.
+   saying why), 2 for a missing input, and leaves no container, network or volume behind; the Helm
+   chart's default layout (store.mode=served), its rendered pods run by Docker, trains a job.
 
 ``.ci/run`` starts an engine (``ci/docker_engine.sh``) and sets ``ARGOSY_REQUIRE_DOCKER=1``: the tests
 then fail instead of skipping when no engine answers. Offline machines (no registry): set
@@ -337,3 +338,87 @@ def test_compose_job_returns_the_status_and_the_report_and_leaves_nothing(stack_
     code, out, secs = _compose_job()
     assert code == 2 and "ARGOSY_INPUT=/input/no-such-graph.txt: no such file" in out, out[-3000:]
     assert _project_left() == [] and _volumes() <= before
+
+
+def test_the_charts_default_layout_trains_under_docker(stack_env, tmp_path):
+    """Issue 45: the Helm chart's default layout (store.mode=served: one ReadWriteOnce volume, every
+    other pod copies the store first) with the chart's own rendered commands, run by Docker: the store
+    pod's init step partitions, its container serves; sampler, loader, trainer and submit run their
+    fetch-store init step into a volume of their own (their emptyDir), then their container; submit
+    ends 0 and its report lands on the store pod's volume. No Kubernetes API server runs here: this
+    is the closest the chart's pods get to running on this machine."""
+    from tests.deploy.tools import CHART, helm
+    import yaml
+    exe = helm()
+    if exe is None:
+        pytest.skip("helm not installed (bash ci/deploy_checks.sh installs it)")
+    rendered = subprocess.run([exe, "template", "rel", str(CHART), "--set", "redis.auth.enabled=false",
+                               "--set", "job.name=served", "--set", "job.device=cpu", "--set", "job.epochs=3",
+                               "--set", "sampler.replicas=1", "--set", "trainer.gpu=0",
+                               "--set", "image.tag=test", "--set", "image.trainerTagSuffix=-cpu",
+                               "--set", "partitioner.demoNodes=3000", "--set", "partitioner.method=random",
+                               "--set-json", 'job.extraArgs=["--batch-size","64"]'],
+                              capture_output=True, text=True, check=True).stdout
+    pods = {d["metadata"]["name"]: d["spec"]["template"]["spec"] for d in yaml.safe_load_all(rendered)
+            if d and d["kind"] in ("Deployment", "StatefulSet", "Job")}
+    net, made = "rel-net", []
+
+    def docker(*args, check=True):
+        out = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=600)
+        assert not check or out.returncode == 0, (args, out.stderr[-2000:])
+        return out.stdout.strip()
+
+    def env_of(c, name):
+        env = {}
+        for e in c.get("env", []):
+            if "value" in e:
+                env[e["name"]] = str(e["value"])
+            elif e["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.name":
+                env[e["name"]] = name
+        env["ARGOSY_ADVERTISE_HOST"] = "auto"          # status.podIP: the entrypoint's own address here
+        env.pop("ARGOSY_DIST_URL", None)                # the headless Service's DNS name: Kubernetes only
+        return env
+
+    def run(name, c, volume, detach):
+        """One container of a rendered pod: its image, command/args (with Kubernetes' $(VAR) expansion
+        from its env), env and first volume mount."""
+        env = env_of(c, name)
+        opts = ["--name", name, "--hostname", name, "--network", net, "--read-only", "--tmpfs", "/tmp",
+                "--shm-size", "256m", "-v", f"{volume}:{c['volumeMounts'][0]['mountPath']}",
+                *[x for k, v in env.items() for x in ("-e", f"{k}={v}")]]
+        words = [re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), w)
+                 for w in [*c.get("command", []), *c.get("args", [])]]
+        cmd = ["--entrypoint", words[0], c["image"], *words[1:]] if c.get("command") else [c["image"], *words]
+        made.append(name)
+        return docker("run", "-d" if detach else "--rm", *opts, *cmd)
+
+    try:
+        docker("network", "create", net)
+        docker("run", "-d", "--name", "rel-redis", "--network", net, stack_env["REDIS_IMAGE"], "redis-server",
+               "--save", "", "--protected-mode", "no")
+        made.append("rel-redis")
+        store = pods["rel-store"]
+        docker("volume", "create", "rel-store-pvc")
+        for c in store["initContainers"]:                       # partition
+            run(f"rel-store-{c['name']}", c, "rel-store-pvc", detach=False)
+        run("rel-store", store["containers"][0], "rel-store-pvc", detach=True)
+        for pod in ("rel-submit-r1", "rel-sampler", "rel-loader", "rel-trainer"):
+            spec = pods[pod]
+            docker("volume", "create", f"{pod}-data")
+            init = spec["initContainers"][0]
+            assert init["name"] == "fetch-store"
+            run(f"{pod}-{init['name']}", init, f"{pod}-data", detach=False)
+            name = f"{pod}-0" if pod == "rel-trainer" else pod      # a StatefulSet pod name gives the rank
+            run(name, spec["containers"][0], f"{pod}-data", detach=True)
+        code = docker("wait", "rel-submit-r1")
+        logs = subprocess.run(["docker", "logs", "rel-submit-r1"], capture_output=True, text=True).stderr
+        assert code == "0", logs[-3000:]
+        report = docker("run", "--rm", "-v", "rel-store-pvc:/data", "--entrypoint", "cat",
+                        f"argosy/partitioner:{stack_env['ARGOSY_TAG']}", "/data/runs/served/report.md")
+        assert "## Graph" in report and "3,000 vertices" in report, report[:2000]
+    finally:
+        for name in reversed(made):
+            docker("rm", "-f", name, check=False)
+        for pod in ("rel-store-pvc", "rel-submit-r1-data", "rel-sampler-data", "rel-loader-data", "rel-trainer-data"):
+            docker("volume", "rm", pod, check=False)
+        docker("network", "rm", net, check=False)
