@@ -86,7 +86,7 @@ def test_rgcn_full_graph_logits_equal_mini_batch_logits(store, layers, bases):
 
 
 @pytest.mark.parametrize("units", ["store", "pieces", "whole-graph plan"])
-def test_rgcn_offload_gradients_match_in_memory(store, tmp_path, units):
+def test_rgcn_offload_gradients_match_in_memory(store, tmp_path, units, monkeypatch):
     """Offloaded R-GCN (the store's 4 parts, those parts cut into 8 pieces, or the plan of the graph held
     whole) under a cache far smaller than its activations: the in-memory loss and gradients, the
     featureless layer's learned table included."""
@@ -95,7 +95,10 @@ def test_rgcn_offload_gradients_match_in_memory(store, tmp_path, units):
     m0, spec = rgcn(st, 3)
     loss0 = InMemoryTrainer(spec, g, m0, 7).step(0)
     g0 = flat_grads(m0)
+    monkeypatch.setattr("argosy.services.trainer.fullgraph.source.MAX_CUT_HALO", 10.0)  # a random graph's cut
     unit_list = make_units(st, 20) if units == "pieces" else None
+    if unit_list is not None:
+        assert len(unit_list) == 8 and all(rows is not None for _, rows in unit_list)
     plan = build_plan(g, owner, spec.aggr) if units == "whole-graph plan" else plan_from_store(st, spec.aggr, unit_list)
     assert plan.relations == 6 and plan.matrix[0].shape[0] == 6 * plan.part_sizes()[0]
     m1, _ = rgcn(st, 3)
