@@ -13,7 +13,8 @@ all edge types) and the sampled edges per edge type (summed over batches).
 
 ``--fanouts`` is JSON: a list, input layer first (DGL's order), of per-layer fanouts, each an int
 (DGL applies it to *every* edge type: up to that many in-edges per relation) or a dict
-``{relation name: fanout}`` (edge types not named get 0).
+``{relation name: fanout}`` naming every edge type (DGL refuses a dict that leaves one out; 0: none,
+-1: all).  Also printed: the sampled edges per layer (input layer first).
 
 Usage: python bench/sampler_dgl_hetero.py GRAPH.npz SEEDS.npy --fanouts '[10, 10]' [--passes 3]
 """
@@ -54,6 +55,10 @@ def main() -> None:
     g = load_graph(a.graph)
     build_s = time.perf_counter() - t0
     fanouts = json.loads(a.fanouts)
+    for i, f in enumerate(fanouts):
+        if isinstance(f, dict) and set(f) != set(g.etypes):
+            raise SystemExit(f"layer {i}: a dict fanout must name every edge type, {sorted(g.etypes)} "
+                             f"(got {sorted(f)})")
     sampler = dgl.dataloading.NeighborSampler(fanouts)
     batches = [{a.seed_type: torch.from_numpy(s.astype(np.int64))} for s in np.load(a.seeds)]
     sampler.sample_blocks(g, batches[0])   # warm up

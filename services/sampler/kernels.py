@@ -254,11 +254,28 @@ def sample_hop_typed(fr, count, ecount, nodes, degrees, npart, nstart, esrc, eds
 
     A row's relations are read at ``typ_addr[part]`` (int32, laid out like the part's indices) or
     in ``halo_t`` (aligned with ``halo``).  A row no longer than the smallest fanout is taken whole
-    with no look at its relations; a longer one is bucketed by relation (one counting pass over the
-    row, O(degree)), then Floyd's algorithm picks ``fr[r]`` distinct entries of each bucket over its
-    fanout.  A destination's edges stay together (bucket by bucket), so ``dst_ptr`` is their counts.
-    ``epos`` is always recorded (the caller gathers each edge's relation from it).
+    with no look at its relations.  A longer one is counted by relation (8-bit counters packed in
+    one register when there are at most 8 relations), then taken whole if no relation is over its
+    fanout; if it holds one relation only, Floyd's algorithm picks offsets into the row itself;
+    otherwise one branchless pass puts the entries to take (relation within its fanout) in
+    ``chosen`` and the first relation over its fanout's in ``bucket``, one more pass per further
+    such relation collects its entries (counters in registers, no branch on the relation), and
+    Floyd's algorithm picks ``fr[r]`` distinct ones of each (relations in id order: the same draws
+    as a counting sort into buckets would give).  The picks depend only on the row (entries,
+    relations, order) and the generator, so a fetched row gives the same batch.  A destination's
+    edges stay together (the ones taken in row order, then each relation's picks), so ``dst_ptr``
+    is their counts.
+
+    Most of the time is memory latency (mag_like: a row scanned per destination, two to three
+    times the entries that are sampled, and a slot, a part and a row offset per new node), so the
+    kernel asks for lines ahead: the rows ``ROWS_AHEAD`` destinations on (up to 4 lines of their
+    relations); the sampled entries, buffered ``FLUSH`` edges at a time as addresses, the entry
+    ``2 * SLOTS_AHEAD`` on and the de-duplication slot of the neighbour ``SLOTS_AHEAD`` on while this
+    one is resolved; and, locating the new nodes as :func:`_locate` does, their part and local
+    index, then their row offsets.  ``epos`` is always recorded (the caller gathers each edge's
+    relation from it).
     """
+    ROWS_AHEAD, SLOTS_AHEAD, NODES_AHEAD, FLUSH = 8, 32, 16, 1024
     R = fr.shape[0]
     tag = np.int64(tick) << 32
     ndst, e0 = count, ecount
@@ -287,72 +304,166 @@ def sample_hop_typed(fr, count, ecount, nodes, degrees, npart, nstart, esrc, eds
         degrees = _grow(degrees, count + need)
         npart = _grow(npart, count + need)
         nstart = _grow(nstart, count + need)
-    cnt = np.zeros(R + 1, np.int64)
-    fill = np.zeros(R, np.int64)
-    bucket = np.empty(dmax if dmax > fmin else 0, np.int64)
-    chosen = np.empty(max(dmax, 1), np.int64)
+    packed = R <= 8
+    cnt = np.zeros(R, np.int64)
+    take = np.zeros(R, np.int64)               # 1: the row's entries of this relation are all taken
+    overs = np.empty(R, np.int64)              # the row's relations over their (positive) fanout
+    bucket = np.empty(max(dmax, 1), np.int64)
+    chosen = np.empty(max(dmax, 1), np.int64)  # row offsets of the entries to emit
+    ubuf = np.empty(FLUSH + max(dmax, 1), np.int64)
     halo_addr = np.int64(halo.ctypes.data)
     halo_t_addr = np.int64(halo_t.ctypes.data)
+    slot_addr = np.int64(slot.ctypes.data)
+    isz = halo.itemsize
     x = state[0]
+    nb = 0                                     # edges buffered (neighbour in ubuf, epos / edst written)
     for j in range(ndst):
+        jn = j + ROWS_AHEAD
+        if jn < ndst and degrees[jn] > 0:      # a row ahead: its first lines, one miss each
+            pn = npart[jn]
+            an = ind_addr[pn]
+            _prefetch((an if an != 0 else halo_addr) + isz * nstart[jn])
+            if degrees[jn] > fmin:             # its relations: up to 4 lines (256 B)
+                tb = (typ_addr[pn] if an != 0 else halo_t_addr) + 4 * nstart[jn]
+                for q in range(min((4 * np.int64(degrees[jn]) + 63) >> 6, 4)):
+                    _prefetch(tb + 64 * q)
         start = nstart[j]
         d = np.int64(degrees[j])
         a = ind_addr[npart[j]]
-        nbr = carray(_voidptr(a if a != 0 else halo_addr), start + d, halo.dtype)
-        k = 0                                  # entries of this row to emit, listed in ``chosen``
-        if d <= fmin:                          # every relation's share fits its fanout
-            for t in range(d):
-                chosen[t] = start + t
-            k = d
-        else:
+        base = a if a != 0 else halo_addr
+        k = 0                                  # entries to emit: chosen[:k]
+        whole = d <= fmin                      # every relation's share fits its fanout
+        if not whole:
             ta = typ_addr[npart[j]]
-            typ = carray(_voidptr(ta if a != 0 else halo_t_addr), start + d, np.int32)
-            for r in range(R + 1):
+            typ = carray(_voidptr((ta if a != 0 else halo_t_addr) + 4 * start), d, np.int32)
+            for r in range(R):
                 cnt[r] = 0
-            for t in range(d):                 # bucket the row's entries by relation
-                cnt[typ[start + t] + 1] += 1
+            if packed:                         # 8-bit counters in one register, 255 entries at a time
+                for t0 in range(0, d, 255):
+                    acc = np.uint64(0)
+                    for v in typ[t0:min(t0 + 255, d)]:
+                        acc += np.uint64(1) << (np.uint64(v) << np.uint64(3))
+                    for r in range(R):
+                        cnt[r] += np.int64((acc >> np.uint64(8 * r)) & np.uint64(0xFF))
+            else:
+                for v in typ:
+                    cnt[v] += 1
+            nover = 0
+            present = 0
+            only = 0
+            takes_all = True
             for r in range(R):
-                cnt[r + 1] += cnt[r]
-                fill[r] = cnt[r]
-            for t in range(d):
-                r = typ[start + t]
-                bucket[fill[r]] = start + t
-                fill[r] += 1
-            for r in range(R):
-                lo, c, f = cnt[r], cnt[r + 1] - cnt[r], fr[r]
-                if f < 0 or c <= f:
-                    for t in range(c):
-                        chosen[k + t] = bucket[lo + t]
-                    k += c
-                else:
-                    for t in range(f):         # Floyd's algorithm: f distinct offsets out of c
-                        m = c - f + t + 1
+                c, f = cnt[r], fr[r]
+                if c > 0:
+                    present += 1
+                    only = r
+                tk = f < 0 or c <= f
+                take[r] = tk
+                takes_all &= tk
+                if not tk and f > 0:
+                    overs[nover] = r
+                    nover += 1
+            if takes_all:
+                whole = True
+            elif present == 1:                 # one relation: Floyd's offsets are row offsets
+                k = fr[only]
+                for t in range(k):             # Floyd's algorithm: k distinct offsets out of d
+                    m = d - k + t + 1
+                    x = _step(x)
+                    cand = np.int64((((x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(32)) * np.uint64(m))
+                                    >> np.uint64(32))
+                    dup = False
+                    for q in range(t):
+                        dup |= chosen[q] == cand
+                    chosen[t] = (m - 1) if dup else cand
+            else:
+                # entries to take -> chosen, the first relation over its fanout's -> bucket: one
+                # branchless pass (counters in registers); one more per further relation over it
+                r1 = overs[0] if nover > 0 else -1
+                q = 0
+                for t in range(d):
+                    r = typ[t]
+                    chosen[k] = t
+                    bucket[q] = t
+                    k += take[r]
+                    q += r == r1
+                for o in range(nover):
+                    r = overs[o]
+                    if o > 0:
+                        q = 0
+                        for t in range(d):
+                            bucket[q] = t
+                            q += typ[t] == r
+                    f = fr[r]
+                    for t in range(f):         # Floyd's algorithm: f distinct offsets out of q
+                        m = q - f + t + 1
                         x = _step(x)
                         cand = np.int64((((x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(32)) * np.uint64(m))
                                         >> np.uint64(32))
                         dup = False
-                        for q in range(t):
-                            dup |= chosen[k + q] == cand
+                        for p in range(t):
+                            dup |= chosen[k + p] == cand
                         chosen[k + t] = (m - 1) if dup else cand
-                    for t in range(f):
-                        chosen[k + t] = bucket[lo + chosen[k + t]]
+                    for t in range(k, k + f):
+                        chosen[t] = bucket[chosen[t]]
                     k += f
-        for t in range(k):
-            i = chosen[t]
-            u = nbr[i]
-            epos[ecount] = i
-            s = slot[u]
-            new = (s >> 32) != tick
-            lu = count if new else s & _MASK32
-            slot[u] = tag | lu
-            nodes[count] = u
-            count += new
-            esrc[ecount] = lu
-            edst[ecount] = j
-            ecount += 1
+        if whole:
+            for t in range(d):
+                chosen[t] = t
+            k = d
+        for t in range(k):                     # buffered: the entry's address, read below
+            i = start + chosen[t]
+            ubuf[nb] = base + isz * i
+            epos[ecount + nb] = i
+            edst[ecount + nb] = j
+            nb += 1
+        if nb >= FLUSH or j == ndst - 1:      # de-duplicate the buffered neighbours
+            for b in range(nb):
+                if b + 2 * SLOTS_AHEAD < nb:   # the entry two strides on, its slot one stride on
+                    _prefetch(ubuf[b + 2 * SLOTS_AHEAD])
+                if b + SLOTS_AHEAD < nb:
+                    _prefetch(slot_addr + 8 * np.int64(carray(_voidptr(ubuf[b + SLOTS_AHEAD]), 1, halo.dtype)[0]))
+                u = np.uint64(carray(_voidptr(ubuf[b]), 1, halo.dtype)[0])
+                s = slot[u]
+                new = (s >> 32) != tick
+                lu = count if new else s & _MASK32
+                slot[u] = tag | lu
+                nodes[count] = u
+                count += new
+                esrc[ecount] = lu
+                ecount += 1
+            nb = 0
     state[0] = x
-    _locate(ndst, count, ptr_addr, assignment, local_index, nodes, degrees, npart, nstart)
+    # :func:`_locate` of the new nodes, with the maps' lines and then the rows' offsets asked ahead
+    as_addr, as_sz = np.int64(assignment.ctypes.data), assignment.itemsize
+    li_addr, li_sz = np.int64(local_index.ctypes.data), local_index.itemsize
+    for i in range(ndst, count):
+        if i + 2 * NODES_AHEAD < count:
+            v = nodes[i + 2 * NODES_AHEAD]
+            _prefetch(as_addr + as_sz * v)
+            _prefetch(li_addr + li_sz * v)
+        if i + NODES_AHEAD < count:
+            v = nodes[i + NODES_AHEAD]
+            pa = ptr_addr[assignment[v]]
+            if pa != 0:
+                _prefetch(pa + 8 * np.int64(local_index[v]))
+        v = nodes[i]
+        p = assignment[v]
+        npart[i] = p
+        pa = ptr_addr[p]
+        if pa != 0:
+            r = np.int64(local_index[v])
+            ip = carray(_voidptr(pa), r + 2, np.int64)
+            nstart[i] = ip[r]
+            degrees[i] = ip[r + 1] - ip[r]
+        else:
+            nstart[i] = -1
+            degrees[i] = -1
     remote = 0
-    for e in range(e0, ecount):
-        remote += not served[npart[esrc[e]]]
+    every = True                               # every part served (one machine): no edge is remote
+    for p in range(served.shape[0]):
+        every &= served[p]
+    if not every:
+        for e in range(e0, ecount):
+            remote += not served[npart[esrc[e]]]
     return nodes, degrees, npart, nstart, esrc, edst, count, ecount, remote, epos
