@@ -98,6 +98,7 @@ def run(args) -> None:
         (OUT / "soak_faults.json").write_text(json.dumps(log, indent=1))
     while time.time() < t_end and job.proc.poll() is None:
         time.sleep(1)
+    t_stop = time.time()
     job.proc.send_signal(15)                          # the operator stops the job
     res = job.finish(timeout=300)
     stop.set()
@@ -110,7 +111,7 @@ def run(args) -> None:
     for i, e in enumerate(epochs):
         e["t_end"] = job.epoch_times[i] if i < len(job.epoch_times) else None
     (OUT / "soak_epochs.json").write_text(json.dumps({"epochs": epochs, "rc": job.proc.returncode, "orphans": orphans,
-                                                      "namespaces_left": left, "t0": job.t0,
+                                                      "namespaces_left": left, "t0": job.t0, "t_stop": t_stop,
                                                       "result": {k: res.get(k) for k in (
                                                           "seeds_planned", "seeds_trained", "duplicates",
                                                           "seeds_dropped", "seeds_redelivered", "restarts",
@@ -140,10 +141,11 @@ def summarize() -> str:
     by: dict[str, list[dict]] = {}
     for s in samples:
         by.setdefault(s["sid"], []).append(s)
-    rows = ["| process | samples after warm-up | span min | RSS first/last MB | RSS slope %/10 min | fds min-max | sockets min-max |",
+    rows = ["| process | samples after warm-up, before the stop | span min | RSS first/last MB | RSS slope %/10 min | fds min-max | sockets min-max |",
             "|---|---|---|---|---|---|---|"]
+    t_stop = ep.get("t_stop", float("inf"))      # after the SIGTERM: shutdown (the report is written), not the soak
     for sid, ss in sorted(by.items()):
-        w = [s for s in ss if s["t"] - t0 >= WARMUP_S]
+        w = [s for s in ss if s["t"] - t0 >= WARMUP_S and s["t"] < t_stop]
         if len(w) < 3:
             rows.append(f"| {sid} | {len(w)} | - | - | - (lived {len(ss) * 10} s) | - | - |")
             continue
@@ -209,6 +211,8 @@ def plot() -> None:
             ax.axvspan((f["t_inject"] - t0) / 60, (f["t_end"] - t0) / 60, color="tab:red", alpha=0.12,
                        label="fault" if i == 0 else None)
         ax.axvline(WARMUP_S / 60, color="0.5", ls=":", label="end of warm-up")
+        if ep.get("t_stop"):
+            ax.axvline((ep["t_stop"] - t0) / 60, color="k", ls="--", lw=0.8, label="SIGTERM (shutdown after)")
 
     for key, name, ylabel, scale in (("rss", "soak_rss.png", "RSS (MiB)", 2**20),
                                      ("fds", "soak_fds.png", "open file descriptors", 1)):
