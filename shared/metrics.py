@@ -105,6 +105,8 @@ COUNTERS: dict[str, MetricSpec] = {s.field: s for s in (
     _C("halo_cache_misses", "argosy_halo_cache_misses_total", "halo", "Remote rows not in the hot-row cache."),
     _C("halo_fetch_failures", "argosy_halo_fetch_failures_total", "halo",
        "Batches given up because a halo fetch failed (their work items are re-claimed)."),
+    _C("staging_failures", "argosy_staging_failures_total", "store",
+       "Parts a sampler or loader could not stage into its host's directory (disk full); retried every 10 s."),
     # trainer tier ---------------------------------------------------------------------------------
     _C("trainer_batches", "argosy_trainer_batches_total", "trainer", "Batches applied by trainers."),
     _C("trainer_idle_seconds", "argosy_trainer_idle_seconds_total", "trainer",
