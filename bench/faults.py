@@ -265,7 +265,8 @@ def f_flap(job: Job, rng) -> dict:
 def _iptables(job: Job, node: str, op: str, p: float) -> None:
     for chain in ("INPUT", "OUTPUT"):
         subprocess.run([*job.sim.exec_prefix(node), "iptables", op, chain, "-m", "statistic", "--mode", "random",
-                        "--probability", str(p), "-j", "DROP"], check=True, capture_output=True)
+                        "--probability", str(p), "-j", "DROP"], check=op == "-A" or job.proc.poll() is None,
+                       capture_output=True)
 
 
 def f_loss(p: float, seconds: float = 40):
@@ -285,7 +286,7 @@ def f_slow(job: Job, rng, rate: str = "2mbit", seconds: float = 40) -> dict:
     def shape(r):
         for pre, d in ((job.sim.exec_prefix("h1"), "eth0"), ([], dev)):
             subprocess.run([*pre, "tc", "qdisc", "change", "dev", d, "root", "tbf", "rate", r, "burst", "32kb",
-                            "latency", "400ms"], check=True, capture_output=True)
+                            "latency", "400ms"], check=job.proc.poll() is None, capture_output=True)   # gone: job ended
     t = time.time()
     shape(rate)
     try:
