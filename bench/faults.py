@@ -422,13 +422,19 @@ def run_scenario(scenario: str, store: Path, work: Path, i: int, base: dict, hos
         if job.proc.poll() is None:
             job.proc.kill()
             job.proc.wait()
-        if mnt is not None:
-            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        if mnt is not None:                  # one tmpfs was once found still mounted after a run: retry, check
+            for _ in range(5):
+                subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+                if f" {mnt} " not in Path("/proc/mounts").read_text():
+                    break
+                time.sleep(1.0)
     time.sleep(1.0)
     prefix = f"ag{job.proc.pid}"
     orphans, left_ns = job_processes(job_id), namespaces(prefix)
     row.update({"injected": fault["note"] if fault else None, "rc": job.proc.returncode,
                 "orphans": len(orphans), "namespaces_left": len(left_ns)})
+    if mnt is not None:
+        row["tmpfs_left"] = f" {mnt} " in Path("/proc/mounts").read_text()
     if fault:
         row.update(timings(job, fault))
     for k in ("seeds_planned", "seeds_trained", "seeds_redelivered", "seeds_dropped", "duplicates",
