@@ -264,20 +264,25 @@ def _write_relation_link_arrays(root: Path, manifest, split: RelationEdgeSplit, 
     forbid = np.unique(np.concatenate(known))
     rng = np.random.default_rng([split.seed, 0x11A7])
     lo, hi = split.tail_range
-    counts = {}
-    for name in EVAL_PHASES:
-        pos = held[name]
-        neg = _tail_negatives(pos[:, 0], lo, hi, n, forbid, rng)
-        pairs = np.concatenate([pos, neg])
-        labels = np.concatenate([np.ones(pos.shape[0], np.uint8), np.zeros(neg.shape[0], np.uint8)])
-        owner = assign[pairs[:, 0]]
-        counts[name] = []
-        for entry in manifest.parts:
-            sel = owner == entry.part
-            np.save(root / entry.path / f"{name}_pairs.npy", pairs[sel])
-            np.save(root / entry.path / f"{name}_labels.npy", labels[sel])
-            counts[name].append(int(sel.sum()))
+    counts = {name: _save_eval_pairs(root, manifest, name, held[name],
+                                     _tail_negatives(held[name][:, 0], lo, hi, n, forbid, rng), assign)
+              for name in EVAL_PHASES}
     return train_counts, counts
+
+
+def _save_eval_pairs(root: Path, manifest, name: str, pos: np.ndarray, neg: np.ndarray, assign: np.ndarray) -> list[int]:
+    """A phase's held-out positives and negatives, labelled 1/0, each pair in the part owning its
+    first vertex (``part-*/<name>_pairs.npy``, ``<name>_labels.npy``).  -> pairs per part."""
+    pairs = np.concatenate([pos, neg])
+    labels = np.concatenate([np.ones(pos.shape[0], np.uint8), np.zeros(neg.shape[0], np.uint8)])
+    owner = assign[pairs[:, 0]]
+    counts = []
+    for entry in manifest.parts:
+        sel = owner == entry.part
+        np.save(root / entry.path / f"{name}_pairs.npy", pairs[sel])
+        np.save(root / entry.path / f"{name}_labels.npy", labels[sel])
+        counts.append(int(sel.sum()))
+    return counts
 
 
 def _part_keys(root: Path, entry, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -339,32 +344,20 @@ def write_link_arrays(root: Path, manifest, split: EdgeSplit):
     np.save(root / "link_degrees.npy", degrees)
     if isinstance(split, RelationEdgeSplit):            # one relation of a typed graph
         train_counts, counts = _write_relation_link_arrays(root, manifest, split, assign)
-        manifest.link = {"split": split.record(), "train_edges": train_counts, "val_pairs": counts["val"],
-                         "test_pairs": counts["test"], "removed_entries": split.removed_entries}
-        (root / MANIFEST_NAME).write_text(manifest.to_json())
-        return manifest
-    held = split.held_out()
-    train_counts = []
-    for entry in manifest.parts:
-        _, up = _part_keys(root, entry, n)
-        np.save(root / entry.path / "train_edges.npy", up)
-        train_counts.append(int(up.shape[0]))
-    rng = np.random.default_rng([split.seed, 0x11A7])
-    forbid = np.unique(np.concatenate([pair_keys(h[:, 0], h[:, 1], n) for h in held.values()]))
-    counts = {}
-    for name in EVAL_PHASES:
-        pos = held[name]
-        neg = _negatives_for(root, manifest, pos.shape[0], forbid, rng, assign)
-        forbid = np.union1d(forbid, pair_keys(neg[:, 0], neg[:, 1], n))      # val and test negatives differ
-        pairs = np.concatenate([pos, neg])
-        labels = np.concatenate([np.ones(pos.shape[0], np.uint8), np.zeros(neg.shape[0], np.uint8)])
-        owner = assign[pairs[:, 0]]
-        counts[name] = []
+    else:
+        held = split.held_out()
+        train_counts = []
         for entry in manifest.parts:
-            sel = owner == entry.part
-            np.save(root / entry.path / f"{name}_pairs.npy", pairs[sel])
-            np.save(root / entry.path / f"{name}_labels.npy", labels[sel])
-            counts[name].append(int(sel.sum()))
+            _, up = _part_keys(root, entry, n)
+            np.save(root / entry.path / "train_edges.npy", up)
+            train_counts.append(int(up.shape[0]))
+        rng = np.random.default_rng([split.seed, 0x11A7])
+        forbid = np.unique(np.concatenate([pair_keys(h[:, 0], h[:, 1], n) for h in held.values()]))
+        counts = {}
+        for name in EVAL_PHASES:
+            neg = _negatives_for(root, manifest, held[name].shape[0], forbid, rng, assign)
+            forbid = np.union1d(forbid, pair_keys(neg[:, 0], neg[:, 1], n))      # val and test negatives differ
+            counts[name] = _save_eval_pairs(root, manifest, name, held[name], neg, assign)
     manifest.link = {"split": split.record(), "train_edges": train_counts, "val_pairs": counts["val"],
                      "test_pairs": counts["test"], "removed_entries": split.removed_entries}
     (root / MANIFEST_NAME).write_text(manifest.to_json())

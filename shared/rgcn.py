@@ -135,11 +135,8 @@ class RGATConv(nn.Module):
         nn.init.xavier_uniform_(self.att_src)
         self.root = nn.Linear(in_dim, H * C)
 
-    def weights(self) -> Tensor:
-        """float[R, F_in, heads * F_out]: every relation's projection."""
-        if self.comp is None:
-            return self.basis
-        return torch.einsum("rb,bio->rio", self.comp, self.basis)
+    weights = RGCNConv.weights
+    """float[R, F_in, heads * F_out]: every relation's projection (the same basis decomposition)."""
 
     def forward(self, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, degrees: Tensor,
                 ptr: Tensor | None = None, ew: Tensor | None = None, wdeg: Tensor | None = None,
