@@ -134,6 +134,18 @@ def decide(obs: Observation, history: Sequence[Exit], trainer_restarts: int,
     return Decision(Phase.RUNNING if obs.state == JobState.RUNNING else Phase.STARTING)
 
 
+def _proc_state(pid: int) -> str:
+    """``state T (stopped)``-like words from /proc (\"state unknown\" where it cannot be read)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        code = stat[stat.rindex(")") + 2]
+    except (OSError, ValueError, IndexError):
+        return "state unknown"
+    names = {"R": "running", "S": "sleeping", "D": "in uninterruptible I/O", "T": "stopped", "t": "stopped by a tracer",
+             "Z": "zombie"}
+    return f"state {code}: {names.get(code, '?')}"
+
+
 def _state(raw: str | None) -> JobState | None:
     try:
         return JobState(raw) if raw else None
@@ -161,7 +173,8 @@ class JobDriver:
     """
 
     def __init__(self, coord, num_trainers: int, stack=None, embedded=None, epochs: int = 0, quiet: bool = True,
-                 policy: RestartPolicy = RestartPolicy(), poll: float = 0.5, epoch_log=None):
+                 policy: RestartPolicy = RestartPolicy(), poll: float = 0.5, epoch_log=None,
+                 hang_timeout: float | None = None):
         self.coord, self.num_trainers, self.stack, self.embedded = coord, num_trainers, stack, embedded
         self.epoch_log = epoch_log          # a report.EpochLog (TensorBoard), fed every epoch as it arrives
         self.epochs, self.quiet, self.policy, self.poll = epochs, quiet, policy, poll
@@ -173,6 +186,9 @@ class JobDriver:
         self.timeline: list[dict] = []
         self.reason = ""
         self.exits_seen = 0
+        self.hang_timeout = hang_timeout     # a child alive with no heartbeat this long is hung (None: not watched)
+        self.beats: dict[str, float] = {}    # child -> when it was last seen in the registry
+        self.hung: dict[str, str] = {}       # child -> why the launcher killed it (its exit's last line)
         from argosy.shared.fleet import FleetWatch
         self.fleet = FleetWatch(coord)          # lost replicas: logged and recorded as fleet events
 
@@ -196,6 +212,8 @@ class JobDriver:
         return Observation(now, state, exits, res and res.error, bool(res and res.extra.get("terminal")))
 
     def _last_line(self, sid: str) -> str:
+        if sid in self.hung:
+            return self.hung[sid]
         from argosy.services.stack import log_tail
         return log_tail(self.stack.log_path(sid))[-500:]
 
@@ -204,8 +222,9 @@ class JobDriver:
             logger.warning("the embedded Redis server exited (code %s); restarting it from its append-only file",
                            self.embedded.proc.returncode)
             self.embedded.start()
-        obs = self.observe()
         self.fleet.watch()
+        self._kill_hung()
+        obs = self.observe()
         d = decide(obs, self.history, self.trainer_restarts, self.policy, orchestrated=self.stack is None)
         self.history += obs.exits
         self._enter(d.phase, d.reason)
@@ -227,6 +246,33 @@ class JobDriver:
         if d.restart:
             self._enter(Phase.RUNNING if obs.state == JobState.RUNNING else Phase.STARTING)
         return d
+
+    def _kill_hung(self) -> None:
+        """A child whose process lives but whose heartbeat has been gone for ``hang_timeout`` seconds
+        (``--peer-timeout``) is hung: stopped (SIGSTOP), deadlocked, or cut off that long.  It is
+        SIGKILLed, with one error line naming it, and its exit then follows the usual rules: a
+        trainer restarts the trainers from the checkpoint (the job fails, naming it, past
+        ``max_trainer_restarts``), a sampler or loader is replaced (its work went to the others when
+        its heartbeat stopped).  Without this a trainer stopped for good would stall the job forever."""
+        if self.stack is None or not self.hang_timeout:
+            return
+        now = time.time()
+        live = {sid for role in self.fleet.roles for sid in self.fleet.live[role]}
+        for sid, p in list(self.stack.procs.items()):
+            if sid in live or p.poll() is not None:
+                self.beats[sid] = now
+                continue
+            if sid not in self.beats or sid in self.hung:   # not registered yet (starting), or killed already
+                continue
+            silent = now - self.beats[sid]
+            if silent < self.hang_timeout:
+                continue
+            self.hung[sid] = (f"{sid} (pid {p.pid}) hung: its process is alive ({_proc_state(p.pid)}) but sent no "
+                              f"heartbeat for {silent:.0f} s (--peer-timeout {self.hang_timeout:g}); killed by the launcher")
+            logger.error("%s", self.hung[sid])
+            self.coord.record_event("hung", sid.split("-")[0], sid, silent_s=round(silent, 1))
+            p.kill()
+            p.wait()
 
     def _restart_trainers(self) -> None:
         """Kill what is left of the DDP world and start it again; trainers resume from the checkpoint."""
@@ -488,7 +534,7 @@ def run_local(args) -> dict:
                   file=sys.stderr)
         epoch_log = EpochLog(run_dir)
         driver = JobDriver(coord, cfg.num_trainers, stack, embedded, cfg.trainer.epochs, quiet=args.json,
-                           epoch_log=epoch_log)
+                           epoch_log=epoch_log, hang_timeout=cfg.coord.peer_timeout)
         driver.transitions = transitions + [(time.time(), str(Phase.STARTING), "")]
         services_started = time.time()
         try:

@@ -6,6 +6,8 @@ and never acknowledged (``Coordinator.reclaim``: a stall of at least the claim t
 driver (:class:`FleetWatch`, polled by ``JobDriver.step``) records ``lost`` for a service whose
 heartbeat vanished without a leave (``docker kill``, an OOM kill, a node gone) and logs how many of
 its role are left: Docker does not restart a killed container, so the job says it runs with fewer.
+A local launcher records ``hung`` when it kills a child whose process lived on without a heartbeat
+for ``--peer-timeout`` (``JobDriver._kill_hung``).
 
 A leave or a loss costs the training the time until its claimed batches were re-claimed
 (each re-claim names who held the batches, so :func:`fleet_events` pairs them); the report lists every event with that
@@ -91,9 +93,9 @@ def event_counts(coord) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str
 def fleet_summary(coord) -> dict:
     """Result fields: joins, leaves, losses and re-claims over the job, and the seconds they cost."""
     ev = fleet_events(coord)
-    n = {k: sum(1 for e in ev if e["event"] == k) for k in ("join", "leave", "lost", "reclaim")}
+    n = {k: sum(1 for e in ev if e["event"] == k) for k in ("join", "leave", "lost", "hung", "reclaim")}
     return {"services_joined": n["join"], "services_left": n["leave"], "services_lost": n["lost"],
-            "reclaims": n["reclaim"],
+            "services_hung": n["hung"], "reclaims": n["reclaim"],
             "reclaim_stall_seconds": round(sum(float(e.get("cost_s") or 0.0) for e in ev
                                                if e["event"] in ("leave", "lost")), 2)}
 
@@ -124,6 +126,9 @@ def event_lines(events: list[dict]) -> list[str]:
             whose = ", ".join(f"{n} from {'itself' if sid == e['sid'] else sid}" for sid, n in held.items())
             what = (f"{e['sid']} re-claimed {e.get('items', 0)} batches ({e.get('seeds', 0)} seeds) of part "
                     f"{e.get('part')} ({whose or '?'}), claimed {float(e.get('idle_s') or 0):.1f} s without an ack")
+        elif kind == "hung":
+            what = (f"{e['sid']} hung (alive, no heartbeat for {float(e.get('silent_s') or 0):.0f} s): "
+                    "killed by the launcher")
         else:
             what = f"{e['sid']} {kind}"
         out.append(f"- +{e['t'] - t0:.1f} s: {what}")

@@ -52,6 +52,9 @@ from argosy.services.trainer.ingest import Arrival, Ingest
 __all__ = ["TrainerProc", "PhaseStats"]
 
 logger = logging.getLogger(__name__)
+STARVE_WAIT_MAX = 1.0
+"""At most this much of one 0.2 s poll for a batch counts toward ``peer_timeout``: a longer poll means
+this process was stopped (SIGSTOP) or not scheduled, and its stop must not be blamed on the samplers."""
 
 
 @dataclass
@@ -149,6 +152,7 @@ class TrainerProc:
                                 len(self.cfg.sampler.fanouts), seed=self.cfg.seed, link=self.cfg.link,
                                 num_nodes=m.num_nodes, shard_embeddings=self.world > 1,
                                 num_relations=m.num_relations, typed=m.typed or None,
+                                feature_layout=self.store.features,
                                 **(kg_trainer_args(self.store) if self.link else {}))
         self.shards: ShardedEmbeddings | None = None
         tc = self.cfg.trainer
@@ -257,7 +261,9 @@ class TrainerProc:
         # ... and past `reorder_bytes` of waiting batches' host memory (large batches under a memory budget), too
         max_held, late = self.reorder_bytes, None   # late: the first batch found missing (for the warning)
         nxt = 0
-        last_progress = time.monotonic()
+        # seconds this process waited for a batch while it ran: a wait far past the poll's 0.2 s
+        # means the process itself was not running (SIGSTOP, a suspended VM), which is not starvation
+        starved = 0.0
         gathered = [0]                 # seeds since the last optimizer step
         unread: list[tuple] = []       # (loss sum, correct) of the last step, read after the next is queued
 
@@ -353,14 +359,16 @@ class TrainerProc:
                     continue
                 t0 = time.perf_counter()
                 a = self.ingest.get(0.2)             # staged by the ingest thread; the wait is idle time
-                st.idle_seconds += time.perf_counter() - t0
+                waited = time.perf_counter() - t0
+                st.idle_seconds += waited
                 if phase == "train":
                     live()
                 if a is None:
-                    if time.monotonic() - last_progress > timeout:
+                    starved += min(waited, STARVE_WAIT_MAX)
+                    if starved > timeout:
                         raise PeerDeadError(self._starvation_report(epoch, phase, len(mine) - len(done), timeout))
                     continue
-                last_progress = time.monotonic()
+                starved = 0.0
                 arrive(a)
         settle()
         if st.out_of_order:                  # one line per phase, not one per batch
