@@ -17,8 +17,11 @@ Needs root (``CAP_NET_ADMIN``) and ``ip``/``tc``; :func:`available` says why not
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -182,6 +185,45 @@ def sweep() -> list[str]:
     return dead
 
 
+SUBNETS = range(16, 216)
+"""Second octets of the /16s simulated hosts may use (``10.16.0.0/16`` .. ``10.215.0.0/16``)."""
+SUBNET_LOCK = Path("/run/lock" if os.path.isdir("/run/lock") else "/tmp") / "argosy-netsim.lock"
+
+
+@contextlib.contextmanager
+def _subnet_lock():
+    """An exclusive lock (``flock``) every launcher holds from choosing its subnet until its bridge has it."""
+    with open(SUBNET_LOCK, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def used_subnets() -> set[int]:
+    """Second octets X of every ``10.X`` address or route of the root namespace (other jobs' bridges, real networks)."""
+    text = _run("ip", "-4", "-o", "addr", "show", check=False).stdout + _run("ip", "-4", "route", "show", check=False).stdout
+    used = set()
+    for m in re.finditer(r"(?<![\d.])10\.(\d{1,3})\.\d{1,3}\.\d{1,3}(?:/(\d{1,2}))?", text):
+        if m.group(2) is None or int(m.group(2)) >= 16:     # 10.0.0.0/8 and the like cover every X: not a collision
+            used.add(int(m.group(1)))
+    return used
+
+
+def free_subnet(seed: int) -> int:
+    """A second octet X for this job's ``10.X.0.0/16`` that no address or route here uses yet: the first
+    free one from ``16 + seed % 200`` on.  Call under :func:`_subnet_lock` and add the address before it is released."""
+    used = used_subnets()
+    start = seed % len(SUBNETS)
+    for k in range(len(SUBNETS)):
+        x = SUBNETS[(start + k) % len(SUBNETS)]
+        if x not in used:
+            return x
+    raise ArgosyError(f"no free 10.X.0.0/16 for simulated hosts: 10.{SUBNETS[0]}-10.{SUBNETS[-1]} all in use "
+                      "(`ip -4 addr`, `ip -4 route`); `python -m argosy.services.netsim sweep` removes dead jobs' bridges")
+
+
 class NetSim:
     """The namespaces, links and shaping of one job.
 
@@ -198,8 +240,7 @@ class NetSim:
             raise ConfigError(f"--hosts {hosts}: at most 200 simulated hosts")
         self.hosts, self.rate, self.delay, self.trainer_rate = hosts, rate, delay, trainer_rate
         self.prefix = f"{PREFIX}{os.getpid()}"
-        net = 16 + os.getpid() % 200
-        self.subnet = f"10.{net}"
+        self.subnet = ""                         # "10.X", chosen by :meth:`start` (:func:`_subnet_lock`)
         self.nodes: dict[str, str] = {}          # node name -> address
         self.watchdog: subprocess.Popen | None = None
 
@@ -244,7 +285,9 @@ class NetSim:
         try:
             br = f"{self.prefix}br"
             _run("ip", "link", "add", br, "type", "bridge")
-            _run("ip", "addr", "add", f"{self.subnet}.0.1/16", "dev", br)
+            with _subnet_lock():               # two launchers starting at once never take the same /16
+                self.subnet = f"10.{free_subnet(os.getpid())}"
+                _run("ip", "addr", "add", f"{self.subnet}.0.1/16", "dev", br)
             _run("ip", "link", "set", br, "up")
             _allow_bridged(br)
             names = [f"h{i}" for i in range(self.hosts)] + ["gpu", "redis"]
