@@ -26,6 +26,9 @@ from argosy.shared.config import JobConfig
 from argosy.shared.errors import CoordinationError
 from argosy.shared.records import FINAL_STATES, EpochRecord, JobResult, JobState, ServiceInfo
 
+APPLIED_PHASES = ("train", "val", "test")
+"""The phases of an epoch (``argosy.shared.plan.PHASES``; not imported: it pulls in the store)."""
+
 __all__ = ["Coordinator", "redact_url"]
 
 logger = logging.getLogger(__name__)
@@ -323,6 +326,20 @@ class Coordinator:
         for key in self.r.scan_iter(match=keys.prefix(self.job) + "applied:*", count=1000):
             if int(key.decode().split(":")[-2]) >= from_epoch:
                 self.r.delete(key)
+
+    def drop_applied(self, before: int, sweep: bool = False) -> int:
+        """Forget applied batch ids of epoch ``before - 1`` (all phases), or, with ``sweep``, of every epoch
+        before ``before`` (a SCAN: also the sets a late re-delivery of an old epoch re-created).  The
+        trainer calls it when epoch ``before`` ends: a finished epoch's ids are never read again (a
+        late arrival of an old epoch is known to be one without them, and a resumed trainer clears
+        from its checkpoint on), and one set per epoch and phase made Redis grow for as long as the
+        job ran.  Returns the keys deleted."""
+        if sweep:
+            old = [k for k in self.r.scan_iter(match=keys.prefix(self.job) + "applied:*", count=1000)
+                   if int(k.decode().split(":")[-2]) < before]
+        else:
+            old = [keys.applied(self.job, before - 1, ph) for ph in APPLIED_PHASES]
+        return int(self.r.delete(*old)) if old else 0
 
     def clear_dist_url(self) -> None:
         self.r.delete(keys.dist(self.job))

@@ -52,6 +52,8 @@ from argosy.services.trainer.ingest import Arrival, Ingest
 __all__ = ["TrainerProc", "PhaseStats"]
 
 logger = logging.getLogger(__name__)
+APPLIED_SWEEP_EVERY = 64
+"""Every this many epochs, trainer rank 0 deletes every applied-id set of a finished epoch (a SCAN)."""
 STARVE_WAIT_MAX = 1.0
 """At most this much of one 0.2 s poll for a batch counts toward ``peer_timeout``: a longer poll means
 this process was stopped (SIGSTOP) or not scheduled, and its stop must not be blamed on the samplers."""
@@ -442,6 +444,9 @@ class TrainerProc:
                 self.epochs.append(rec)
                 if self.rank == 0:
                     coord.append_epoch(rec)
+                    # the last epoch's applied ids are not needed any more (every rank is past it); a
+                    # sweep now and then also drops the sets late re-deliveries of older epochs re-created
+                    coord.drop_applied(epoch, sweep=epoch % APPLIED_SWEEP_EVERY == 0)
                     if self.kg:   # filtered ranking of the valid triples
                         logger.info("epoch %d: loss %.4f val mrr %.4f hits@1 %.4f hits@10 %.4f (%.2f s, idle %.0f%%)",
                                     epoch, rec["train_loss"], rec["val_mrr"], rec["val_hits1"], rec["val_hits10"],
