@@ -26,6 +26,8 @@ from argosy.shared.config import JobConfig
 from argosy.shared.errors import CoordinationError
 from argosy.shared.records import FINAL_STATES, EpochRecord, JobResult, JobState, ServiceInfo
 
+MAX_EVENTS = 10_000
+"""Fleet events a job keeps in Redis (joins, leaves, losses, re-claims: they come with faults and scaling)."""
 APPLIED_PHASES = ("train", "val", "test")
 """The phases of an epoch (``argosy.shared.plan.PHASES``; not imported: it pulls in the store)."""
 
@@ -70,6 +72,7 @@ class Coordinator:
             raise CoordinationError("no Redis URL: pass --redis URL or set ARGOSY_REDIS_URL")
         self.url = url
         self.job = job
+        self.max_events = MAX_EVENTS          # fleet events kept in Redis (record_event)
         # ~60 s of retries with backoff: every command rides out a Redis restart transparently,
         # then fails with a clear error instead of spinning or hanging forever.
         retry = _NoAuthRetry(ExponentialBackoff(cap=2.0, base=0.1),
@@ -422,13 +425,35 @@ class Coordinator:
 
     # ---- fleet events: joins, leaves, lost services, re-claims ---------------------------------
     def record_event(self, event: str, role: str, service_id: str, **fields) -> None:
-        """Append one fleet event (``join`` | ``leave`` | ``lost`` | ``reclaim``); read by :meth:`events`."""
+        """Append one fleet event (``join`` | ``leave`` | ``lost`` | ``hung`` | ``reclaim``); read by :meth:`events`.
+
+        At most :data:`MAX_EVENTS` are kept: past that the oldest are dropped and counted
+        (:meth:`events_dropped`); indexes stay those of the whole history, so a poller's ``start`` holds."""
         rec = {"t": time.time(), "event": event, "role": role, "sid": service_id, **fields}
-        self.r.rpush(keys.events(self.job), json.dumps(rec))
+        n = self.r.rpush(keys.events(self.job), json.dumps(rec))
+        if n > self.max_events:
+            extra = n - self.max_events
+            pipe = self.r.pipeline()
+            pipe.ltrim(keys.events(self.job), extra, -1)
+            pipe.incrby(self._events_dropped_key, extra)
+            pipe.execute()
+
+    @property
+    def _events_dropped_key(self) -> str:
+        return keys.events(self.job) + ":dropped"
+
+    def events_dropped(self) -> int:
+        """Fleet events dropped from the head of the list (past ``max_events``, :data:`MAX_EVENTS`)."""
+        return int(self.r.get(self._events_dropped_key) or 0)
 
     def events(self, start: int = 0) -> list[dict]:
-        """Fleet events from index ``start`` on (oldest first)."""
-        return [json.loads(x) for x in self.r.lrange(keys.events(self.job), start, -1)]
+        """Fleet events from index ``start`` of the whole history on (oldest first; dropped ones are gone)."""
+        for _ in range(5):           # a trim between the two reads shifts the list: read again
+            dropped = self.events_dropped()
+            raw = self.r.lrange(keys.events(self.job), max(0, start - dropped), -1)
+            if self.events_dropped() == dropped:
+                break
+        return [json.loads(x) for x in raw]
 
     # ---- exits of service processes ----------------------------------------------------------
     def record_exit(self, role: str, service_id: str, code: int, message: str) -> None:

@@ -95,7 +95,7 @@ def fleet_summary(coord) -> dict:
     ev = fleet_events(coord)
     n = {k: sum(1 for e in ev if e["event"] == k) for k in ("join", "leave", "lost", "hung", "reclaim")}
     return {"services_joined": n["join"], "services_left": n["leave"], "services_lost": n["lost"],
-            "services_hung": n["hung"], "reclaims": n["reclaim"],
+            "services_hung": n["hung"], "reclaims": n["reclaim"], "events_dropped": coord.events_dropped(),
             "reclaim_stall_seconds": round(sum(float(e.get("cost_s") or 0.0) for e in ev
                                                if e["event"] in ("leave", "lost")), 2)}
 

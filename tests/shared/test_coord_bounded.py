@@ -55,3 +55,17 @@ def test_applied_sets_stay_bounded_over_a_long_job(coord):
     assert most <= 2 * len(APPLIED_PHASES) + 2, most
     coord.drop_applied(1000, sweep=True)
     assert _applied_keys(coord) == set()
+
+
+def test_fleet_events_are_capped_and_counted(coord):
+    """Past ``max_events`` the oldest events are dropped and counted; a poller's index (``events(start)``,
+    as FleetWatch reads them) still means the same event."""
+    coord.max_events = 50
+    for i in range(130):
+        coord.record_event("reclaim", "sampler", "sampler-0", n=i)
+    assert coord.r.llen(keys.events(coord.job)) == 50 and coord.events_dropped() == 80
+    assert [e["n"] for e in coord.events()] == list(range(80, 130))
+    assert [e["n"] for e in coord.events(100)] == list(range(100, 130))     # index 100 of the whole history
+    assert [e["n"] for e in coord.events(10)] == list(range(80, 130))       # from the oldest one kept
+    from argosy.shared.fleet import fleet_summary
+    assert fleet_summary(coord)["events_dropped"] == 80
