@@ -205,6 +205,9 @@ def _why(r: dict) -> str:
         return f"seeds {r.get('seeds_trained')}/{r.get('seeds_planned')}, dup {r.get('duplicates')}"
     if str(r.get("scenario")).startswith("disk-full") and r.get("restarts"):
         return f"{r['restarts']} restarts: the healthy host's sampler and loader crashed on ENOSPC while staging"
+    if str(r.get("scenario")).startswith("hang-"):
+        return (f"hung process not handled: named {bool(r.get('hung_line'))}, services_hung {r.get('services_hung')}, "
+                f"restarts {r.get('restarts')}, trainer restarts {r.get('trainer_restarts')}")
     if r.get("scenario") == "partitioner-kill":
         return f"same store {r.get('same_store')}, left {r.get('temp_left')}"
     return f"accuracy gap {r.get('accuracy_gap')}"

@@ -19,6 +19,11 @@ stack file, and breaks them:
                        append-only file), link back up 10 s later
 ``stop-trainer``       SIGSTOP the trainer for 60 s, then SIGCONT
 ``stop-loader``        SIGSTOP ``h1``'s loader for 60 s, then SIGCONT
+``hang-trainer``       SIGSTOP the trainer, never continued: survived also needs the launcher to name
+                       it hung (one log line, a ``hung`` fleet event), kill it and restart the
+                       trainers from the checkpoint (``trainer_restarts == 1``)
+``hang-loader``        SIGSTOP ``h1``'s loader, never continued: named hung, killed and replaced on
+                       ``h1`` (``restarts >= 1``); ``h0``'s loader carries the work meanwhile
 ``disk-full``          ``h0``'s staging directory is a small tmpfs (its own parts fit); it is filled
                        up, then ``h1``'s link goes down for 15 s so ``h0`` must stage ``h1``'s parts;
                        survived also needs ``restarts == 0`` (the healthy host's processes keep running)
@@ -60,9 +65,10 @@ from argosy.shared.ownership import assign_parts  # noqa: E402
 
 DATA = datasets_dir()
 SCENARIOS = ("host-kill", "link-10", "link-flap", "loss-5", "loss-20", "slow-link", "redis-link",
-             "stop-trainer", "stop-loader", "disk-full", "partitioner-kill")
-# epochs per scenario: the job must outlast the fault (an epoch of this job takes ~0.6 s on an idle machine)
-LONG = {"link-flap": 200, "stop-trainer": 200, "stop-loader": 200, "loss-5": 100, "loss-20": 100, "slow-link": 100}
+             "stop-trainer", "stop-loader", "hang-trainer", "hang-loader", "disk-full", "partitioner-kill")
+# epochs per scenario: the job must outlast the fault (an epoch of this job takes ~0.3-0.6 s here); a hung
+# loader does not stall the job, so hang-loader's job must outlast the hang timeout (--peer-timeout 60 s + 5 s)
+LONG = {"link-flap": 200, "stop-trainer": 200, "stop-loader": 200, "hang-trainer": 200, "hang-loader": 500, "loss-5": 100, "loss-20": 100, "slow-link": 100}
 EPOCHS = 40
 
 
@@ -324,6 +330,37 @@ def f_stop(role: str, host: str | None, seconds: float = 60):
     return f
 
 
+def f_hang(role: str, host: str | None, limit: float = 180):
+    """SIGSTOP and never SIGCONT: the fault ends when the launcher kills the hung process (``t_end``);
+    past ``limit`` s (the launcher never did) it is continued, so the harness leaves nothing stopped."""
+    def f(job: Job, rng) -> dict:
+        sid, pid = job.pid_of(role, host)
+        t = time.time()
+        os.kill(pid, signal.SIGSTOP)
+        while time.time() - t < limit and job.proc.poll() is None and _stat(pid) not in (None, "Z"):
+            time.sleep(0.2)
+        killed = _stat(pid) in (None, "Z")
+        if not killed:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        return {"t_inject": t, "t_end": time.time(), "hung_killed": killed,
+                "note": f"{sid} (pid {pid}) SIGSTOPped for good; " +
+                        (f"killed by the launcher after {time.time() - t:.0f} s" if killed else
+                         f"NOT killed by the launcher in {limit:g} s (continued by the harness)")}
+    return f
+
+
+def _stat(pid: int) -> str | None:
+    """The process's state letter (None: gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def f_disk_full(job: Job, rng) -> dict:
     mnt = job.run_dir / "hosts" / "h0"
     t = time.time()
@@ -362,7 +399,8 @@ def _sleep_while(job: Job, seconds: float) -> None:
 
 FAULTS = {"host-kill": f_host_kill, "link-10": f_link(10), "link-flap": f_flap, "loss-5": f_loss(0.05),
           "loss-20": f_loss(0.20), "slow-link": f_slow, "redis-link": f_redis_link,
-          "stop-trainer": f_stop("trainer", None), "stop-loader": f_stop("loader", "h1"), "disk-full": f_disk_full}
+          "stop-trainer": f_stop("trainer", None), "stop-loader": f_stop("loader", "h1"),
+          "hang-trainer": f_hang("trainer", None), "hang-loader": f_hang("loader", "h1"), "disk-full": f_disk_full}
 
 
 # -- one run -----------------------------------------------------------------------------------------
@@ -437,9 +475,12 @@ def run_scenario(scenario: str, store: Path, work: Path, i: int, base: dict, hos
         row["tmpfs_left"] = f" {mnt} " in Path("/proc/mounts").read_text()
     if fault:
         row.update(timings(job, fault))
+        named = [(t, line) for t, line in job.stderr if t >= fault["t_inject"] and " hung: " in line]
+        row["hung_line"] = named[0][1][-300:] if named else None       # the launcher's line naming a hung service
+        row["hung_named_s"] = round(named[0][0] - fault["t_inject"], 2) if named else None
     for k in ("seeds_planned", "seeds_trained", "seeds_redelivered", "seeds_dropped", "duplicates",
               "duplicate_arrivals", "test_accuracy", "restarts", "trainer_restarts", "resumed_from_epoch",
-              "wall_seconds", "error", "services_lost", "reclaims", "reclaim_stall_seconds"):
+              "wall_seconds", "error", "services_lost", "services_hung", "reclaims", "reclaim_stall_seconds"):
         row[k] = res.get(k)
     if res.get("wall_seconds") and base.get("wall_seconds"):
         row["extra_s"] = round(res["wall_seconds"] - base["wall_seconds"], 1)
@@ -449,7 +490,8 @@ def run_scenario(scenario: str, store: Path, work: Path, i: int, base: dict, hos
                            and res.get("seeds_trained") == res.get("seeds_planned") and res.get("duplicates") == 0
                            and not res.get("seeds_dropped") and gap is not None and gap <= 0.5
                            and not orphans and not left_ns
-                           and (scenario != "disk-full" or res.get("restarts") == 0))   # the healthy host keeps running
+                           and (scenario != "disk-full" or res.get("restarts") == 0)    # the healthy host keeps running
+                           and (not scenario.startswith("hang-") or _hang_handled(scenario, row, fault, res)))
     if not row["survived"]:
         row["stderr_tail"] = [line for _, line in job.stderr][-15:]
     for p in orphans:                                   # leave nothing behind, but say so (row["orphans"])
@@ -461,6 +503,15 @@ def run_scenario(scenario: str, store: Path, work: Path, i: int, base: dict, hos
         from argosy.services.netsim import cleanup
         cleanup(prefix)
     return row
+
+
+def _hang_handled(scenario: str, row: dict, fault: dict, res: dict) -> bool:
+    """A process hung for good was named (a log line and a ``hung`` event), killed by the launcher, and
+    replaced: the trainers restarted from the checkpoint once, or the loader replaced."""
+    sid = fault["note"].split()[0]
+    replaced = res.get("trainer_restarts") == 1 if scenario == "hang-trainer" else (res.get("restarts") or 0) >= 1
+    return bool(fault.get("hung_killed") and row.get("hung_line") and sid in row["hung_line"]
+                and (res.get("services_hung") or 0) >= 1 and replaced)
 
 
 def _digest(store: Path) -> dict[str, str]:

@@ -38,9 +38,9 @@ def store(tmp_path_factory):
     return out
 
 
-def _start(store, url, job, run_dir, *extra):
+def _start(store, url, job, run_dir, *extra, epochs=EPOCHS):
     return subprocess.Popen([sys.executable, "-m", "argosy.services.launch", "train", "--store", str(store),
-                             "--epochs", str(EPOCHS), "--batch-size", "16", "--redis", url, "--job", job,
+                             "--epochs", str(epochs), "--batch-size", "16", "--redis", url, "--job", job,
                              "--run-dir", str(run_dir), "--claim-timeout", "3", "--peer-timeout", str(PEER_TIMEOUT),
                              "--patience", "0", "--json", *extra],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -58,7 +58,7 @@ def _wait_epochs(coord, n, proc, timeout=120):
     return False
 
 
-def _finish(proc):
+def _finish(proc, epochs=EPOCHS):
     try:
         out, err = proc.communicate(timeout=120)
     finally:
@@ -66,7 +66,7 @@ def _finish(proc):
             proc.kill()
     assert proc.returncode == 0, err[-3000:]
     res = json.loads(out.strip().splitlines()[-1])
-    assert res["seeds_trained"] == res["seeds_planned"] == EPOCHS * 140, res
+    assert res["seeds_trained"] == res["seeds_planned"] == epochs * 140, res
     assert res["duplicates"] == 0 and res["seeds_dropped"] == 0
     return res, err
 
@@ -119,3 +119,24 @@ def test_trainer_hung_for_good_is_named_killed_and_restarted(store, redis_url, t
     assert res["epochs"] == EPOCHS
     assert res["services_hung"] == 1
     assert [e["sid"] for e in coord.events() if e["event"] == "hung"] == [trainer["id"]]
+
+
+@pytest.mark.timeout(150)
+def test_loader_hung_for_good_is_named_killed_and_replaced(store, redis_url, tmp_path):
+    """The other loader carries the work at once (the hung one's heartbeat is gone after 5 s); after
+    ``--peer-timeout`` the launcher names the hung loader, kills it and starts a replacement.  A hung
+    loader does not stall the job, so the job is long enough to outlast that."""
+    epochs = 100
+    proc = _start(store, redis_url, "hang-loader", tmp_path, "--loaders", "2", epochs=epochs)
+    coord = Coordinator(redis_url, "hang-loader")
+    assert _wait_epochs(coord, 2, proc)
+    loader = coord.services("loader")[0]
+    os.kill(loader["pid"], signal.SIGSTOP)
+    try:
+        res, err = _finish(proc, epochs)
+    finally:
+        _signal([loader["pid"]], signal.SIGCONT)      # only if the launcher did not kill it (the test fails then)
+    line = next((ln for ln in err.splitlines() if " hung: " in ln), None)
+    assert line is not None, ("the job ended before the hang timeout, or the loader was not named", err[-3000:])
+    assert f"{loader['id']} (pid {loader['pid']}) hung" in line, line
+    assert res["services_hung"] == 1 and res["restarts"] >= 1 and res["trainer_restarts"] == 0
