@@ -9,9 +9,11 @@ minutes, least squares); fds and sockets after warm-up; throughput of fault-free
 the median of all fault-free epochs.
 
 Writes bench/results/soak.jsonl (samples), soak_faults.json, soak_epochs.json, soak.md and,
-with ``--plot`` (needs matplotlib), soak_rss.png, soak_fds.png, soak_throughput.png.
-Usage: python bench/faults_soak.py --minutes 35 [--every 150] [--hosts 2]
-       python bench/faults_soak.py --plot            # plots and table from the files above
+with ``--plot`` (needs matplotlib), soak_rss.png (log axis), soak_rss_change.png (% since warm-up),
+soak_fds.png, soak_throughput.png; soak_redis.json: Redis memory by key group after warm-up and at
+the end (which keys grow with the epochs).  ``--name NAME`` writes NAME.jsonl ... instead of soak*.
+Usage: python bench/faults_soak.py --minutes 60 [--every 150] [--hosts 2] [--name soak60]
+       python bench/faults_soak.py --plot [--name soak60]   # plots and table from the files above
 """
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results"
 SOAK_FAULTS = ("host-kill", "link-10", "link-flap", "loss-5", "loss-20", "slow-link", "redis-link",
-               "stop-trainer", "stop-loader")
+               "stop-trainer", "stop-loader", "hang-trainer", "hang-loader")
 WARMUP_S = 300.0
+NAME = "soak"           # file names under bench/results (--name)
 
 
 def proc_sample(pid: int) -> dict | None:
@@ -63,8 +66,29 @@ def sampler(job, stop: threading.Event, path: Path) -> None:
                 s = proc_sample(pid) if pid else None
                 if s:
                     f.write(json.dumps({"t": t, "sid": sid, "pid": pid, **s}) + "\n")
+            try:               # Redis's own count of its data (RSS also holds the allocator's slack)
+                used = int(job.coord.r.info("memory")["used_memory"])
+                f.write(json.dumps({"t": t, "sid": "redis used_memory", "pid": 0, "rss": used, "fds": 0,
+                                    "sockets": 0, "epochs": len(job.epoch_times)}) + "\n")
+            except Exception:
+                pass
             f.flush()
             stop.wait(10.0)
+
+
+def redis_keys(job) -> dict:
+    """Redis memory by key group (digits of a key's name replaced by N: one group per kind of key), with
+    the job's epoch count: two snapshots show which keys grow with the epochs."""
+    import re
+    groups: dict[str, list[int]] = {}
+    r = job.coord.r
+    for k in r.scan_iter(match=f"argosy:{job.job}:*", count=1000):
+        g = re.sub(r"\d+", "N", k.decode().split(":", 2)[-1])
+        n = groups.setdefault(f"{g} ({r.type(k).decode()})", [0, 0])
+        n[0] += 1
+        n[1] += int(r.memory_usage(k) or 0)
+    return {"t": time.time(), "epochs": int(r.llen(f"argosy:{job.job}:epochs")),
+            "used_memory": int(r.info("memory")["used_memory"]), "groups": groups}
 
 
 def run(args) -> None:
@@ -75,14 +99,24 @@ def run(args) -> None:
     faults.partition(store)
     job = faults.Job(store, f"soak-{os.getpid()}", work / "run", epochs=1_000_000, hosts=args.hosts).start()
     stop = threading.Event()
-    th = threading.Thread(target=sampler, args=(job, stop, OUT / "soak.jsonl"), daemon=True)
+    th = threading.Thread(target=sampler, args=(job, stop, OUT / f"{NAME}.jsonl"), daemon=True)
     th.start()
     rng = random.Random(args.seed)
     t_end = job.t0 + args.minutes * 60
     tail = min(90.0, args.minutes * 6)            # the last stretch runs without faults (recovery visible)
     log = []
     job.wait_epochs(3)
+    snaps: list[dict] = []
+
+    def snap() -> None:
+        try:
+            snaps.append(redis_keys(job))
+            (OUT / f"{NAME}_redis.json").write_text(json.dumps(snaps, indent=1))
+        except Exception as e:
+            print(f"redis snapshot failed: {e!r}", file=sys.stderr)
     while time.time() < t_end - tail and job.proc.poll() is None:
+        if not snaps and time.time() - job.t0 >= WARMUP_S:
+            snap()
         wait = args.every * (0.7 + 0.6 * rng.random())
         time.sleep(max(0.0, min(wait, t_end - tail - time.time())))
         if time.time() >= t_end - tail or job.proc.poll() is not None:
@@ -95,9 +129,10 @@ def run(args) -> None:
             fault = {"scenario": sc, "error": repr(e), "t_inject": time.time(), "t_end": time.time()}
         log.append(fault)
         print(json.dumps(fault), file=sys.stderr, flush=True)
-        (OUT / "soak_faults.json").write_text(json.dumps(log, indent=1))
+        (OUT / f"{NAME}_faults.json").write_text(json.dumps(log, indent=1))
     while time.time() < t_end and job.proc.poll() is None:
         time.sleep(1)
+    snap()
     t_stop = time.time()
     job.proc.send_signal(15)                          # the operator stops the job
     res = job.finish(timeout=300)
@@ -110,7 +145,7 @@ def run(args) -> None:
     epochs = report["epochs"]
     for i, e in enumerate(epochs):
         e["t_end"] = job.epoch_times[i] if i < len(job.epoch_times) else None
-    (OUT / "soak_epochs.json").write_text(json.dumps({"epochs": epochs, "rc": job.proc.returncode, "orphans": orphans,
+    (OUT / f"{NAME}_epochs.json").write_text(json.dumps({"epochs": epochs, "rc": job.proc.returncode, "orphans": orphans,
                                                       "namespaces_left": left, "t0": job.t0, "t_stop": t_stop,
                                                       "result": {k: res.get(k) for k in (
                                                           "seeds_planned", "seeds_trained", "duplicates",
@@ -119,7 +154,7 @@ def run(args) -> None:
     for f in log:                                     # timed now: recovery needs the epochs after each fault
         if "error" not in f:
             f.update(faults.timings(job, f))
-    (OUT / "soak_faults.json").write_text(json.dumps(log, indent=1))
+    (OUT / f"{NAME}_faults.json").write_text(json.dumps(log, indent=1))
     print(summarize(), file=sys.stderr)
 
 
@@ -134,9 +169,9 @@ def _slope_pct_per_10min(ts, ys) -> float:
 
 
 def summarize() -> str:
-    samples = [json.loads(ln) for ln in (OUT / "soak.jsonl").read_text().splitlines() if ln.strip()]
-    ep = json.loads((OUT / "soak_epochs.json").read_text())
-    flt = json.loads((OUT / "soak_faults.json").read_text())
+    samples = [json.loads(ln) for ln in (OUT / f"{NAME}.jsonl").read_text().splitlines() if ln.strip()]
+    ep = json.loads((OUT / f"{NAME}_epochs.json").read_text())
+    flt = json.loads((OUT / f"{NAME}_faults.json").read_text())
     t0 = ep["t0"]
     by: dict[str, list[dict]] = {}
     for s in samples:
@@ -189,8 +224,20 @@ def summarize() -> str:
               "| window start (min) | median batches/s of fault-free epochs | / overall median |", "|---|---|---|"]
     for m, x in windows:
         lines.append(f"| {m:.0f} | {x:.1f} | {x / med if med else 0:.2f} |")
+    rpath = OUT / f"{NAME}_redis.json"
+    snaps = json.loads(rpath.read_text()) if rpath.exists() else []
+    if len(snaps) >= 2:
+        a, b = snaps[0], snaps[-1]
+        de = max(1, b["epochs"] - a["epochs"])
+        lines += ["", f"## Redis keys (MEMORY USAGE by key group, at {(a['t'] - t0) / 60:.0f} and {(b['t'] - t0) / 60:.0f} min)",
+                  "", f"used_memory {a['used_memory'] / 2**20:.1f} -> {b['used_memory'] / 2**20:.1f} MB over {de} epochs "
+                  f"({(b['used_memory'] - a['used_memory']) / de:.0f} bytes/epoch).", "",
+                  "| key group | keys | bytes at first | bytes at last | growth bytes/epoch |", "|---|---|---|---|---|"]
+        for g in sorted(set(a["groups"]) | set(b["groups"]), key=lambda g: -b["groups"].get(g, [0, 0])[1]):
+            x, y = a["groups"].get(g, [0, 0]), b["groups"].get(g, [0, 0])
+            lines.append(f"| {g} | {x[0]} -> {y[0]} | {x[1]} | {y[1]} | {(y[1] - x[1]) / de:+.1f} |")
     md = "\n".join(lines) + "\n"
-    (OUT / "soak.md").write_text(md)
+    (OUT / f"{NAME}.md").write_text(md)
     return md
 
 
@@ -198,9 +245,9 @@ def plot() -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    samples = [json.loads(ln) for ln in (OUT / "soak.jsonl").read_text().splitlines() if ln.strip()]
-    ep = json.loads((OUT / "soak_epochs.json").read_text())
-    flt = json.loads((OUT / "soak_faults.json").read_text())
+    samples = [json.loads(ln) for ln in (OUT / f"{NAME}.jsonl").read_text().splitlines() if ln.strip()]
+    ep = json.loads((OUT / f"{NAME}_epochs.json").read_text())
+    flt = json.loads((OUT / f"{NAME}_faults.json").read_text())
     t0 = ep["t0"]
     by: dict[str, list[dict]] = {}
     for s in samples:
@@ -214,8 +261,8 @@ def plot() -> None:
         if ep.get("t_stop"):
             ax.axvline((ep["t_stop"] - t0) / 60, color="k", ls="--", lw=0.8, label="SIGTERM (shutdown after)")
 
-    for key, name, ylabel, scale in (("rss", "soak_rss.png", "RSS (MiB)", 2**20),
-                                     ("fds", "soak_fds.png", "open file descriptors", 1)):
+    for key, name, ylabel, scale in (("rss", f"{NAME}_rss.png", "RSS (MiB)", 2**20),
+                                     ("fds", f"{NAME}_fds.png", "open file descriptors", 1)):
         fig, ax = plt.subplots(figsize=(11, 5))
         for sid, ss in sorted(by.items()):
             ax.plot([(s["t"] - t0) / 60 for s in ss], [s[key] / scale for s in ss], label=sid, lw=1.2)
@@ -223,6 +270,8 @@ def plot() -> None:
                 ax.plot([(s["t"] - t0) / 60 for s in ss], [s["sockets"] for s in ss], lw=0.8, ls="--",
                         color=ax.lines[-1].get_color())
         shade(ax)
+        if key == "rss":                  # 10 MB (Redis) to 1.5 GB (the trainer): a log axis shows them all
+            ax.set_yscale("log")
         ax.set_xlabel("minutes since the job started")
         ax.set_ylabel(ylabel + (" (solid) / sockets (dashed)" if key == "fds" else ""))
         ax.set_title(f"soak, 2 simulated hosts: {ylabel} per process every 10 s (replacements are new lines)")
@@ -230,6 +279,21 @@ def plot() -> None:
         fig.tight_layout()
         fig.savefig(OUT / name, dpi=110)
         plt.close(fig)
+    # RSS relative to each process's first sample after warm-up: the growth the slope table measures
+    fig, ax = plt.subplots(figsize=(11, 5))
+    for sid, ss in sorted(by.items()):
+        w = [s for s in ss if s["t"] - t0 >= WARMUP_S and s["t"] < ep.get("t_stop", float("inf"))]
+        if len(w) >= 3:
+            ax.plot([(s["t"] - t0) / 60 for s in w], [100.0 * (s["rss"] / w[0]["rss"] - 1) for s in w], label=sid, lw=1.2)
+    shade(ax)
+    ax.axhline(0, color="0.3", lw=0.6)
+    ax.set_xlabel("minutes since the job started")
+    ax.set_ylabel("RSS change since the end of warm-up (%)")
+    ax.set_title("soak: RSS of every process relative to its first sample after warm-up (goal: flat)")
+    ax.legend(fontsize=7, ncol=3, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(OUT / f"{NAME}_rss_change.png", dpi=110)
+    plt.close(fig)
     epochs = [e for e in ep["epochs"] if e.get("t_end")]
     fig, ax = plt.subplots(figsize=(11, 5))
     x = [(e["t_end"] - t0) / 60 for e in epochs]
@@ -240,7 +304,7 @@ def plot() -> None:
     ax.set_title("soak: throughput of every epoch; red = a fault's window")
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
-    fig.savefig(OUT / "soak_throughput.png", dpi=110)
+    fig.savefig(OUT / f"{NAME}_throughput.png", dpi=110)
     plt.close(fig)
 
 
@@ -251,7 +315,10 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plot", action="store_true", help="only the plots and the table, from the files written")
+    ap.add_argument("--name", default="soak", help="file names under bench/results: NAME.jsonl, NAME.md, NAME_rss.png ...")
     args = ap.parse_args()
+    global NAME
+    NAME = args.name
     if args.plot:
         print(summarize())
         plot()
