@@ -18,6 +18,7 @@ import torch
 from argosy.shared.errors import ArgosyError
 from argosy.shared.models import Blocks, EdgeIndexModel, GNN
 from argosy.shared.store import PartitionStore
+from argosy.shared.store.gather import gather_feature_rows
 from argosy.shared.usermodel import embedding_module
 
 __all__ = ["layerwise", "khop"]
@@ -39,6 +40,8 @@ class _Rows:
         self.store, self.matrix, self.normalize, self.learned = store, matrix, normalize, learned
         self.assign = np.asarray(store.assignment)
         self.local = np.asarray(store.local_index)
+        self._feats: dict[int, np.ndarray] = {}         # feature arrays by key, of the parts in ``_read``
+        self._read: set[int] = set()
 
     def __call__(self, ids: np.ndarray) -> torch.Tensor:
         if self.learned is not None:
@@ -51,14 +54,19 @@ class _Rows:
             out = np.empty((ids.shape[0], self.matrix.shape[1]), np.float32)
             out[o] = self.matrix[ids[o]]                 # ascending ids: sequential reads of the memmap
             return torch.from_numpy(out)
-        parts, rows = self.assign[ids], self.local[ids]
-        out = np.empty((ids.shape[0], self.store.manifest.feature_dim), np.float32)
-        for p in np.unique(parts):
-            sel = np.flatnonzero(parts == p)
-            r = rows[sel]
-            o = np.argsort(r)
-            out[sel[o]] = np.take(self.store.part(int(p)).features, r[o], axis=0)
-        x = torch.from_numpy(out)
+        layout = self.store.features            # per-type files: a featureless type's rows stay zero
+        ids = np.asarray(ids, np.int64)
+        out = np.zeros((ids.shape[0], layout.width), layout.dtype)
+        fe = layout.featured(ids)
+        sel = np.arange(ids.shape[0]) if fe is None else np.flatnonzero(fe)
+        keys, rows = layout.locate(ids[sel], self.assign[ids[sel]], self.local[ids[sel]])
+        for p in np.unique(keys // layout.T).tolist():
+            if p not in self._read:
+                self._feats.update(layout.read(p, advice=None))
+                self._read.add(p)
+        o = np.argsort(rows, kind="stable")      # ascending rows: forward reads of each map
+        gather_feature_rows(self._feats, keys[o], rows[o], sel[o], out)
+        x = torch.from_numpy(out.astype(np.float32, copy=False))
         if self.normalize:
             x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
         return x

@@ -22,6 +22,7 @@ import numpy as np
 
 from argosy.shared.errors import ConfigError
 from argosy.shared.store import PartitionStore
+from argosy.shared.store.gather import gather_feature_rows
 
 __all__ = ["HotRows", "hottest", "cache_rows", "AUTO_FRACTION"]
 
@@ -90,7 +91,12 @@ class HotRows:
         n = int(m.num_nodes)
         if not 1 <= rows <= n:
             raise ConfigError(f"a feature cache holds 1..{n} rows of this store (got {rows})")
-        ids = hottest(_degrees(store), None, rows).astype(np.int64)
+        deg = _degrees(store)
+        featured = store.features.featured(np.arange(n))
+        if featured is not None:             # a featureless node type's vertices have no row to cache
+            deg[~featured] = -1
+            rows = min(rows, int(np.count_nonzero(featured)))
+        ids = hottest(deg, None, rows).astype(np.int64)
         slot = np.full(n, -1, np.int32)
         slot[ids] = np.arange(rows, dtype=np.int32)
         dtype = np.dtype(m.feature_dtype or "float32")
@@ -106,18 +112,15 @@ class HotRows:
 
     def gather(self, store: PartitionStore) -> np.ndarray:
         """The cached rows from the store, in slot order: float[C, F] in the store's dtype."""
-        assign, local = np.asarray(store.assignment), np.asarray(store.local_index)
-        m = store.manifest
+        m, layout = store.manifest, store.features
         out = np.empty((self.rows, int(m.feature_dim)), np.dtype(m.feature_dtype or "float32"))
-        parts = assign[self.ids]
+        parts = np.asarray(store.assignment)[self.ids]
         for p in np.unique(parts).tolist():
             sel = np.flatnonzero(parts == p)
-            feats = store.part(p).features
-            if feats is None:
-                raise ConfigError(f"store {store.root}: part {p} has no features.npy; the feature cache needs them")
-            rows = local[self.ids[sel]]
-            order = np.argsort(rows, kind="stable")        # ascending rows: one forward pass over the map
-            out[sel[order]] = np.asarray(feats)[rows[order]]
+            ids = self.ids[sel]
+            keys, rows = layout.locate(ids, parts[sel], np.asarray(store.local_index)[ids])
+            order = np.argsort(rows, kind="stable")        # ascending rows: one forward pass over each map
+            gather_feature_rows(layout.read(p), keys[order], rows[order], sel[order].astype(np.int64), out)
         if out.size and not np.isfinite(out).all():
             raise ConfigError(f"store {store.root} holds NaN/inf feature values among the {self.rows} cached rows")
         return out

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from argosy.shared.config import JobConfig
-from argosy.shared.errors import ArgosyError, ConfigError
+from argosy.shared.errors import ArgosyError, ConfigError, StoreFormatError
 from argosy.shared.store import PartitionStore
 from argosy.shared.graphio.typed import looks_typed
 
@@ -76,7 +76,7 @@ def check_trainable(store: PartitionStore | str, cfg: JobConfig) -> Preflight:
     if t.normalize_features is None and not store.manifest.feature_dim:
         t.normalize_features = False          # no features (learned node embeddings only): nothing to normalise
     if t.normalize_features is None:
-        t.normalize_features = _non_negative([store.part(p).features for p in range(store.num_parts)])
+        t.normalize_features = _non_negative([a for p in range(store.num_parts) for a in store.features.read(p).values()])
         msg = ("features are all non-negative: row-normalising them to sum 1 (pass --no-normalize-features "
                "to keep them as they are)" if t.normalize_features else
                "features have negative values: using them as they are (pass --normalize-features to "
@@ -127,8 +127,14 @@ def _store_problems(store: PartitionStore, out: Preflight, task: str = "node", e
     m, root = store.manifest, store.root
     parts = [store.part(p) for p in range(store.num_parts)]
     problems = []
-    if (m.feature_dim == 0 and not learned) or (m.feature_dim and any(pd.features is None for pd in parts)):
+    if m.feature_dim == 0 and not learned:
         problems.append(_no_features(root))
+    elif m.feature_dim:
+        try:
+            for p in range(store.num_parts):
+                store.features.read(p, advice=None)
+        except StoreFormatError as e:
+            problems.append(str(e))
     if task == "link" and edge_weights and m.edge_weights:
         # a link batch removes its positive edges from the blocks and the degrees; the weighted
         # degrees would still count them (not built yet)

@@ -20,6 +20,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
+import dataclasses
 from dataclasses import dataclass
 
 import numba
@@ -32,6 +33,7 @@ from argosy.shared.hot_rows import HotRows
 from argosy.shared.plan import PHASES, WorkItem, plan_phase, split_order
 from argosy.shared.protocol import FeatureBatch, Message, SampledBatch
 from argosy.shared.store import PartitionStore
+from argosy.shared.store.features import FeatureLayout, sent_rows
 from argosy.shared.transport import Receiver
 from argosy.shared.wire import Limits
 
@@ -81,6 +83,8 @@ class BatchBounds:
     """Relations of a typed store (0: untyped, ``edge_type`` must be empty)."""
     kg_relations: int = 0
     """A knowledge-graph link job: ``link_pairs[:, 2]`` is a relation id in ``[0, kg_relations)``."""
+    feature_layout: FeatureLayout | None = dataclasses.field(default=None, compare=False, repr=False)
+    """Which vertices have feature rows (a featureless node type's carry none); None: all have."""
 
     @property
     def ring_slot_bytes(self) -> int:
@@ -124,7 +128,8 @@ class BatchBounds:
                    trainers=int(cfg.num_trainers), max_seeds=max_seeds, max_nodes=min(nodes, n),
                    max_edges=edges, max_degree=min(nnz, 2**31 - 1), max_message_bytes=int(cfg.wire.max_message_bytes),
                    task=cfg.trainer.task, max_pairs=max_pairs, ring_slots=int(cfg.loader.shm_ring_slots),
-                   num_relations=int(m.num_relations), kg_relations=kg_relations(store) if link else 0)
+                   num_relations=int(m.num_relations), kg_relations=kg_relations(store) if link else 0,
+                   feature_layout=store.features)
 
 
 def check_work_ref(b: SampledBatch, job: str, bounds: BatchBounds) -> None:
@@ -291,19 +296,20 @@ def check_feature_batch(fb: FeatureBatch, bounds: BatchBounds, values: bool = Tr
     """
     N, S = fb.nodes.shape[0], fb.num_seeds
     x, y = fb.features, fb.labels
-    M = N
     if fb.feature_cache:
         if not isinstance(fb.feature_cache, str) or hot is None or fb.feature_cache != hot.digest:
             mine = "no rows" if hot is None else f"{hot.rows} rows as {hot.digest!r}"
             raise _bad(fb, f"was built for feature cache {str(fb.feature_cache)[:32]!r}, this trainer caches {mine} "
                            "(a loader with a stale view of the trainer's cache)")
-        M = int(np.count_nonzero(hot.slot[fb.nodes] < 0))
+    sent = sent_rows(bounds.feature_layout, fb.nodes, hot if fb.feature_cache else None)
+    M = N if sent is None else int(sent.shape[0])
     inline = M
     if fb.ring:
         check_ring_ref(fb, bounds, M, rings)
         inline = 0
     if x.ndim != 2 or x.shape != (inline, bounds.feature_dim) or x.dtype.name != bounds.feature_dtype:
         what = f" (the {M} rows its feature cache lacks)" if fb.feature_cache else ""
+        what += " (featureless node types carry no rows)" if sent is not None and not fb.feature_cache else ""
         what += " (its rows are in a shared-memory ring)" if fb.ring else ""
         raise _bad(fb, f"features {x.dtype}{list(x.shape)} must be {bounds.feature_dtype}[{inline}, "
                        f"{bounds.feature_dim}]{what}")

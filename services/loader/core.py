@@ -23,6 +23,7 @@ from argosy.shared.halo_cache import FeatureCache
 from argosy.shared.hot_rows import HotRows
 from argosy.shared.protocol import FeatureBatch, FeatureRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
+from argosy.shared.store.features import sent_rows
 from argosy.shared.store.residency import Residency, plan_residency
 from argosy.shared.store.gather import IO_THREADS, gather_feature_rows
 from argosy.shared.store.row_cache import RowCache
@@ -63,6 +64,8 @@ class LoaderCore:
         # zero-width feature rows; the trainer looks the inputs up by id
         self.featureless = not m.feature_dim
         self.feature_dim = int(m.feature_dim)
+        self.layout = store.features
+        """Where each vertex's row is; a featureless node type's vertices have none and are never sent."""
         self.dtype = np.dtype(m.feature_dtype or "float32")
         self._assign = np.asarray(store.assignment)
         self._local = np.asarray(store.local_index)
@@ -79,20 +82,14 @@ class LoaderCore:
         """Hold exactly ``parts`` in memory: load new ones once, drop the others, rebuild the cache."""
         parts = sorted(int(p) for p in parts)
         res = plan_residency(self.store, parts, self.memory_budget)
-        feats = {p: v for p, v in self._feats.items() if p in parts}
+        feats = {key: v for key, v in self._feats.items() if key // self.layout.T in parts}
         labels = {p: v for p, v in self._labels.items() if p in parts}
         for p in parts:
-            if p not in feats:
-                a = self.store.read_part(p, ("features", "labels"), advice="willneed" if res.fits else "random")
-                if a["features"] is None and self.featureless:
-                    a["features"] = np.empty((0, 0), self.dtype)       # never read: rows are zero-width
-                if a["features"] is None:
-                    raise ValueError(f"store {self.store.root}: part {p} has no features.npy; the loader needs them")
-                f = a["features"]
-                if not self.featureless and (f.dtype != self.dtype or f.ndim != 2 or f.shape[1] != self.feature_dim):
-                    raise ValueError(f"store {self.store.root}: part {p} features are {f.dtype}{list(f.shape)}, "
-                                     f"expected {self.dtype}[n, {self.feature_dim}] (the manifest's)")
-                feats[p], labels[p] = f, a["labels"]
+            if p not in labels:
+                advice = "willneed" if res.fits else "random"
+                if not self.featureless:          # a featureless store: batches carry zero-width rows
+                    feats.update(self.layout.read(p, advice))
+                labels[p] = self.store.read_part(p, ("labels",), advice=advice)["labels"]
         held = np.zeros(self.held.shape[0], np.bool_)
         held[parts] = True
         # swapped, never edited in place: the halo server thread may be reading the old ones
@@ -117,7 +114,7 @@ class LoaderCore:
         """``out[sel_idx] = `` the rows of ``nodes[sel_idx]`` (held parts): from the row cache when
         the parts are out of core and the row is hot, else from the part's map."""
         ids = nodes[sel_idx]
-        parts, rows = self._assign[ids].astype(np.int64), self._local[ids].astype(np.int64)
+        parts, rows = self.layout.locate(ids, self._assign[ids], self._local[ids])   # parts: the arrays' keys
         dst = sel_idx.astype(np.int64, copy=False)
         rc = self.row_cache
         if rc is not None and ids.size:
@@ -136,7 +133,8 @@ class LoaderCore:
 
     def gather_rows(self, nodes: np.ndarray, epoch: int = 0, out: np.ndarray | None = None) -> np.ndarray:
         """Feature rows of global ``nodes`` in order, into ``out`` if given (say, a shared-memory
-        ring's slot), else into a new array.  Shapes: nodes int64[N] -> float[N, F]."""
+        ring's slot), else into a new array.  Every node must have a row (:func:`sent_rows`).
+        Shapes: nodes int64[N] -> float[N, F]."""
         nodes = np.asarray(nodes, np.int64)
         if out is None:
             out = np.empty((nodes.shape[0], self.feature_dim), self.dtype)
@@ -187,6 +185,10 @@ class LoaderCore:
         """Answer another loader's request for ``features`` or ``labels`` held here."""
         check_request(req, ("features", "labels"), self._assign, self.held)
         ids = req.ids
+        featured = self.layout.featured(ids) if req.what == "features" else None
+        if featured is not None and not featured.all():
+            raise RequestFailedError("bad_request", f"vertex {int(ids[~featured][0])} is of a node type without "
+                                                    "features: it has no feature row to send")
         if req.what == "labels":
             return FeatureRows(features=np.empty((0, self.feature_dim), self.dtype), labels=self.labels_of(ids))
         out = np.empty((ids.shape[0], self.feature_dim), self.dtype)
@@ -203,8 +205,9 @@ class LoaderCore:
         """
         t0 = time.perf_counter()
         nodes = batch.nodes
-        if hot is not None:
-            nodes = nodes[hot.lookup(nodes)[1]]
+        sent = sent_rows(self.layout, nodes, hot)        # rows the trainer lacks, of nodes that have one
+        if sent is not None:
+            nodes = nodes[sent]
         feats = self.gather_rows(nodes, batch.epoch, out(nodes.shape[0]) if out is not None else None)
         labels = self.labels_of(batch.nodes[:batch.num_seeds], batch.epoch)
         remote = int(np.count_nonzero(self._assign[nodes] != batch.part))

@@ -25,6 +25,7 @@ from argosy.shared.halo_cache import AdjacencyCache
 from argosy.shared.plan import WorkItem, mix_seed, split_order
 from argosy.shared.protocol import AdjacencyRows, HaloRequest, SampledBatch
 from argosy.shared.store import PartitionStore
+from argosy.shared.store.manifest import edge_type_dtype
 from argosy.shared.store.residency import Residency, plan_residency
 from argosy.services.sampler.kernels import (PartTable, gather_weights, init_state, sample_hop, sample_hop_typed,
                                              seed_nodes)
@@ -81,6 +82,8 @@ class SamplerCore:
         self.weighted = bool(edge_weights and store.manifest.edge_weights)
         self.has_types = bool(store.manifest.num_relations)
         """A typed store: each sampled edge carries its relation (``SampledBatch.edge_type``)."""
+        self._tdtype = edge_type_dtype(store.manifest.num_relations)
+        """The relations' dtype as stored: the kernels read the mapped files, no widened copy."""
         self.cache_bytes = cache_bytes
         k = store.num_parts
         self._dtype = np.dtype(store.manifest.index_dtype)
@@ -142,13 +145,14 @@ class SamplerCore:
 
     def _load_values(self, p: int) -> None:
         """Part ``p``'s per-entry values, once: edge weights (memory-mapped) and its vertices' weighted
-        degrees (a weighted job), relations as int32 (a typed store)."""
+        degrees (a weighted job), relations as stored (a typed store: int16 or int32, memory-mapped)."""
         if self.weighted and p not in self._wloaded:
             a = self.store.read_part(p, ("edge_weight", "weighted_degree", "nodes"))
             self._wloaded[p] = _read_only(np.ascontiguousarray(a["edge_weight"], np.float32))
             self._wdeg[np.asarray(a["nodes"])] = a["weighted_degree"]
         if self.has_types and p not in self._tloaded:
-            self._tloaded[p] = _read_only(np.asarray(self.store.read_part(p, ("edge_type",))["edge_type"], np.int32))
+            self._tloaded[p] = _read_only(np.ascontiguousarray(self.store.read_part(p, ("edge_type",))["edge_type"],
+                                                               self._tdtype))
 
     def _set_topology(self, indptr: list[np.ndarray], indices: list[np.ndarray], held: np.ndarray | None = None) -> None:
         """Swap in the per-part CSR arrays (``held`` defaults to :attr:`held`): the typed lists the
@@ -163,7 +167,7 @@ class SamplerCore:
             self._wtab = PartTable(indptr, [w.view(np.int32) for w in wts], held)
             self._weights = typed.List(wts)
         if self.has_types:                   # relations: the same layout again
-            empty = _read_only(np.empty(0, np.int32))
+            empty = _read_only(np.empty(0, self._tdtype))
             rel = [self._tloaded.get(p, empty) if held[p] else empty for p in range(len(indptr))]
             self._ttab = PartTable(indptr, rel, held)
             self._types = typed.List(rel)
@@ -232,7 +236,7 @@ class SamplerCore:
                     nstart[sel] = off + ptr[:-1]
                     pieces.append(ind)
                     wpieces.append(w)
-                    tpieces.append(t)
+                    tpieces.append(t.astype(self._tdtype, copy=False))
                     off += ind.shape[0]
             self.stats["halo_cache_hits"] += int(np.count_nonzero(hit))
             self.stats["halo_cache_misses"] += int(ids.shape[0] - np.count_nonzero(hit))
@@ -255,7 +259,7 @@ class SamplerCore:
                     if rep.types.shape != rep.indices.shape:
                         raise RequestFailedError(f"a halo reply for {sel.shape[0]} vertices carries no relations "
                                                  "(a peer on an untyped store)")
-                    tpieces.append(rep.types.astype(np.int32, copy=False))
+                    tpieces.append(rep.types.astype(self._tdtype, copy=False))
                 if self.cache is not None:
                     self.cache.put(ids[miss], rep.indptr, rep.indices, rep.weights if self.weighted else None,
                                    rep.types.astype(np.int32, copy=False) if self.has_types else None)
@@ -304,7 +308,7 @@ class SamplerCore:
                                nodes, degrees, npart, nstart)
         hop_nodes[0] = count
         local = bool(self.held.all())                   # nothing to fetch
-        halo, halo_w, halo_t = np.empty(0, topo.dtype), np.empty(0, np.float32), np.empty(0, np.int32)
+        halo, halo_w, halo_t = np.empty(0, topo.dtype), np.empty(0, np.float32), np.empty(0, self._tdtype)
         wtab = self._wtab if self.weighted else None    # the weights of the same parts as ``topo``
         ttab = self._ttab if self.has_types else None   # and their relations
         values = self.weighted or self.has_types        # sample_hop records each edge's position

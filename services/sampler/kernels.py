@@ -228,8 +228,9 @@ def gather_weights(epos, edst, npart, nstart, degrees, count, ind_addr, wt_addr,
     """``out[e]``: the stored weight of sampled edge ``e``, read at the position :func:`sample_hop`
     recorded (``epos[e]``) in its destination's part's weights (``wt_addr``, laid out like that
     part's indices at ``ind_addr``) or, for a fetched row, in ``halo_w`` (aligned with ``halo``).
-    ``count``: the batch's node count (destinations lie below it).  Values are moved as 4-byte words
-    (``halo_w`` and ``out`` int32, or float32 viewed as int32): edge weights and relations alike."""
+    ``count``: the batch's node count (destinations lie below it).  Values are read as ``halo_w``'s
+    dtype (the parts' arrays have the same): float32 weights viewed as int32, or the store's int16 /
+    int32 relations; ``out`` is int32."""
     last = -1
     w = halo_w
     hw_addr = np.int64(halo_w.ctypes.data)
@@ -238,11 +239,11 @@ def gather_weights(epos, edst, npart, nstart, degrees, count, ind_addr, wt_addr,
         if j != last:                          # edges come grouped by destination: one lookup each
             last = j
             p = npart[j]
-            w = halo_w if ind_addr[p] == 0 else carray(_voidptr(wt_addr[p]), nstart[j] + degrees[j], np.int32)
+            w = halo_w if ind_addr[p] == 0 else carray(_voidptr(wt_addr[p]), nstart[j] + degrees[j], halo_w.dtype)
             k = j + _AHEAD
             if k < count and degrees[k] > 0:
                 q = npart[k]
-                _prefetch((wt_addr[q] if ind_addr[q] != 0 else hw_addr) + 4 * nstart[k])
+                _prefetch((wt_addr[q] if ind_addr[q] != 0 else hw_addr) + halo_w.itemsize * nstart[k])
         out[e] = w[epos[e]]
 
 
@@ -252,8 +253,8 @@ def sample_hop_typed(fr, count, ecount, nodes, degrees, npart, nstart, esrc, eds
     """:func:`sample_hop` with a fanout per relation: up to ``fr[r]`` neighbours (``-1``: all, ``0``:
     none) of every node through each relation ``r`` (DGL's and PyG's per-edge-type fanouts).
 
-    A row's relations are read at ``typ_addr[part]`` (int32, laid out like the part's indices) or
-    in ``halo_t`` (aligned with ``halo``).  A row no longer than the smallest fanout is taken whole
+    A row's relations are read at ``typ_addr[part]`` (the store's ``edge_type`` as mapped, int16 or
+    int32 like ``halo_t``, laid out like the part's indices) or in ``halo_t`` (aligned with ``halo``).  A row no longer than the smallest fanout is taken whole
     with no look at its relations.  A longer one is counted by relation (8-bit counters packed in
     one register when there are at most 8 relations), then taken whole if no relation is over its
     fanout; if it holds one relation only, Floyd's algorithm picks offsets into the row itself;
@@ -313,6 +314,7 @@ def sample_hop_typed(fr, count, ecount, nodes, degrees, npart, nstart, esrc, eds
     ubuf = np.empty(FLUSH + max(dmax, 1), np.int64)
     halo_addr = np.int64(halo.ctypes.data)
     halo_t_addr = np.int64(halo_t.ctypes.data)
+    tsz = halo_t.itemsize                      # the store's relation width (int16, or int32 past 32k relations)
     slot_addr = np.int64(slot.ctypes.data)
     isz = halo.itemsize
     x = state[0]
@@ -324,8 +326,8 @@ def sample_hop_typed(fr, count, ecount, nodes, degrees, npart, nstart, esrc, eds
             an = ind_addr[pn]
             _prefetch((an if an != 0 else halo_addr) + isz * nstart[jn])
             if degrees[jn] > fmin:             # its relations: up to 4 lines (256 B)
-                tb = (typ_addr[pn] if an != 0 else halo_t_addr) + 4 * nstart[jn]
-                for q in range(min((4 * np.int64(degrees[jn]) + 63) >> 6, 4)):
+                tb = (typ_addr[pn] if an != 0 else halo_t_addr) + tsz * nstart[jn]
+                for q in range(min((tsz * np.int64(degrees[jn]) + 63) >> 6, 4)):
                     _prefetch(tb + 64 * q)
         start = nstart[j]
         d = np.int64(degrees[j])
@@ -335,7 +337,7 @@ def sample_hop_typed(fr, count, ecount, nodes, degrees, npart, nstart, esrc, eds
         whole = d <= fmin                      # every relation's share fits its fanout
         if not whole:
             ta = typ_addr[npart[j]]
-            typ = carray(_voidptr((ta if a != 0 else halo_t_addr) + 4 * start), d, np.int32)
+            typ = carray(_voidptr((ta if a != 0 else halo_t_addr) + tsz * start), d, halo_t.dtype)
             for r in range(R):
                 cnt[r] = 0
             if packed:                         # 8-bit counters in one register, 255 entries at a time

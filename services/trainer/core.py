@@ -20,6 +20,7 @@ from argosy.shared import envs
 from argosy.shared.envs import torch_threads
 from argosy.shared.errors import ConfigError
 from argosy.shared.hot_rows import AUTO_FRACTION, HotRows, cache_rows
+from argosy.shared.store.features import FeatureLayout, sent_rows
 from argosy.shared.protocol import FeatureBatch
 from argosy.shared.models import Blocks, EmbeddedInput, RGCNConv, build_model, make_optimizer
 from argosy.shared.kg import TripleFilter
@@ -228,14 +229,18 @@ class TrainerCore:
             its node types and relations as ``metadata``, and each batch its nodes' types).
         kg_relations, kg_known: a knowledge-graph link job: its triples' relations and every known
             true triple (train, valid, test; int64[M, 3]) for the filtered ranking (:class:`KGModel`).
+        feature_layout: the store's :class:`~shared.store.features.FeatureLayout` (which vertices have
+            feature rows: a featureless node type's travel as none and are zero here); None: all have.
     """
 
     def __init__(self, cfg: TrainerConfig, in_dim: int, num_classes: int, num_layers: int, seed: int = 0,
                  device: torch.device | None = None, link: LinkConfig | None = None, num_nodes: int = 0,
                  shard_embeddings: bool = False, num_relations: int = 0, kg_relations: int = 0,
-                 kg_known: np.ndarray | None = None, typed: dict | None = None):
+                 kg_known: np.ndarray | None = None, typed: dict | None = None,
+                 feature_layout: FeatureLayout | None = None):
         torch.manual_seed(seed)
         set_threads(torch_threads())
+        self.feature_layout = feature_layout
         # Subnormal floats (Adam's moments of long-zero gradients decay into them) cost x86 ~100x per
         # operation: an Adam step of a 3-layer SAGE-256 measured 32 ms instead of 0.7 (docs/compute.md).
         # Flushing them to zero changes values below 1.2e-38 only.
@@ -367,8 +372,14 @@ class TrainerCore:
         side = staging is not None and dev.type == "cuda"
         arrays = [getattr(fb, n) for n in _STAGED]
         cached = bool(fb.feature_cache)            # validated: names this core's cache (check_feature_batch)
+        sent = sent_rows(self.feature_layout, fb.nodes, self.hot if cached else None)
         if cached:
-            arrays += list(self.hot.lookup(fb.nodes))  # slots int32[N], positions of the sent rows int64[M]
+            arrays.append(self.hot.slot[fb.nodes])    # slots int32[N], -1: not cached
+        if sent is not None:
+            arrays.append(sent)                       # positions of the rows the wire carries, int64[M]
+        elif not fb.ring and fb.features.shape[0] != fb.nodes.shape[0]:
+            raise ValueError(f"a batch of {fb.nodes.shape[0]} nodes carries {fb.features.shape[0]} feature rows: "
+                             "a store with featureless node types needs TrainerCore(feature_layout=store.features)")
         if self.embedding_dim:
             arrays.append(np.asarray(fb.nodes, np.int64))   # global ids: the learned inputs' rows
         if self.type_offsets is not None:                   # a heterogeneous model: each node's type
@@ -383,11 +394,17 @@ class TrainerCore:
         with torch.cuda.stream(staging.stream) if side else nullcontext():
             if side and not staging.finish(feats):     # the received rows (the cache's were checked at fill)
                 return None
-            if cached:                                 # cached rows from the device, the received ones scattered in
-                slots, miss = moved[10:]
-                xs = self.cache.index_select(0, slots.clamp(min=0))
-                if miss.shape[0]:
-                    xs.index_copy_(0, miss, feats)
+            if sent is not None:       # cached rows from the device, zero rows of featureless types, the received scattered in
+                rest = moved[10:]
+                slots, pos = (rest[0], rest[1]) if cached else (None, rest[0])
+                if cached:
+                    xs = self.cache.index_select(0, slots.clamp(min=0))
+                    if self.feature_layout is not None and not self.feature_layout.all_featured:
+                        xs.mul_((slots >= 0).unsqueeze(1).to(xs.dtype))
+                else:
+                    xs = feats.new_zeros((fb.nodes.shape[0], feats.shape[1]))
+                if pos.shape[0]:
+                    xs.index_copy_(0, pos, feats)
                 feats = xs
             x = feats.float()
             if self.cfg.normalize_features:

@@ -20,11 +20,13 @@ IO_THREADS = 32
 
 @njit(nogil=True, cache=True)
 def _gather_part(src, rows, dst, out):
-    f = out.shape[1]
+    f, fs = out.shape[1], min(src.shape[1], out.shape[1])
     for i in range(rows.shape[0]):
         r, d = rows[i], dst[i]
-        for j in range(f):                  # an element loop compiles to a vectorised row copy
+        for j in range(fs):                 # an element loop compiles to a vectorised row copy
             out[d, j] = src[r, j]
+        for j in range(fs, f):              # a narrower node type's row: zero beyond its width
+            out[d, j] = 0
 
 
 def gather_feature_rows(feats, parts: np.ndarray, rows: np.ndarray, dst: np.ndarray, out: np.ndarray,
@@ -39,7 +41,9 @@ def gather_feature_rows(feats, parts: np.ndarray, rows: np.ndarray, dst: np.ndar
     threads: the kernel releases the GIL, so their page faults are in flight at once (random 4 KiB
     reads of a cold map: 10k rows/s on one thread, 81k on 16, 134k on 32 here).
 
-    Shapes: feats: part -> float[n_p, F] (a dict or list); parts, rows, dst int64[m]; out float[N, F].
+    Shapes: feats: key -> float[n_k, F_k <= F] (a dict or list; a key is a part, or a part and node
+    type: :mod:`shared.store.features`; a narrower array's rows are zero-padded); parts (the keys),
+    rows, dst int64[m]; out float[N, F].
     """
     m = parts.shape[0]
     if m == 0:

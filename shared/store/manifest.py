@@ -10,7 +10,8 @@ Layout of a store directory (all paths in the manifest are relative to its root)
         ├── nodes.npy          # int64[n_p]  global ids owned by the part, ascending
         ├── indptr.npy         # int64[n_p + 1]  CSR over owned vertices
         ├── indices.npy        # int32|int64[e_p]  neighbours, GLOBAL ids, ascending per row
-        ├── features.npy       # float32|float16[n_p, F]   (if the graph has features)
+        ├── features.npy       # float32|float16[n_p, F]   (if the graph has features; a typed store
+        │                      #   has features_t{t}.npy [n_{p,t}, F_t] per featured type instead)
         ├── edge_weight.npy    # float32[e_p]  weight of each entry, aligned with indices (if weighted)
         ├── weighted_degree.npy  # float32[n_p]  sum of each row's edge weights (if weighted)
         ├── edge_type.npy      # int16|int32[e_p]  relation id of each entry, aligned with indices (if typed)
@@ -27,10 +28,16 @@ from pathlib import Path
 
 from argosy.shared.errors import StoreFormatError
 
-__all__ = ["FORMAT_VERSION", "Manifest", "PartEntry", "MANIFEST_NAME"]
+__all__ = ["FORMAT_VERSION", "Manifest", "PartEntry", "MANIFEST_NAME", "edge_type_dtype"]
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
+
+
+def edge_type_dtype(num_relations: int):
+    """``edge_type.npy``'s dtype: int16, or int32 from 32,768 relations on."""
+    import numpy as np
+    return np.dtype(np.int16) if num_relations < 2**15 else np.dtype(np.int32)
 
 
 @dataclass
@@ -83,7 +90,8 @@ class Manifest:
     ``type_offsets`` (type ``t`` owns global ids ``[off[t], off[t+1])``), ``relations`` (``[src_type,
     relation, dst_type]`` per relation id, reverse relations included), ``reverse`` (how many of the
     relations are added reverses), ``target`` (the labelled node type), ``feature_dims`` (per type;
-    0 = featureless, a learned embedding), ``label_names``.  An entry ``(v, u)`` of relation ``r`` in
+    0 = featureless, a learned embedding), ``label_names``; with features, ``feature_files``
+    (``per_type``) and ``part_type_counts`` (``[part][type]`` vertices; :mod:`shared.store.features`).  An entry ``(v, u)`` of relation ``r`` in
     ``v``'s row is the message ``u -> v`` along ``r``."""
 
     @property

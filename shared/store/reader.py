@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from argosy.shared.errors import StoreFormatError
+from argosy.shared.store.features import FeatureLayout
 from argosy.shared.store.manifest import Manifest
 from argosy.shared.store.residency import advise
 
@@ -144,6 +145,11 @@ class PartitionStore:
         """int[n]: row of each global vertex inside its part's arrays."""
         return self._load("local_index.npy")
 
+    @cached_property
+    def features(self) -> "FeatureLayout":
+        """Where each vertex's feature row is (:mod:`shared.store.features`)."""
+        return FeatureLayout(self)
+
     def part(self, p: int) -> PartData:
         """The arrays of part ``p`` (memory-mapped, cached)."""
         if not 0 <= p < self.num_parts:
@@ -186,6 +192,7 @@ class PartitionStore:
         if n and (assign.min() < 0 or assign.max() >= m.num_parts):
             raise StoreFormatError(f"{self.root}: assignment values outside [0, {m.num_parts})")
         total_nodes = total_entries = 0
+        layout = self.features
         for entry in m.parts:
             cached = entry.part in self._parts
             pd = self.part(entry.part)
@@ -205,6 +212,11 @@ class PartitionStore:
                 arr = getattr(pd, name)
                 if arr is not None and arr.shape[0] != k:
                     raise StoreFormatError(f"{self.root}: part {entry.part}: {name} has {arr.shape[0]} rows for {k} nodes")
+            if layout.per_type:
+                if int(layout.counts[entry.part].sum()) != k:
+                    raise StoreFormatError(f"{self.root}: part {entry.part}: part_type_counts sum to "
+                                           f"{int(layout.counts[entry.part].sum())} vertices, the part has {k}")
+                layout.read(entry.part, advice=None)        # every type's file: its rows, width and dtype
             if m.edge_weights:
                 _verify_weights(self.root, entry.part, pd)
             if m.num_relations:

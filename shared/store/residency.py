@@ -40,7 +40,8 @@ batches each (ZeroMQ's high-water marks count messages, not bytes; a 3-hop batch
 UNLIMITED = 1 << 60
 """cgroup v1 reports "no limit" as a page-rounded 2**63 - 1: anything above this is no limit."""
 
-_PART_FILES = ("indptr", "indices", "features", "labels", "edge_weight", "weighted_degree")
+_PART_FILES = ("indptr", "indices", "labels", "edge_weight", "weighted_degree", "edge_type")
+"""With the feature files (:meth:`~shared.store.features.FeatureLayout.file_bytes`)."""
 
 
 def _cgroup_paths(proc_cgroup: str) -> tuple[str | None, str | None]:
@@ -150,6 +151,7 @@ def plan_residency(store, parts, configured_budget: int = 0) -> Residency:
             f = d / f"{name}.npy"
             if f.exists():
                 total += f.stat().st_size
+        total += store.features.file_bytes(int(p))
     return Residency(budget=budget, source=source, part_bytes=total)
 
 

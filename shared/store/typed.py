@@ -12,10 +12,10 @@ hetero model need messages both ways) the entry ``(s, d)`` with relation ``R + r
 ``(dst_type, rev_r, src_type)``) is added too, so the store is symmetric as GREM and the sampler
 expect.  Without it the store is directed (``--directed``: only the given direction is sampled).
 
-Node data: features of every type go to the one ``features.npy`` column, as wide as the widest
-type; a type's rows use its own width from column 0 and are zero beyond it (``feature_dims`` in
-the manifest says how wide each is).  A featureless type has zero rows there and gets a learned
-embedding.  Labels and masks live on the target type; other types are unlabelled (-1, False).
+Node data: each type's features go to their own file per part, in the type's own width
+(``part-N/features_t{t}.npy``; :mod:`shared.store.features` says where a vertex's row is); a
+featureless type has no file and gets a learned embedding.  Labels and masks live on the target
+type; other types are unlabelled (-1, False).
 """
 from __future__ import annotations
 
@@ -57,17 +57,14 @@ def typed_flat_graph(tg: TypedGraph) -> Graph:
 
 
 def typed_node_data(tg: TypedGraph) -> dict:
-    """Global node arrays: ``features`` (widest type's width, zero-padded), ``labels`` (-1 off the
-    target type) and the split masks (False off it); only those the graph has."""
+    """The store writer's node data: ``features`` per type (``{type id: (first global id, rows)}``,
+    each in its own width), ``labels`` (-1 off the target type) and the split masks (False off it);
+    only those the graph has."""
     n, off = tg.total_nodes, tg.type_offsets
     out = {}
     if tg.features:
-        width = max(x.shape[1] for x in tg.features.values())
-        x = np.zeros((n, width), np.float32)
-        for t, f in tg.features.items():
-            i = tg.node_types.index(t)
-            x[off[i]:off[i + 1], :f.shape[1]] = f
-        out["features"] = x
+        out["features"] = {tg.node_types.index(t): (int(off[tg.node_types.index(t)]), f)
+                           for t, f in tg.features.items()}
     if tg.target is not None:
         i = tg.node_types.index(tg.target)
         lo, hi = int(off[i]), int(off[i + 1])

@@ -25,7 +25,8 @@ from numba import njit
 
 from argosy.shared.errors import DiskFullError, GraphFormatError, StoreFormatError
 from argosy.shared.graphio import ArrayColumn, Graph, NodeColumn, index_dtype
-from argosy.shared.store.manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, PartEntry
+from argosy.shared.store.features import PER_TYPE, type_file
+from argosy.shared.store.manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, PartEntry, edge_type_dtype
 
 __all__ = ["write_store", "write_store_from_edges", "graph_edge_chunks", "partition_stats"]
 
@@ -182,8 +183,16 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
         raise GraphFormatError(f"feature_dtype must be float32 or float16 (got {feature_dtype!r})")
     if out.exists() and not overwrite:
         raise StoreFormatError(f"{out} already exists (pass overwrite=True / --overwrite to replace it)")
-    columns = {}
+    columns, type_cols = {}, []
     for key, arr in (node_data or {}).items():
+        if key == "features" and isinstance(arr, dict):      # per node type: {type: (first global id, rows)}
+            for t, (base, a) in sorted(arr.items()):
+                col = a if isinstance(a, NodeColumn) else ArrayColumn(key, a, feature_dtype=feature_dtype)
+                if not 0 <= int(base) <= num_nodes - col.rows:
+                    raise GraphFormatError(f"features of node type {t}: {col.rows} rows from id {base} run past "
+                                           f"the {num_nodes} nodes")
+                type_cols.append((int(t), int(base), col))
+            continue
         if key not in NODE_ARRAYS:
             raise GraphFormatError(f"unknown node array {key!r} (expected one of {NODE_ARRAYS})")
         col = arr if isinstance(arr, NodeColumn) else ArrayColumn(key, arr, feature_dtype=feature_dtype)
@@ -203,7 +212,7 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
     try:
         manifest = _write(tmp, edge_chunks, num_nodes, assignment.astype(np.int32), k, columns,
                           partition_info or {}, feature_dtype, name, directed, weighted, int(num_relations),
-                          typed or {}, max(1, int(threads)))
+                          typed or {}, max(1, int(threads)), type_cols)
         if finish is not None:
             manifest = finish(tmp, manifest)
         _verify(tmp, manifest)
@@ -230,7 +239,8 @@ def write_store_from_edges(edge_chunks: Iterable[tuple[np.ndarray, np.ndarray]],
 
 def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns: dict,
            partition_info: dict, feature_dtype: str, name: str, directed: bool = False,
-           weighted: bool = False, R: int = 0, typed: dict | None = None, threads: int = 1) -> Manifest:
+           weighted: bool = False, R: int = 0, typed: dict | None = None, threads: int = 1,
+           type_cols: list | None = None) -> Manifest:
     idt = index_dtype(n)
     # A typed store spills each entry's neighbour as the key ``neighbour * R + relation`` (int64), so the
     # one sort/deduplicate/slab path below keeps one entry per (row, neighbour, relation) unchanged;
@@ -328,6 +338,15 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
         for p, entry in enumerate(parts):
             entry.num_train = int(stats["train_mask"]["per_part"][p])
     feats = columns.get("features")
+    typed = dict(typed or {})
+    if type_cols:           # one file per part and featured type, each in its own width (shared/store/features.py)
+        for t, base, col in type_cols:
+            _scatter_column(root, col, assign[base:base + col.rows], None, k, threads > 1, type_file(t))
+        feats = max((c for _, _, c in type_cols), key=lambda c: c.row_shape[0])
+        off = np.asarray(typed["type_offsets"], np.int64)
+        typed["feature_files"] = PER_TYPE
+        typed["part_type_counts"] = np.stack([np.bincount(assign[off[t]:off[t + 1]], minlength=k)   # [part][type]
+                                              for t in range(off.shape[0] - 1)], axis=1).tolist()
     splits = {s.replace("_mask", ""): int(stats[s]["count"]) for s in ("train_mask", "val_mask", "test_mask")
               if s in stats}
     num_edges = total_entries if directed else total_entries // 2
@@ -340,7 +359,7 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
         feature_dtype=str(feats.dtype) if feats is not None else "",
         num_classes=int(stats["labels"]["max"]) + 1 if "labels" in stats else 0,
         splits=splits, partition=info, parts=parts, name=name, format_version=FORMAT_VERSION,
-        directed=bool(directed), edge_weights=bool(weighted), typed=dict(typed or {}))
+        directed=bool(directed), edge_weights=bool(weighted), typed=typed)
     (root / MANIFEST_NAME).write_text(manifest.to_json())
     return manifest
 
@@ -521,7 +540,7 @@ class _TypeSplitter:
 
     def __init__(self, pdir: Path, R: int, idt):
         self.pdir, self.R, self.idt = pdir, int(R), np.dtype(idt)
-        self.tdt = np.dtype(np.int16) if R < 2**15 else np.dtype(np.int32)
+        self.tdt = edge_type_dtype(R)
         self.fh = open(pdir / "edge_type.raw", "wb")
         self.count = 0
 
@@ -598,18 +617,23 @@ def _prefetch(items, depth: int = 1):
             t.join(0.05)
 
 
-def _scatter_column(root: Path, col: NodeColumn, assign: np.ndarray, sizes: np.ndarray, k: int,
-                    prefetch: bool = False) -> dict:
+def _scatter_column(root: Path, col: NodeColumn, assign: np.ndarray, sizes: np.ndarray | None, k: int,
+                    prefetch: bool = False, fname: str | None = None) -> dict:
     """Stream one node column into ``part-*/NAME.npy``: every part's file gets its header first,
     then each row block's rows are appended to their parts' files in global id order (the order of
-    the part's ``nodes``).  Memory: one block.  Returns the column's summary statistics."""
+    the part's ``nodes``).  Memory: one block.  Returns the column's summary statistics.
+
+    ``assign`` covers the column's rows (one node type's id range for a per-type feature file,
+    ``fname``); ``sizes`` None: counted from it."""
+    if sizes is None:
+        sizes = np.bincount(assign, minlength=k)
     files = []
     dt = np.dtype(col.dtype)
     count, hi = 0, -1
     per_part = np.zeros(k, np.int64)
     try:
         for p in range(k):
-            f = open(root / f"part-{p:05d}" / f"{col.name}.npy", "wb")
+            f = open(root / f"part-{p:05d}" / f"{fname or col.name}.npy", "wb")
             files.append(f)
             np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(dt),
                                                      "fortran_order": False,

@@ -49,7 +49,7 @@ def _fake_run(tmp_path: Path, store: PartitionStore, node_embeddings: int | None
                                           normalize_features=False),
                     link=LinkConfig(node_embeddings=node_embeddings))
     core = TrainerCore(cfg.trainer, m.feature_dim, m.num_classes, num_layers=2, seed=3, link=cfg.link,
-                       num_nodes=m.num_nodes, num_relations=m.num_relations)
+                       num_nodes=m.num_nodes, num_relations=m.num_relations, feature_layout=store.features)
     with torch.no_grad():                      # non-trivial learned rows and biases
         for p in core.model.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -138,7 +138,7 @@ def test_link_rgcn_encoder_embeddings_equal_full_neighbourhood_forward(tmp_path,
                                           normalize_features=False),
                     link=LinkConfig(node_embeddings=None if features else 5))
     core = TrainerCore(cfg.trainer, m.feature_dim, m.num_classes, num_layers=2, seed=3, link=cfg.link,
-                       num_nodes=m.num_nodes, num_relations=m.num_relations)
+                       num_nodes=m.num_nodes, num_relations=m.num_relations, feature_layout=store.features)
     run = tmp_path / "run"
     run.mkdir()
     torch.save({"format": 1, "model": core.user_model().state_dict(), "epoch": 0, "val_accuracy": 0.0,
@@ -257,7 +257,8 @@ def test_pyg_to_hetero_model_trains_and_predicts_through_module_factory(tmp_path
                     trainer=TrainerConfig(model="my_hetero:hetero_sage", hidden=8, dropout=0.0, lr=0.01,
                                           normalize_features=False))
     with with_cwd_on_path():
-        core = TrainerCore(cfg.trainer, m.feature_dim, m.num_classes, num_layers=2, seed=3, typed=m.typed)
+        core = TrainerCore(cfg.trainer, m.feature_dim, m.num_classes, num_layers=2, seed=3, typed=m.typed,
+                           feature_layout=store.features)
     assert core.model.metadata is not None and core.type_offsets is not None
     target = np.asarray(store.split_nodes("train"))
     fb = LoaderCore(store).load(SamplerCore(store).sample(target[:64], (4, 4), 1))

@@ -70,9 +70,10 @@ def test_typed_store_keeps_every_typed_entry_once(tmp_path, monkeypatch, reverse
     assert m.num_relations == (6 if reverse else 3) and m.directed == (not reverse)
     assert m.typed["node_types"] == ["a", "b"] and m.typed["type_offsets"] == [0, 60, 100]
     assert m.typed["feature_dims"] == {"a": 8, "b": 3} and m.feature_dim == 8
-    pd = st.part(0)                             # a 'b' vertex's features: its 3 columns, zero-padded
-    b_rows = np.flatnonzero(np.asarray(pd.nodes) >= 60)
-    assert np.all(np.asarray(pd.features)[b_rows, 3:] == 0)
+    for p in range(3):                          # each type in its own file and width (test_typed_features.py)
+        nodes = np.asarray(st.part(p).nodes)
+        assert np.array_equal(np.load(tmp_path / "s" / m.parts[p].path / "features_t1.npy"),
+                              tg.features["b"][nodes[nodes >= 60] - 60])
 
 
 def test_sampler_and_halo_carry_relations_and_validator_checks_them(tmp_path):
@@ -402,3 +403,31 @@ def test_codex_s_complex_through_the_pipeline(tmp_path):
     assert res["task"] == "link" and res["scorer"] == "complex"
     assert res["test_mrr"] > 0.2 and res["test_hits10"] > res["test_hits1"]   # random ranking: MRR ~0.004
     assert res["seeds_trained"] == res["seeds_planned"] == 2 * 32888
+
+
+def test_sampler_reads_relations_as_stored_int16_or_int32(tmp_path, monkeypatch):
+    """The kernels read ``edge_type`` as mapped (int16 below 32k relations, int32 beyond), never a
+    widened copy: both widths sample the same edges with the same relations, through the halo too."""
+    from argosy.services.sampler import core as sampler_core
+    from argosy.services.sampler.core import SamplerCore
+    from argosy.shared.protocol import HaloRequest
+
+    tg = small_typed()
+    assign = np.random.default_rng(2).integers(0, 2, tg.total_nodes)
+    got = {}
+    for dt in (np.int16, np.int32):
+        monkeypatch.setattr(store_writer, "edge_type_dtype", lambda R, dt=dt: np.dtype(dt))
+        monkeypatch.setattr(sampler_core, "edge_type_dtype", lambda R, dt=dt: np.dtype(dt))
+        write_typed_store(tg, assign, tmp_path / f"s{dt.__name__}", num_parts=2)
+        st = PartitionStore(tmp_path / f"s{dt.__name__}")
+        assert st.part(0).edge_type.dtype == dt
+        s0 = SamplerCore(PartitionStore(st.root), seed=1, held_parts=[0])
+        s1 = SamplerCore(PartitionStore(st.root), seed=1, held_parts=[1])
+        assert s0._tloaded[0].dtype == dt and not s0._tloaded[0].flags.owndata     # the mapped file, no copy
+        s0.fetch = lambda what, ids, epoch, s1=s1: s1.serve(HaloRequest(what=what, ids=np.asarray(ids, np.int64)))
+        b = s0.sample(np.arange(0, 60, 3), [4, 3], rng_seed=5, relation_fanouts={"x": (2, 1)})
+        got[dt] = b
+        assert set(zip(b.nodes[b.edge_dst].tolist(), b.nodes[b.edge_src].tolist(), b.edge_type.tolist())) \
+            <= stored_entries(st)
+    a, c = got[np.int16], got[np.int32]
+    assert np.array_equal(a.nodes, c.nodes) and np.array_equal(a.edge_type, c.edge_type) and a.edge_type.size

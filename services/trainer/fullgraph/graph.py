@@ -73,7 +73,7 @@ def load_store_graph(store: PartitionStore, normalize: bool = False) -> tuple[Gr
         pd = store.part(p)
         nodes = np.asarray(pd.nodes)
         if m.feature_dim:
-            feats[nodes] = pd.features
+            feats[nodes] = store.features.dense(p)
         labels[nodes] = pd.labels
         for k, arr in masks.items():
             if getattr(pd, k) is not None:

@@ -203,7 +203,7 @@ class SARWorker:
         indptrs, indices, types, off, eoff = [np.zeros(1, np.int64)], [], [], 0, 0
         for pd, sz in zip(pds, sizes):
             if m.feature_dim:
-                feats[off:off + sz] = pd.features
+                store.features.dense(pd.part, out=feats[off:off + sz])
             labels[off:off + sz] = pd.labels
             for k, arr in masks.items():
                 if getattr(pd, k) is not None:

@@ -121,33 +121,47 @@ class StoreSource:
             normalize_rows(out)
 
     def _part_features_into(self, p: int, rows: np.ndarray | None, out: np.ndarray) -> None:
-        path = self.store.root / self.store.manifest.parts[p].path / "features.npy"
-        want = (self.store.manifest.parts[p].num_nodes, self.feature_dim)
-        # read(2) straight into ``out``: a fresh mapping per part faulted every page in (~2.5x slower),
-        # and nothing stays in this process's resident set afterwards
-        try:
-            with open(path, "rb") as f:
-                major, _ = np.lib.format.read_magic(f)
-                shape, fortran, dtype = (np.lib.format.read_array_header_1_0 if major == 1
-                                         else np.lib.format.read_array_header_2_0)(f)
-                if tuple(shape) != want or fortran or dtype not in (np.dtype("<f4"), np.dtype("<f2")):
-                    raise StoreFormatError(f"{path}: expected C-ordered float32 or float16 features of shape "
-                                           f"{want}, got {dtype}{' (Fortran order)' if fortran else ''} {tuple(shape)}")
-                if rows is not None:
-                    _read_rows(f, rows, want, dtype, out, path)
-                else:
-                    direct = out.flags.c_contiguous and out.dtype == dtype
-                    dst = out if direct else np.empty(want, dtype)   # float16 stores: read, then widen
-                    got = f.readinto(memoryview(dst).cast("B"))
-                    if got != dst.nbytes:
-                        raise StoreFormatError(f"{path}: truncated: {got:,} of {dst.nbytes:,} feature bytes present")
-                    if dst is not out:
-                        out[...] = dst
-        except (ValueError, OSError) as e:
-            raise StoreFormatError(f"{path}: unreadable features ({e})") from None
+        """Part ``p``'s rows (``rows`` ascending, None: all) from each of its feature files: one per
+        part, or one per node type (:mod:`shared.store.features`; a narrower type's columns beyond its
+        width and a featureless type's rows are zero)."""
+        layout = self.store.features
+        d = self.store.root / self.store.manifest.parts[p].path
+        if layout.per_type:
+            out[...] = 0
+        for key, t, lo, hi in layout.keys(p):
+            a, b = (lo, hi) if rows is None else np.searchsorted(rows, [lo, hi]).tolist()
+            if b > a:
+                _read_feature_file(d / f"{layout.file(key)}.npy", (hi - lo, int(layout.dims[t])),
+                                   None if rows is None else rows[a:b] - lo, out[a:b, :int(layout.dims[t])])
 
     def nbytes(self) -> int:
         return 0  # nothing held: read per part
+
+
+def _read_feature_file(path, want: tuple[int, int], rows: np.ndarray | None, out: np.ndarray) -> None:
+    """Rows ``rows`` (ascending; None: all) of the feature file ``path`` of shape ``want``, into ``out``."""
+    # read(2) straight into ``out``: a fresh mapping per part faulted every page in (~2.5x slower),
+    # and nothing stays in this process's resident set afterwards
+    try:
+        with open(path, "rb") as f:
+            major, _ = np.lib.format.read_magic(f)
+            shape, fortran, dtype = (np.lib.format.read_array_header_1_0 if major == 1
+                                     else np.lib.format.read_array_header_2_0)(f)
+            if tuple(shape) != want or fortran or dtype not in (np.dtype("<f4"), np.dtype("<f2")):
+                raise StoreFormatError(f"{path}: expected C-ordered float32 or float16 features of shape "
+                                       f"{want}, got {dtype}{' (Fortran order)' if fortran else ''} {tuple(shape)}")
+            if rows is not None:
+                _read_rows(f, rows, want, dtype, out, path)
+            else:
+                direct = out.flags.c_contiguous and out.dtype == dtype
+                dst = out if direct else np.empty(want, dtype)   # float16 stores: read, then widen
+                got = f.readinto(memoryview(dst).cast("B"))
+                if got != dst.nbytes:
+                    raise StoreFormatError(f"{path}: truncated: {got:,} of {dst.nbytes:,} feature bytes present")
+                if dst is not out:
+                    out[...] = dst
+    except (ValueError, OSError) as e:
+        raise StoreFormatError(f"{path}: unreadable features ({e})") from None
 
 
 def _read_rows(f, rows: np.ndarray, shape: tuple[int, int], dtype: np.dtype, out: np.ndarray, path) -> None:
