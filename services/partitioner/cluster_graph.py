@@ -28,8 +28,8 @@ import numpy as np
 
 from argosy.shared.graphio import csr_from_keys
 
-from .coarsening import lp_best_label
-from .nbutil import permutation
+from .coarsening import contract, lp_best_label, lp_cluster
+from .nbutil import permutation, visit_order
 from .stream import EdgeStream
 
 logger = logging.getLogger("argosy.partitioner")
@@ -418,7 +418,7 @@ def _lp_bucket(xadj, adj, ew, lo, label, lw, vw, maxw, rating, touched, state, c
     ``cpart``).  ``label``, ``lw`` (label weights) and ``rating`` (zeros, left zero) are
     global.  Returns the number of moves."""
     nr = xadj.size - 1
-    order = permutation(nr, state)
+    order = visit_order(nr, state)
     moved = 0
     for i in range(nr):
         r = order[i]
@@ -432,6 +432,45 @@ def _lp_bucket(xadj, adj, ew, lo, label, lw, vw, maxw, rating, touched, state, c
             label[v] = best
             moved += 1
     return moved
+
+
+def _coarsen_in_memory(xadj, adj, ew, vw, cmap, nc, maxw, maxw_cap, budget, state, part, info,
+                       total):
+    """The levels of :func:`coarsen_cluster_graph` on a cluster graph held in memory: rounds of
+    size-constrained LP (:func:`~.coarsening.lp_cluster`, on the true weights, inside the blocks
+    of ``part`` if given) and contraction (:func:`~.coarsening.contract`) until the graph has at
+    most ``budget`` entries; a level that shrinks the clusters by less than 10 % doubles
+    ``maxw`` up to ``maxw_cap``.  Memory: the graph, its next level and O(clusters)."""
+    levels = 0
+    while adj.size > budget:
+        if part is not None:  # every cluster lies inside one block
+            cpart = np.empty(nc, np.int64)
+            cpart[cmap] = part
+            nblocks = int(part.max()) + 1 if part.size else 1
+        else:
+            cpart, nblocks = np.zeros(nc, np.int64), 1
+        label = lp_cluster(xadj, adj, ew, vw, maxw, COARSEN_LP_ROUNDS, state, cpart, nblocks)
+        del cpart
+        lab, cx, ca, ce, cv = contract(xadj, adj, ew, vw, label)
+        del label
+        nl = cv.size
+        if nl > COARSEN_STALL * nc:
+            if maxw >= maxw_cap:
+                logger.info("GREM coarsening: stalled at %d clusters, %d entries", nc, adj.size)
+                return cmap, nc, maxw, info, None
+            maxw = min(2 * maxw, maxw_cap)
+            logger.info("GREM coarsening: %d -> %d clusters only; clusters up to %d vertices",
+                        nc, nl, maxw)
+            if nl == nc:
+                continue
+        levels += 1
+        info["levels"] = levels
+        cmap = lab.astype(np.int32)[cmap]
+        logger.info("GREM coarsening level %d (in memory): %d -> %d clusters, %d entries",
+                    levels, nc, nl, ca.size)
+        xadj, adj, ew, vw, nc = cx, ca, ce, cv, nl
+        del lab, cx, ca, ce, cv
+    return cmap, nc, maxw, info, (xadj, adj, ew, total)
 
 
 def _bucket_count(entries: int, budget: int, nc: int) -> int:
@@ -474,7 +513,8 @@ def _contract_buckets(g: BucketedGraph, lab: np.ndarray, nl: int, nb: int, tag: 
 
 def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: int,
                           maxw_cap: int, budget: int, state: np.ndarray,
-                          workdir: Optional[str] = None, part: Optional[np.ndarray] = None):
+                          workdir: Optional[str] = None, part: Optional[np.ndarray] = None,
+                          memory_entries: Optional[int] = None):
     """Cluster graph of ``cmap`` within ``budget`` entries, coarsening it out of core when the
     streamed clusters leave it over the budget.
 
@@ -487,7 +527,10 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
     ``part`` (the block of every vertex; clusters inside blocks, as in GREM's V-cycles)
     clusters only join clusters of their own block.  Scratch files go to a fresh directory
     under ``workdir`` and are removed on return, also on errors (e.g. a full disk: the
-    ``OSError`` propagates).
+    ``OSError`` propagates).  A first-level graph over ``budget`` but within
+    ``memory_entries`` (GREM: the O(n) budget, when an effort level asks for a smaller graph)
+    is coarsened in memory instead (:func:`_coarsen_in_memory`: the same label propagation and
+    contraction without the buckets' files and key sorts).
 
     Returns:
         tuple: ``(cmap, nc, maxw, info, built)``: the coarsened vertex -> cluster map, its
@@ -496,6 +539,7 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
         as :func:`build_cluster_graph` gives it, or ``None`` when even ``maxw_cap`` clusters did
         not fit (the caller decides).
     """
+    memory_entries = budget if memory_entries is None else max(int(memory_entries), budget)
     if nc * nc * 8 <= DENSE_CLUSTER_GRAPH_BYTES:  # few clusters: in memory, dense
         built = build_cluster_graph(stream, cmap, nc, 1 << 20, budget)
         if built is not None:
@@ -511,6 +555,12 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
                     "buckets (budget %d)", nc, g.entries, g.nb, budget)
         info = dict(levels=0, level1_entries=g.entries)
         vw = np.bincount(cmap, minlength=nc).astype(np.int64)
+        if budget < g.entries <= memory_entries:
+            # over the effort's size but within the O(n) memory budget: coarsen in memory
+            xadj, adj, ew = g.to_csr()
+            g.remove()
+            return _coarsen_in_memory(xadj, adj, ew, vw, cmap, nc, maxw, maxw_cap, budget,
+                                      state, part, info, total)
         while g.entries > budget:
             cpart = np.zeros(1, np.int32)
             if part is not None:  # every cluster lies inside one block

@@ -16,7 +16,7 @@ import math
 import numba
 import numpy as np
 
-from .nbutil import compact_labels, permutation, rand_below
+from .nbutil import visit_order, compact_labels, permutation, rand_below
 from .placement import block_weights
 
 __all__ = ["lp_best_label", "lp_cluster", "hem_cluster", "contract"]
@@ -81,7 +81,7 @@ def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks):
         if d > maxdeg:
             maxdeg = d
     touched = np.empty(maxdeg + 1, np.int64)
-    order = permutation(n, seed_state)
+    order = visit_order(n, seed_state)
     for _ in range(rounds):
         moved = 0
         for idx in range(n):

@@ -12,16 +12,19 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Tuple
 
 import numba
 import numpy as np
 
 from argosy.shared.errors import GraphFormatError
-from argosy.shared.graphio import TextEdgeReader, check_num_nodes, csr_is_symmetric, open_graph
+from argosy.shared.graphio import TextEdgeReader, check_num_nodes, open_graph
+from argosy.shared.graphio.formats import as_ids
+from argosy.shared.hashing import mix64
 from argosy.shared.graphio import check_ids as _check_ids
 
-from .stream import DEFAULT_CHUNK_EDGES, Chunk, CSRArrayStream, EdgeStream, normalise_pairs
+from .stream import (DEFAULT_CHUNK_EDGES, Chunk, CSRArrayStream, EdgeStream, GroupedChunk, group_chunk,
+                     normalise_pairs)
 
 logger = logging.getLogger("argosy.partitioner")
 
@@ -82,7 +85,7 @@ class CSRNpzStream(CSRArrayStream):
         if self._compressed and arr.nbytes >= self.SPILL_MIN_BYTES:
             spill = self._open_spill(spill_dir)
         try:
-            stored_symmetric, _ = csr_is_symmetric(indptr, self._validated_blocks(spill))
+            stored_symmetric = _csr_checked_symmetric(indptr, self._validated_blocks(spill), n)
         except BaseException:
             if spill is not None:
                 spill.close()
@@ -119,8 +122,6 @@ class CSRNpzStream(CSRArrayStream):
         for a, idx in self._arr.iter_blocks(step):
             if spill is not None:
                 spill.write(np.ascontiguousarray(idx).tobytes())
-            idx = idx.astype(np.int64, copy=False)
-            _check_ids(idx, self.num_nodes, "indices", a)
             yield a, idx
 
     @property
@@ -135,10 +136,32 @@ class CSRNpzStream(CSRArrayStream):
             raise RuntimeError("compressed .npz streams can only be read in order")
         return self._sym(super().read_chunk(i))
 
+    def read_groups(self, i: int) -> GroupedChunk:
+        if self._compressed:
+            raise RuntimeError("compressed .npz streams can only be read in order")
+        if self.symmetrize:
+            return group_chunk(*self.read_chunk(i))
+        return super().read_groups(i)
+
+    def iter_groups(self, chunk_order=None) -> Iterator[GroupedChunk]:
+        if self.symmetrize:
+            yield from EdgeStream.iter_groups(self, chunk_order)
+        elif self._compressed:
+            for v0, v1, dst in self._raw_rows():
+                yield self._make_groups(v0, v1, dst)
+        else:
+            yield from super().iter_groups(chunk_order)
+
     def _raw(self) -> Iterator[Chunk]:
+        for v0, v1, dst in self._raw_rows():
+            yield self._make_chunk(v0, v1, dst)
+
+    def _raw_rows(self) -> Iterator[Tuple[int, int, np.ndarray]]:
+        """``(v0, v1, stored entries of rows v0 .. v1 - 1)`` per chunk, in file order."""
         if not self._compressed:
             for i in range(self.num_chunks):
-                yield CSRArrayStream.read_chunk(self, i)
+                v0, v1 = int(self._bounds[i]), int(self._bounds[i + 1])
+                yield v0, v1, self._indices[int(self._indptr[v0]):int(self._indptr[v1])]
             return
         blocks = self._arr.iter_blocks(1 << 22)
         buf, buf_at = np.empty(0, self._arr.native), 0
@@ -153,7 +176,7 @@ class CSRNpzStream(CSRArrayStream):
                 parts.append(take)
                 a += take.size
             dst = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.empty(0, np.int64)
-            yield self._make_chunk(v0, v1, dst)
+            yield v0, v1, dst
 
     def __iter__(self) -> Iterator[Chunk]:
         for chunk in self._raw():
@@ -161,6 +184,61 @@ class CSRNpzStream(CSRArrayStream):
 
     def iter_raw(self) -> Iterator[Chunk]:
         yield from self._raw()
+
+
+@numba.njit(cache=True, nogil=True)
+def _csr_check_block(indptr, a, idx, n, indeg):
+    """One block ``idx`` = ``indices[a:a + idx.size]`` of a CSR: ids in range, in-degrees
+    counted into ``indeg``, and order-free hashes of the entries and of the reversed entries.
+    Returns ``(fwd, rev, position of the first bad id or -1)``."""
+    gamma = np.uint64(0x9E3779B97F4A7C15)
+    fwd = np.uint64(0)
+    rev = np.uint64(0)
+    end = a + idx.size
+    lo, hi = 0, indptr.size - 1  # the row holding entry a: indptr[r] <= a < indptr[r + 1]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if indptr[mid] <= a:
+            lo = mid
+        else:
+            hi = mid - 1
+    for e in range(idx.size):  # ids and in-degrees; the hashes in a loop of their own (SIMD)
+        c = np.int64(idx[e])
+        if c < 0 or c >= n:
+            return fwd, rev, e
+        indeg[c] += 1
+    r = lo
+    while r < indptr.size - 1 and indptr[r] < end:
+        e0 = max(indptr[r], a) - a
+        e1 = min(indptr[r + 1], end) - a
+        ur = np.uint64(r)
+        for e in range(e0, e1):
+            uc = np.uint64(np.int64(idx[e]))
+            fwd += mix64(ur * gamma + uc)
+            rev += mix64(uc * gamma + ur)
+        r += 1
+    return fwd, rev, -1
+
+
+def _csr_checked_symmetric(indptr: np.ndarray, blocks, n: int) -> bool:
+    """Validate every ``(first entry, indices block)`` of a CSR (ids in range: the error names
+    the first bad one) and tell whether it is symmetric, in one compiled pass and O(n) memory:
+    in-degrees must equal out-degrees and an order-free hash of the entries must equal that of
+    the reversed entries (the test of :func:`argosy.shared.graphio.csr_is_symmetric`, fused)."""
+    # int32 counts while they cannot overflow: half the cache footprint of the random increments
+    indeg = np.zeros(max(n, 1), np.int32 if int(indptr[-1]) < 2 ** 31 else np.int64)
+    fwd = rev = 0
+    for a, idx in blocks:
+        if idx.size == 0:
+            continue
+        if idx.dtype.kind not in "iu" or idx.dtype.itemsize > 8 or idx.dtype == np.uint64:
+            idx = as_ids(idx, "indices")
+        f, r, bad = _csr_check_block(indptr, int(a), idx, int(n), indeg)
+        if bad >= 0:
+            _check_ids(np.asarray(idx, np.int64), n, "indices", a)
+        fwd = (fwd + int(f)) & 0xFFFFFFFFFFFFFFFF
+        rev = (rev + int(r)) & 0xFFFFFFFFFFFFFFFF
+    return bool(fwd == rev and np.array_equal(indeg[:n], np.diff(indptr)))
 
 
 class PairEdgeStream(EdgeStream):

@@ -259,6 +259,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
     # 2.5 GB and 108 s, against 1.1 GB and 36 s streamed), and an edge list over a sparse id
     # space (20M ids, 2M with edges) bought it with its empty ids (2.5 GB and 226 s)
     budget = cluster_budget(0)  # set from the vertices with edges by the first pass
+    memory_budget = budget
     whole_first = whole_graph and k > 1 and stream.stream_entries <= budget
     for cyc in range(1 + max(0, stream_cycles) + int(whole_first)):
         cd: Dict = {}
@@ -282,7 +283,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             place_unseen(gpart, gsize, k)
         cd["t_lp"] = time.perf_counter() - t0
         if cyc == 0:  # per vertex with an edge: empty ids of a sparse id space buy nothing
-            budget = cluster_budget(int(np.count_nonzero(seen)))
+            budget = memory_budget = cluster_budget(int(np.count_nonzero(seen)))
             if cluster_entries:  # below "best": coarsen out of core down to this size first
                 budget = min(budget, int(cluster_entries))
         nc1 = nc
@@ -296,7 +297,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             # 234-vertex clusters stall at 18.7M entries)
             cmap, nc, maxw, info, built = coarsen_cluster_graph(
                 stream, cmap, nc, maxw, max(1, n // k), budget, state,
-                workdir or stream.workdir, part)
+                workdir or stream.workdir, part, memory_budget)
         cd.update(cluster_passes=passes, clusters_level1=int(nc1),
                   level1_entries=info["level1_entries"], coarsen_levels=info["levels"],
                   clusters=int(nc), max_cluster=maxw, whole_graph=bool(whole))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .nbutil import heap_pop, heap_push_or_update, permutation
+from .nbutil import visit_order, heap_pop, heap_push_or_update, permutation
 from .placement import block_weights
 
 __all__ = ["refine_kway", "fm_rounds", "fm_kway", "rebalance"]
@@ -38,7 +38,7 @@ def refine_kway(xadj, adj, ew, vw, part, k, maxbw, rounds, state):
     touched = np.empty(k, np.int64)
     total_gain = 0
     for _ in range(rounds):
-        order = permutation(n, state)
+        order = visit_order(n, state)
         moved = 0
         rgain = 0
         for idx in range(n):
@@ -134,7 +134,7 @@ def fm_rounds(xadj, adj, ew, vw, ids, local, part, bw, k, maxbw, rounds, stall, 
     moved_total = 0
     for _ in range(rounds):
         size = 0
-        order = permutation(n, state) if shuffle else np.arange(n)
+        order = visit_order(n, state) if shuffle else np.arange(n)
         for r in range(n):
             i = order[r]
             locked[i] = False

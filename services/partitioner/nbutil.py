@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["xorshift", "rand_below", "permutation", "rng_state", "heap_push_or_update",
+__all__ = ["xorshift", "rand_below", "permutation", "visit_order", "rng_state", "heap_push_or_update",
            "heap_pop", "compact_labels"]
 
 
@@ -40,6 +40,34 @@ def permutation(n, state):
         p[i] = p[j]
         p[j] = t
     return p
+
+
+# vertex counts from which the in-memory kernels visit vertices in a cache-friendly order
+LOCAL_ORDER_MIN = 1 << 17
+LOCAL_ORDER_BLOCK = 512
+
+
+@numba.njit(cache=True)
+def visit_order(n, state):
+    """A random visiting order of ``0 .. n - 1`` for a pass of label propagation or FM.
+
+    Below :data:`LOCAL_ORDER_MIN` vertices a uniform permutation.  Above it, blocks of
+    :data:`LOCAL_ORDER_BLOCK` consecutive ids in random order, each block in id order: on a
+    graph of millions of vertices a uniform order makes every visit a cache miss on the CSR
+    (a 3M-vertex road-like graph: 5 s per LP round against ~1 s), and the ids within a block
+    are still visited in a random position of the pass."""
+    if n < LOCAL_ORDER_MIN:
+        return permutation(n, state)
+    nb = (n + LOCAL_ORDER_BLOCK - 1) // LOCAL_ORDER_BLOCK
+    bo = permutation(nb, state)
+    out = np.empty(n, np.int64)
+    i = 0
+    for t in range(nb):
+        a = bo[t] * LOCAL_ORDER_BLOCK
+        for v in range(a, min(a + LOCAL_ORDER_BLOCK, n)):
+            out[i] = v
+            i += 1
+    return out
 
 
 def rng_state(seed: int) -> np.ndarray:

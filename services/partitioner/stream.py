@@ -75,6 +75,37 @@ def _group_starts(src):
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def _csr_groups(seg, dst, v0, n, src_o, dst_o, starts):
+    """Rows ``v0 + r`` of a CSR slice (``seg`` = ``indptr[v0:v1 + 1]``, ``dst`` their entries)
+    into ``src_o``/``dst_o`` without self loops, with the start of every non-empty row in
+    ``starts``.  Returns ``(entries kept, groups, position of the first bad id or -1)``."""
+    base = seg[0]
+    kept = 0
+    groups = 0
+    bad = -1
+    for r in range(seg.size - 1):
+        a = seg[r] - base
+        b = seg[r + 1] - base
+        u = v0 + r
+        first = kept
+        for e in range(a, b):
+            w = dst[e]
+            if w < 0 or w >= n:
+                if bad < 0:
+                    bad = e
+                continue
+            if w != u:
+                src_o[kept] = u
+                dst_o[kept] = w
+                kept += 1
+        if kept > first:
+            starts[groups] = first
+            groups += 1
+    starts[groups] = kept
+    return kept, groups, bad
+
+
 @numba.njit(cache=True)
 def max_group_size(starts):
     """Longest vertex group (adjacency list) of a grouped chunk: the size of scratch buffers."""
@@ -298,18 +329,40 @@ class CSRArrayStream(EdgeStream):
     def num_chunks(self) -> int:
         return max(0, self._bounds.size - 1)
 
-    def _make_chunk(self, v0: int, v1: int, dst: np.ndarray) -> Chunk:
+    def _make_groups(self, v0: int, v1: int, dst: np.ndarray, narrow: bool = True) -> GroupedChunk:
+        """Rows ``v0 .. v1 - 1`` with their stored entries ``dst`` as ``(src, dst, starts)``:
+        one compiled pass builds the sources, drops self loops, checks the ids and finds the
+        vertex groups (ids int32 when ``narrow`` and ``n < 2**31``, as the regrouped stream
+        stores them; int64 otherwise, the dtype of :meth:`read_chunk`)."""
         seg = self._indptr[v0:v1 + 1]
-        deg = np.diff(seg)
-        src = np.repeat(np.arange(v0, v1, dtype=np.int64), deg)
-        dst = np.asarray(dst, dtype=np.int64)
-        _check_ids(dst, self.num_nodes, "indices", int(seg[0]))
-        keep = src != dst
-        if not keep.all():
-            src, dst = src[keep], dst[keep]
+        dst = np.asarray(dst)
+        if dst.dtype != np.int32 and dst.dtype != np.int64:
+            dst = dst.astype(np.int64)
+        dt = np.int32 if narrow and self.num_nodes < 2 ** 31 else np.int64
+        c = int(seg[-1] - seg[0])
+        src_o, dst_o = np.empty(c, dt), np.empty(c, dt)
+        starts = np.empty(v1 - v0 + 1, np.int64)
+        kept, groups, bad = _csr_groups(seg, dst, v0, self.num_nodes, src_o, dst_o, starts)
+        if bad >= 0:
+            _check_ids(np.asarray(dst, np.int64), self.num_nodes, "indices", int(seg[0]))
+        return src_o[:kept], dst_o[:kept], starts[:groups + 1]
+
+    def _make_chunk(self, v0: int, v1: int, dst: np.ndarray) -> Chunk:
+        src, dst, _ = self._make_groups(v0, v1, dst, narrow=False)
         return src, dst
+
+    def read_groups(self, i: int) -> GroupedChunk:
+        """Chunk ``i`` as ``(src, dst, starts)`` (no sorting: a CSR is grouped by row)."""
+        v0, v1 = int(self._bounds[i]), int(self._bounds[i + 1])
+        a, b = int(self._indptr[v0]), int(self._indptr[v1])
+        return self._make_groups(v0, v1, self._indices[a:b])
 
     def read_chunk(self, i: int) -> Chunk:
         v0, v1 = int(self._bounds[i]), int(self._bounds[i + 1])
         a, b = int(self._indptr[v0]), int(self._indptr[v1])
         return self._make_chunk(v0, v1, self._indices[a:b])
+
+    def iter_groups(self, chunk_order: Optional[np.ndarray] = None) -> Iterator[GroupedChunk]:
+        order = range(self.num_chunks) if chunk_order is None else chunk_order
+        for i in order:
+            yield self.read_groups(int(i))

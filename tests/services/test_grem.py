@@ -383,8 +383,9 @@ def test_vcycle_cluster_graph_stays_within_budget(tmp_path, monkeypatch):
     calls = []
     real = grem.coarsen_cluster_graph
 
-    def spy(stream, cmap, nc, maxw, maxw_cap, budget, state, workdir=None, part=None):
-        out = real(stream, cmap, nc, maxw, maxw_cap, budget, state, workdir, part)
+    def spy(stream, cmap, nc, maxw, maxw_cap, budget, state, workdir=None, part=None,
+            memory_entries=None):
+        out = real(stream, cmap, nc, maxw, maxw_cap, budget, state, workdir, part, memory_entries)
         cm, nc2, built = out[0], out[1], out[4]
         if part is not None:  # a V-cycle: every cluster inside one block
             assert np.unique(cm.astype(np.int64) * k + part).size == nc2
@@ -470,9 +471,10 @@ def test_out_of_core_scratch_goes_to_tmpdir(planted_graph, tmp_path, monkeypatch
     dirs = []
     real = grem.coarsen_cluster_graph
 
-    def spy(stream, cmap, nc, maxw, maxw_cap, budget, state, workdir=None, part=None):
+    def spy(stream, cmap, nc, maxw, maxw_cap, budget, state, workdir=None, part=None,
+            memory_entries=None):
         dirs.append(workdir)
-        return real(stream, cmap, nc, maxw, maxw_cap, budget, state, workdir, part)
+        return real(stream, cmap, nc, maxw, maxw_cap, budget, state, workdir, part, memory_entries)
 
     monkeypatch.setattr(grem, "coarsen_cluster_graph", spy)
     monkeypatch.setattr(grem, "cluster_budget", lambda n_: 500)
