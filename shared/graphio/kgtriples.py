@@ -19,6 +19,7 @@ loaded 2-core development machine.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,8 @@ from argosy.shared.errors import GraphFormatError
 
 from .strings import Interner, iter_text_blocks
 from .typed import TypedGraph
+
+logger = logging.getLogger("argosy")
 
 __all__ = ["read_kg_triples", "find_kg_files", "KG_SPLITS"]
 
@@ -111,6 +114,15 @@ def read_kg_triples(dir_or_files, name: str | None = None) -> TypedGraph:
         where = next(files[s] for s in KG_SPLITS if s in raw and (raw[s][:, 1] == first_new).any())
         raise GraphFormatError(f"{where}: relation {rname!r} does not occur in the training triples "
                                f"({files['train']}); every relation must be trained")
+    seen = np.zeros(len(ents), bool)
+    seen[raw["train"][:, [0, 2]].ravel()] = True
+    for split in ("valid", "test"):
+        if split in raw and raw[split].size:
+            unseen = ~(seen[raw[split][:, 0]] & seen[raw[split][:, 2]])
+            if unseen.any():          # kept and ranked, as the benchmark's files say (WN18RR has some)
+                logger.warning("%s: %d of %d triples have an entity that no training triple names; they are "
+                               "ranked like the others (that entity's embedding is never trained)",
+                               files[split], int(unseen.sum()), raw[split].shape[0])
     enames, emap = ents.sorted_ids()
     rnames, rmap = rels.sorted_ids()
     triples = {s: np.stack([emap[t[:, 0]], rmap[t[:, 1]], emap[t[:, 2]]], axis=1) for s, t in raw.items()}

@@ -111,9 +111,12 @@ def write_kg(d, train="a\tr1\tb\nb\tr2\tc\nc\tr1\ta\n", valid="a\tr2\tc\n", test
     return d
 
 
-def test_kg_triples(tmp_path):
+def test_kg_triples(tmp_path, caplog):
     d = write_kg(tmp_path / "kg")
-    tg = read_kg_triples(d)
+    with caplog.at_level("WARNING", logger="argosy"):
+        tg = read_kg_triples(d)
+    assert "test.txt: 1 of 1 triples have an entity that no training triple names" in caplog.text
+    assert "valid.txt" not in caplog.text
     assert list(tg.node_names["entity"]) == ["a", "b", "c", "d"]      # d: only in test, still an entity
     assert [r[1] for r in tg.relations] == ["r1", "r2"]
     assert tg.total_edges == 3                                        # train triples only
