@@ -269,6 +269,8 @@ def cmd_inspect(args) -> int:
         out["node_types"] = {t: int(offs[i + 1] - offs[i]) for i, t in enumerate(m.typed["node_types"])}
         out["relations"], out["reverse_relations"] = m.num_relations, int(m.typed.get("reverse", 0))
         out["target"] = m.typed.get("target")
+        if m.feature_dim:                    # each type's width (0: no feature file, a learned input row)
+            out["feature_dims"] = dict(m.typed.get("feature_dims", {}))
         tb = m.partition.get("target_balance")
         if tb:                               # the fullest part's training vertices of the target type / mean
             out["target_balance"] = round(tb["marked_max_over_mean_after"], 3)
