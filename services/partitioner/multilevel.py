@@ -46,7 +46,7 @@ FM_ROUNDS = 3
 # levels above this many vertices are refined by k-way LP only: there FM cost as much as the
 # rest of the level (a 3M-vertex road-like graph: 4.2 s of FM after 3.1 s of LP, for 2.7 % of
 # the cut) and, inside GREM, the streamed refinement runs FM on the vertices afterwards anyway
-FM_MAX_VERTICES = 1 << 19
+FM_MAX_VERTICES = 1 << 20
 
 
 def _coarsen(xadj, adj, ew, vw, k, eps, total, coarsen_to, lp_rounds, state, part=None):

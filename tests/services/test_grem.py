@@ -495,3 +495,35 @@ def test_isolated_vertices_leave_full_blocks_first():
     assert moved == 2 and np.bincount(part, minlength=3).max() <= 3
     assert part[0] == 0 and part[4] == 0                      # vertices with edges stay
     assert (part[[1, 2, 3]] == 0).sum() == 1
+
+
+def test_cluster_graph_over_the_effort_limit_is_coarsened_in_memory(tmp_path, monkeypatch):
+    """A first-level cluster graph above the effort's limit (``cluster_entries``) but within the
+    O(n) budget is coarsened in memory, by levels, down to the limit: no scratch files, and the
+    planted blocks are still found."""
+    from argosy.services.partitioner import cluster_graph
+    from argosy.shared.synthetic import planted_blocks, write_planted_edge_list
+
+    n, k = 6000, 4
+    p = tmp_path / "pp.npy"
+    write_planted_edge_list(p, n, 60000, blocks=k, mixing=0.15, seed=2)
+    truth = planted_blocks(n, k, seed=2)
+    calls = []
+    real = cluster_graph._coarsen_in_memory
+
+    def spy(*a, **kw):
+        out = real(*a, **kw)
+        calls.append(out[1])
+        return out
+
+    monkeypatch.setattr(cluster_graph, "_coarsen_in_memory", spy)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    r = partition_stream(open_edge_stream(p, chunk_edges=10000), k, method="grem", seed=0,
+                         whole_graph=False, cluster_entries=2000, tmpdir=str(scratch))
+    c0 = r.details["cycles"][0]
+    assert calls and c0["coarsen_levels"] >= 1 and c0["clusters"] < c0["clusters_level1"]
+    assert c0["cluster_graph_entries"] <= 2000 < c0["level1_entries"]
+    assert r.part_sizes.max() <= capacity(n, k, 0.03)
+    assert _agreement(truth, r.assignment, k) >= 0.95
+    assert all(not f.startswith("argosy-clustergraph") for f in os.listdir(scratch))

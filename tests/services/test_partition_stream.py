@@ -649,3 +649,37 @@ def test_packed_part_is_warned_about_and_the_warning_reaches_train(tmp_path, cap
     res = partition_to_store(str(path), tmp_path / "c", 8, "grem", quiet=True)
     err = capsys.readouterr().err
     assert res["edge_balance"] > 2.0 and "partitioner warning: one part holds" in err
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_npz_symmetry_check_and_grouped_chunks(tmp_path, small_csr, compressed):
+    """The fused open-time check tells a symmetric CSR from an asymmetric one (which is then
+    symmetrised), and the fused chunk kernel groups rows exactly as sorting would: int32 ids,
+    one group per row with entries, self loops dropped."""
+    from argosy.services.partitioner.stream import group_chunk
+
+    indptr, indices, expected = small_csr
+    p = tmp_path / "sym.npz"
+    _write_csr_npz(p, indptr, indices, compressed)
+    st = open_edge_stream(p, chunk_edges=3)
+    assert not st.symmetrize
+    for src, dst, starts in st.iter_groups():
+        assert src.dtype == np.int32 and dst.dtype == np.int32
+        s2, d2, st2 = group_chunk(src.astype(np.int64), dst.astype(np.int64))
+        assert np.array_equal(starts, st2) and np.array_equal(d2, dst)
+    # drop one direction of edge (0, 1) and add a self loop on vertex 6: asymmetric
+    keep = np.ones(indices.size, bool)
+    keep[indptr[1]] = False  # row 1's first entry is 0
+    ind = indices[keep]
+    deg = np.diff(indptr)
+    deg[1] -= 1
+    deg[6] += 1
+    ind = np.insert(ind, indptr[6] - 1, 6)
+    ip = np.zeros(indptr.size, np.int64)
+    np.cumsum(deg, out=ip[1:])
+    q = tmp_path / "asym.npz"
+    _write_csr_npz(q, ip, ind.astype(np.int32), compressed)
+    st = open_edge_stream(q, chunk_edges=3)
+    assert st.symmetrize
+    src, dst = _collect(st)
+    assert _edge_set(src, dst) == expected  # symmetrised back, the self loop dropped
