@@ -172,6 +172,7 @@ class Coordinator:
         info = {**info, "role": role, "id": service_id, "host": socket.gethostname(), "pid": os.getpid(),
                 "started": time.time()}
         self._hb_info = info                      # update_info() edits this dict, so heartbeats keep it
+        self._hb_ttl_ms = int(ttl * 1000)
         self.r.sadd(keys.members(self.job, role), service_id)
         self.record_event("join", role, service_id)
         ttl_ms = int(ttl * 1000)
@@ -192,8 +193,19 @@ class Coordinator:
         beat_once.start()
 
     def update_info(self, role: str, service_id: str, **fields) -> None:
-        getattr(self, "_hb_info", {}).update(fields)
-        self.r.hset(keys.service(self.job, role, service_id), mapping={k: json.dumps(v) for k, v in fields.items()})
+        """Change fields of this service's registry entry.  The whole entry is written, with its TTL: a
+        bare HSET after the key had expired (heartbeats lost on a bad link) left a hash with only these
+        fields and no TTL, which crashed the launcher's FleetWatch (``KeyError: 'id'``) in a soak."""
+        info = getattr(self, "_hb_info", None)
+        if info is None:
+            self.r.hset(keys.service(self.job, role, service_id), mapping={k: json.dumps(v) for k, v in fields.items()})
+            return
+        info.update(fields)
+        key = keys.service(self.job, role, service_id)
+        pipe = self.r.pipeline()
+        pipe.hset(key, mapping={k: json.dumps(v) for k, v in info.items()})
+        pipe.pexpire(key, self._hb_ttl_ms)
+        pipe.execute()
 
     def deregister(self, role: str, service_id: str) -> None:
         self._hb_stop.set()
@@ -213,6 +225,8 @@ class Coordinator:
         for i, h in zip(ids, pipe.execute()):
             if h:
                 d = {k.decode(): json.loads(v) for k, v in h.items()}
+                d.setdefault("id", i)          # an entry written only in part is still this service's
+                d.setdefault("role", role)
                 d["alive"] = True
                 out.append(d)
             elif include_dead:
@@ -370,6 +384,12 @@ class Coordinator:
     def append_epoch(self, record: EpochRecord | dict) -> None:
         rec = record if isinstance(record, EpochRecord) else EpochRecord.from_dict(record)
         self.r.rpush(keys.epoch_metrics(self.job), json.dumps(rec.to_dict()))
+
+    def append_epochs(self, records: list) -> None:
+        """:meth:`append_epoch` for many records in one round trip (a resumed trainer re-publishes its history)."""
+        if records:
+            self.r.rpush(keys.epoch_metrics(self.job), *(json.dumps((r if isinstance(r, EpochRecord) else
+                                                                     EpochRecord.from_dict(r)).to_dict()) for r in records))
 
     def trim_epochs(self, n: int) -> None:
         """Keep only the first ``n`` epoch records (a resumed job re-runs the rest)."""

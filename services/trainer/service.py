@@ -52,6 +52,9 @@ from argosy.services.trainer.ingest import Arrival, Ingest
 __all__ = ["TrainerProc", "PhaseStats"]
 
 logger = logging.getLogger(__name__)
+HISTORY_FILE = "checkpoint.epochs.jsonl"
+"""Beside ``checkpoint.pt`` in the run dir: every epoch record of the run, one JSON line each (rank 0);
+the checkpoint holds how many belong to it (``epochs_n``)."""
 APPLIED_SWEEP_EVERY = 64
 """Every this many epochs, trainer rank 0 deletes every applied-id set of a finished epoch (a SCAN)."""
 STARVE_WAIT_MAX = 1.0
@@ -406,12 +409,12 @@ class TrainerProc:
                        cfg.coord.heartbeat_seconds, cfg.coord.heartbeat_ttl)
         try:
             self._maybe_resume()
+            self._open_history()
             if self.rank == 0:                      # before the rendezvous, so no rank receives early
                 coord.ensure_groups(self.store.num_parts)
                 coord.clear_applied(self.start_epoch)
                 coord.trim_epochs(0)
-                for rec in self.epochs:
-                    coord.append_epoch(rec)
+                coord.append_epochs(self.epochs)    # one round trip: a resumed soak has thousands
                 coord.set_state(JobState.RUNNING)
             self.init_distributed()
             self.ingest.start()                     # after clear_applied: its claims are this run's
@@ -443,6 +446,7 @@ class TrainerProc:
                     improved and bool(cfg.run_dir), cfg.run_dir if due else None, epoch, rec)
                 self.epochs.append(rec)
                 if self.rank == 0:
+                    self._append_history(rec)
                     coord.append_epoch(rec)
                     # the last epoch's applied ids are not needed any more (every rank is past it); a
                     # sweep now and then also drops the sets late re-deliveries of older epochs re-created
@@ -479,6 +483,8 @@ class TrainerProc:
             raise
         finally:
             coord.deregister("trainer", ctx.service_id)
+            if getattr(self, "_history", None) is not None:
+                self._history.close()
             self.ingest.close()
             if self.shards is not None:
                 self.shards.close()
@@ -604,12 +610,34 @@ class TrainerProc:
                          metrics={k: rec.get(k) for k in LINK_KEYS} if self.link else None)
 
     def _save_checkpoint(self, epoch: int) -> None:
-        """Atomically write model, optimizer, RNG state and progress after ``epoch`` (rank 0)."""
+        """Atomically write model, optimizer, RNG state and progress after ``epoch`` (rank 0).
+
+        The epoch records are not in it: they are appended, one line each, to :data:`HISTORY_FILE`
+        (:meth:`_append_history`) and the checkpoint keeps their count.  Pickling the whole history into
+        every epoch's checkpoint made each checkpoint O(epochs): 0.45 s per epoch after 6,000 epochs."""
         if not self.cfg.run_dir:
             return
-        rundir.save_checkpoint(self.cfg.run_dir, {**self.core.state(), "epoch": epoch, "epochs": self.epochs,
+        rundir.save_checkpoint(self.cfg.run_dir, {**self.core.state(), "epoch": epoch, "epochs_n": len(self.epochs),
                                                   **self.stopper.state(), "result": self.result,
                                                   "fingerprint": self.cfg.fingerprint()})
+
+    def _history_path(self) -> Path:
+        return Path(self.cfg.run_dir) / HISTORY_FILE
+
+    def _open_history(self) -> None:
+        """Rank 0: (re)write the history file with the records this run starts from (none, or the resumed
+        checkpoint's), so a line of a later epoch left by a crash before its checkpoint is dropped."""
+        self._history = None
+        if self.rank != 0 or not self.cfg.run_dir:
+            return
+        with open(self._history_path(), "w") as f:
+            f.writelines(json.dumps(rec) + "\n" for rec in self.epochs)
+        self._history = open(self._history_path(), "a")
+
+    def _append_history(self, rec: dict) -> None:
+        if self._history is not None:
+            self._history.write(json.dumps(rec) + "\n")
+            self._history.flush()
 
     def _maybe_resume(self) -> None:
         """Continue after the last checkpointed epoch if this job's run dir has one.
@@ -627,7 +655,16 @@ class TrainerProc:
                              f"({ck.get('fingerprint')} != {self.cfg.fingerprint()}); use another --run-dir")
         self.core.load_state(ck)
         self.start_epoch = int(ck["epoch"]) + 1
-        self.epochs, self.result = list(ck["epochs"]), dict(ck["result"])
+        if "epochs" in ck:                             # a checkpoint written before HISTORY_FILE
+            self.epochs = list(ck["epochs"])
+        else:
+            n = int(ck["epochs_n"])
+            with open(self._history_path()) as f:
+                self.epochs = [json.loads(ln) for _, ln in zip(range(n), f)]
+            if len(self.epochs) < n:
+                raise ValueError(f"{self._history_path()} has {len(self.epochs)} epoch records, the checkpoint "
+                                 f"{path} needs {n}: the run dir is damaged; start the job again in a new --run-dir")
+        self.result = dict(ck["result"])
         self.stopper.load(ck)
         self.resumed_from = self.start_epoch
         logger.info("resumed from %s: continuing at epoch %d", path, self.start_epoch)
