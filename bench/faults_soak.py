@@ -32,6 +32,7 @@ OUT = ROOT / "bench" / "results"
 SOAK_FAULTS = ("host-kill", "link-10", "link-flap", "loss-5", "loss-20", "slow-link", "redis-link",
                "stop-trainer", "stop-loader", "hang-trainer", "hang-loader")
 WARMUP_S = 300.0
+PROC_WARMUP_S = 120.0   # and a replacement process's own start-up (loading its parts, its model) is not growth
 NAME = "soak"           # file names under bench/results (--name)
 
 
@@ -141,8 +142,12 @@ def run(args) -> None:
     time.sleep(1)
     orphans = faults.job_processes(job.job)
     left = faults.namespaces(f"ag{job.proc.pid}")
-    report = json.loads((work / "run" / "report.json").read_text())
-    epochs = report["epochs"]
+    rp, hist = work / "run" / "report.json", work / "run" / "checkpoint.epochs.jsonl"
+    if rp.exists():
+        epochs = json.loads(rp.read_text())["epochs"]
+    else:                     # the launcher died without a report: the trainer's history file has the epochs
+        print(f"no {rp}: epochs read from {hist}", file=sys.stderr)
+        epochs = [json.loads(ln) for ln in hist.read_text().splitlines() if ln.strip()] if hist.exists() else []
     for i, e in enumerate(epochs):
         e["t_end"] = job.epoch_times[i] if i < len(job.epoch_times) else None
     (OUT / f"{NAME}_epochs.json").write_text(json.dumps({"epochs": epochs, "rc": job.proc.returncode, "orphans": orphans,
@@ -176,11 +181,11 @@ def summarize() -> str:
     by: dict[str, list[dict]] = {}
     for s in samples:
         by.setdefault(s["sid"], []).append(s)
-    rows = ["| process | samples after warm-up, before the stop | span min | RSS first/last MB | RSS slope %/10 min | fds min-max | sockets min-max |",
+    rows = ["| process | samples after warm-up (the job's 5 min, a replacement's first 2 min), before the stop | span min | RSS first/last MB | RSS slope %/10 min | fds min-max | sockets min-max |",
             "|---|---|---|---|---|---|---|"]
     t_stop = ep.get("t_stop", float("inf"))      # after the SIGTERM: shutdown (the report is written), not the soak
     for sid, ss in sorted(by.items()):
-        w = [s for s in ss if s["t"] - t0 >= WARMUP_S and s["t"] < t_stop]
+        w = [s for s in ss if s["t"] >= max(t0 + WARMUP_S, ss[0]["t"] + PROC_WARMUP_S) and s["t"] < t_stop]
         if len(w) < 3:
             rows.append(f"| {sid} | {len(w)} | - | - | - (lived {len(ss) * 10} s) | - | - |")
             continue
@@ -282,7 +287,8 @@ def plot() -> None:
     # RSS relative to each process's first sample after warm-up: the growth the slope table measures
     fig, ax = plt.subplots(figsize=(11, 5))
     for sid, ss in sorted(by.items()):
-        w = [s for s in ss if s["t"] - t0 >= WARMUP_S and s["t"] < ep.get("t_stop", float("inf"))]
+        w = [s for s in ss if s["t"] >= max(t0 + WARMUP_S, ss[0]["t"] + PROC_WARMUP_S)
+             and s["t"] < ep.get("t_stop", float("inf"))]
         if len(w) >= 3:
             ax.plot([(s["t"] - t0) / 60 for s in w], [100.0 * (s["rss"] / w[0]["rss"] - 1) for s in w], label=sid, lw=1.2)
     shade(ax)
