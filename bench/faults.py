@@ -237,13 +237,17 @@ def _link_down_for(job: Job, node: str, seconds: float) -> None:
 def f_host_kill(job: Job, rng) -> dict:
     t = time.time()
     job.sim.link("h1", False)
+    # its disk goes first: deleted after the kill, the launcher's replacements (started within its 0.5 s
+    # poll) could already be staging into it, and the deletion raced their staging (a loaded CI run failed
+    # "loader-r1 cannot start: FileNotFoundError ... .manifest.json.staging-N"); a machine that comes
+    # back has an empty disk, it does not lose it while its new processes write
+    shutil.rmtree(job.run_dir / "hosts" / "h1" / "store", ignore_errors=True)
     pids = _ns_pids(job.sim.ns("h1"))
     for p in pids:
         try:
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    shutil.rmtree(job.run_dir / "hosts" / "h1" / "store", ignore_errors=True)    # its disk went with it
     time.sleep(10)
     job.sim.link("h1", True)
     return {"t_inject": t, "t_end": time.time(), "note": f"h1: {len(pids)} processes SIGKILLed, staged parts deleted, "
