@@ -31,21 +31,11 @@ __all__ = ["stream_cluster", "singleton_clusters", "LP_STOP_MOVED"]
 # time for +0.05 % cut; the 7 real graphs' geometric mean went 0.936 -> 0.932)
 LP_STOP_MOVED = 0.01
 
-# below this mean degree (stream entries per vertex) a vertex tied between its own cluster and
-# a larger one of fewer than GROW_TIES_MAX_SIZE vertices joins the larger one: on road-like
-# meshes (mean degree 2.6) plain LP stops at clusters of ~3 vertices (a path's boundary vertex
-# sees one neighbour on each side and stays), and the cluster graph stays a third of the input.
-# 20M-edge road-like graph, default, 3 passes: 4.9M clusters without the rule (cut 0.0346 %,
-# 118 s: coarsening them took 62 s), 2.05M with it uncapped (0.0368-0.0390 %, 59-75 s), 2.47M
-# with the cap of 8 (0.0363 %, 53 s).  Denser graphs have few such ties and keep the plain rule.
-GROW_TIES_MAX_DEGREE = 4.0
-GROW_TIES_MAX_SIZE = 8
-
 
 @numba.njit(cache=True, nogil=True)
 def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, first, state,
                      part, cpart, use_part, active, p, greedy, gpart, gsize, k, gcap, galpha,
-                     gconn, gtouch, grow):
+                     gconn, gtouch):
     """One chunk of size-constrained label propagation (pass ``p``).
 
     Each vertex gathers its neighbours' labels into ``labs`` (independent loads, so the CPU
@@ -57,10 +47,6 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, f
     neighbours' labels, which makes the converging passes cheap.  (Passes 0 and 1 move most
     vertices, so tracking activity there costs more than it saves.)  ``cpart`` is the block
     of each cluster id (labels are compacted after pass 0), ``part`` that of each vertex.
-
-    With ``grow`` > 0 a vertex whose best other label only ties with its own joins it if that
-    cluster is larger and has fewer than ``grow`` vertices (see :data:`GROW_TIES_MAX_DEGREE`),
-    so small clusters keep growing on meshes.
 
     With ``greedy`` the same loop also places each vertex by one-pass Fennel (``gpart``,
     ``gsize``) just before rating it: when ``label`` and ``gpart`` are the two columns of one
@@ -104,15 +90,13 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, f
                 j += 1
             r = j - i
             i = j
-            if c == cur or r < bestr:
-                continue
-            if r == bestr and best == cur and (csize[c] <= csize[cur] or csize[c] >= grow):
+            if c == cur or r < bestr or (r == bestr and best == cur):
                 continue
             if csize[c] + 1 > maxw:
                 continue
             if use_part and cpart[c] != part[v]:
                 continue
-            if r > bestr or best == cur:
+            if r > bestr:
                 best = c
                 bestr = r
                 nties = 1
@@ -189,7 +173,6 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
     cpart = partarr  # block of each cluster id; labels are vertex ids until compacted
     done = 0
     nthreads = get_threads() if stream.seekable and stream.num_chunks >= 4 else 1
-    grow = GROW_TIES_MAX_SIZE if stream.stream_entries < GROW_TIES_MAX_DEGREE * max(n, 1) else 0
     for p in range(max(1, passes)):
         moved = 0
         co = chunk_order(stream, order, state)
@@ -214,7 +197,7 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
                                         local.labs, first and p == 0, local.state, partarr,
                                         cpart, use_part, active, p,
                                         greedy is not None and p == 0, gpart, gsize, k, gcap,
-                                        galpha, local.gconn, local.gtouch, grow)
+                                        galpha, local.gconn, local.gtouch)
 
             idx = range(stream.num_chunks) if co is None else [int(i) for i in co]
             moved = sum(map_chunks(one, idx, nthreads))
@@ -229,7 +212,7 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
                 moved += _stream_lp_chunk(src, dst, starts, go, label, csize, seen, maxw, labs,
                                           first and p == 0, state, partarr, cpart, use_part,
                                           active, p, greedy is not None and p == 0, gpart,
-                                          gsize, k, gcap, galpha, gconn, gtouch, grow)
+                                          gsize, k, gcap, galpha, gconn, gtouch)
         done += 1
         logger.info("GREM clustering pass %d: %d vertices moved (%.1f%%)", p + 1, moved,
                     100.0 * moved / max(n, 1))
