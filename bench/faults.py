@@ -238,9 +238,9 @@ def f_host_kill(job: Job, rng) -> dict:
     t = time.time()
     job.sim.link("h1", False)
     # its disk goes first: deleted after the kill, the launcher's replacements (started within its 0.5 s
-    # poll) could already be staging into it, and the deletion raced their staging (a loaded CI run failed
-    # "loader-r1 cannot start: FileNotFoundError ... .manifest.json.staging-N"); a machine that comes
-    # back has an empty disk, it does not lose it while its new processes write
+    # poll) could already be staging into it; a machine that comes back has an empty disk, it does not
+    # lose it while its new processes write.  (The "loader-r1 cannot start: FileNotFoundError" seen in
+    # loaded CI runs is not this: see docs/reliability.md, two replacements staging into one empty dir.)
     shutil.rmtree(job.run_dir / "hosts" / "h1" / "store", ignore_errors=True)
     pids = _ns_pids(job.sim.ns("h1"))
     for p in pids:
