@@ -21,6 +21,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -189,6 +190,10 @@ class JobDriver:
         self.hang_timeout = hang_timeout     # a child alive with no heartbeat this long is hung (None: not watched)
         self.beats: dict[str, float] = {}    # child -> when it was last seen in the registry
         self.hung: dict[str, str] = {}       # child -> why the launcher killed it (its exit's last line)
+        self.redis_restarts = 0
+        self._redis_lock = threading.Lock()
+        self._redis_stop = threading.Event()
+        self._redis_watch: threading.Thread | None = None
         from argosy.shared.fleet import FleetWatch
         self.fleet = FleetWatch(coord)          # lost replicas: logged and recorded as fleet events
 
@@ -217,11 +222,44 @@ class JobDriver:
         from argosy.services.stack import log_tail
         return log_tail(self.stack.log_path(sid))[-500:]
 
-    def step(self) -> Decision:
-        if self.embedded is not None and self.embedded.proc is not None and self.embedded.proc.poll() is not None:
+    def restart_redis_if_dead(self) -> bool:
+        """Restart the embedded Redis server from its append-only file if it exited; True if it did."""
+        with self._redis_lock:
+            e = self.embedded
+            if e is None or e.proc is None or e.proc.poll() is None:
+                return False
             logger.warning("the embedded Redis server exited (code %s); restarting it from its append-only file",
-                           self.embedded.proc.returncode)
-            self.embedded.start()
+                           e.proc.returncode)
+            e.start()
+            self.redis_restarts += 1
+            return True
+
+    def start_redis_watch(self, every: float = 0.25) -> None:
+        """Watch the embedded Redis server from a thread of its own.  Checked only between the driver's
+        steps, a server killed while the driver was inside a Redis call was never restarted: that call
+        retried for its ~60 s against a dead server and the launcher crashed (the one-hour soak, at 39 min)."""
+        if self.embedded is None or self._redis_watch is not None:
+            return
+        self._redis_stop.clear()
+
+        def loop() -> None:
+            while not self._redis_stop.wait(every):
+                try:
+                    self.restart_redis_if_dead()
+                except Exception as e:          # logged, tried again at the next tick
+                    logger.error("could not restart the embedded Redis server: %s", e)
+        self._redis_watch = threading.Thread(target=loop, name="redis-watch", daemon=True)
+        self._redis_watch.start()
+
+    def stop_redis_watch(self) -> None:
+        """Stop watching (before the launcher stops the server on purpose)."""
+        if self._redis_watch is not None:
+            self._redis_stop.set()
+            self._redis_watch.join(5)
+            self._redis_watch = None
+
+    def step(self) -> Decision:
+        self.restart_redis_if_dead()
         self.fleet.watch()
         self._kill_hung()
         obs = self.observe()
@@ -308,6 +346,7 @@ class JobDriver:
         from tqdm import tqdm
         bar = tqdm(total=self.epochs, unit="epoch", disable=self.quiet, file=sys.stderr, dynamic_ncols=True)
         seen = 0
+        self.start_redis_watch()
         try:
             while self.phase not in (Phase.DONE, Phase.FAILED):
                 d = self.step()
@@ -328,6 +367,7 @@ class JobDriver:
             bar.update(len(new))
             self._log_epochs(new)
         finally:
+            self.stop_redis_watch()
             bar.close()
             if self.epoch_log is not None:
                 self.epoch_log.close()
