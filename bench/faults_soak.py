@@ -264,7 +264,7 @@ def plot() -> None:
                        label="fault" if i == 0 else None)
         ax.axvline(WARMUP_S / 60, color="0.5", ls=":", label="end of warm-up")
         if ep.get("t_stop"):
-            ax.axvline((ep["t_stop"] - t0) / 60, color="k", ls="--", lw=0.8, label="SIGTERM (shutdown after)")
+            ax.axvline((ep["t_stop"] - t0) / 60, color="k", ls="--", lw=0.8, label="end of the job")
 
     for key, name, ylabel, scale in (("rss", f"{NAME}_rss.png", "RSS (MiB)", 2**20),
                                      ("fds", f"{NAME}_fds.png", "open file descriptors", 1)):
@@ -279,7 +279,7 @@ def plot() -> None:
             ax.set_yscale("log")
         ax.set_xlabel("minutes since the job started")
         ax.set_ylabel(ylabel + (" (solid) / sockets (dashed)" if key == "fds" else ""))
-        ax.set_title(f"soak, 2 simulated hosts: {ylabel} per process every 10 s (replacements are new lines)")
+        ax.set_title(f"soak: {ylabel} per process, every 10 s")
         ax.legend(fontsize=7, ncol=3, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         fig.tight_layout()
         fig.savefig(OUT / name, dpi=110)
