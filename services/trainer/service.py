@@ -630,6 +630,7 @@ class TrainerProc:
         self._history = None
         if self.rank != 0 or not self.cfg.run_dir:
             return
+        self._history_path().parent.mkdir(parents=True, exist_ok=True)   # a pod's run dir may not exist yet
         with open(self._history_path(), "w") as f:
             f.writelines(json.dumps(rec) + "\n" for rec in self.epochs)
         self._history = open(self._history_path(), "a")
