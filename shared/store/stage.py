@@ -41,13 +41,29 @@ def _identity(root: Path) -> str | None:
 
 
 def _clear_if_stale(src: Path, dest: Path) -> None:
-    if not dest.exists() or not any(dest.iterdir()):
+    """Empty ``dest`` when what it holds was staged from another store than ``src``.
+
+    The manifest is staged first, so a directory without one holds no complete file of this store
+    yet. Other processes' temporaries (``.NAME.staging-PID``: replacements on one host stage at
+    once) are never touched: deleting one made that process's copy fail, and the job with it."""
+    if not dest.exists():
         return
-    if _identity(dest) == _identity(src):
+    man = dest / MANIFEST_NAME
+    had = man.exists()
+    if had and _identity(dest) == _identity(src):
+        return
+    if had and not (dest / "assignment.npy").exists() and man.read_bytes() == (src / MANIFEST_NAME).read_bytes():
+        return                                   # this store's manifest, its assignment still being staged
+    # without a manifest, one renamed in by another process since the check above is this store's
+    stale = [c for c in dest.iterdir() if ".staging-" not in c.name and (had or c.name != MANIFEST_NAME)]
+    if not stale:
         return
     logger.warning("%s holds parts staged from another store than %s (rebuilt since?); clearing it", dest, src)
-    for child in dest.iterdir():
-        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    for child in stale:
+        try:
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:

@@ -122,3 +122,26 @@ def test_parts_larger_than_a_slab_are_built_in_slabs(tmp_path, monkeypatch):
             assert x == y, (p, name)
         assert a.manifest.parts[p].cut_edges == b.manifest.parts[p].cut_edges
     assert not list((tmp_path / "slabs").rglob("*.raw")) and not list((tmp_path / "slabs").rglob("*.s*"))
+
+
+def test_staging_leaves_other_processes_temporaries_and_clears_another_stores_parts(tmp_path):
+    """Replacements on one host stage at once: one's in-flight temporary is never deleted by the
+    other (that made its copy fail and the job end); parts staged from another store are cleared."""
+    import json
+
+    from argosy.shared.graphio import csr_from_edges
+    from argosy.shared.store import write_store
+    from argosy.shared.store.stage import stage_parts
+
+    g = csr_from_edges(np.arange(50), (np.arange(50) + 1) % 50, num_nodes=50)
+    write_store(g, np.arange(50) % 2, tmp_path / "s")
+    write_store(g, np.arange(50) // 25, tmp_path / "t")
+    dest = tmp_path / "local"
+    dest.mkdir()
+    (dest / ".manifest.json.staging-999").write_text("in flight")
+    assert stage_parts(tmp_path / "s", dest, [0]) == [0]
+    assert (dest / ".manifest.json.staging-999").exists()
+    assert stage_parts(tmp_path / "t", dest, [1]) == [1]          # another store: its parts only
+    assert sorted(p.name for p in dest.iterdir() if p.name.startswith("part-")) == ["part-00001"]
+    assert json.loads((dest / "manifest.json").read_text()) == json.loads((tmp_path / "t" / "manifest.json").read_text())
+    assert (dest / ".manifest.json.staging-999").exists()
