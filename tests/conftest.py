@@ -29,6 +29,17 @@ def redis_url(redis_server):
 
 
 @pytest.fixture
+def coord(redis_url, request):
+    """A Coordinator on the real Redis with a job of its own (the test's name), emptied before and after."""
+    from argosy.shared.coord import Coordinator
+    c = Coordinator(redis_url, f"t-{request.node.name}")
+    c.delete_job()
+    yield c
+    c.delete_job()
+    c.close()
+
+
+@pytest.fixture
 def cora_path():
     p = DATASETS / "cora.npz"
     if not p.exists():

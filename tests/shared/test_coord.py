@@ -9,15 +9,6 @@ from argosy.shared.errors import CoordinationError
 from argosy.shared.redis_server import EmbeddedRedis
 
 
-@pytest.fixture
-def coord(redis_url, request):
-    c = Coordinator(redis_url, f"t-{request.node.name}")
-    c.delete_job()
-    yield c
-    c.delete_job()
-    c.close()
-
-
 def test_spec_round_trip(coord):
     cfg = JobConfig(job="x", num_samplers=3)
     coord.put_spec(cfg)

@@ -6,18 +6,9 @@ sets when an epoch ends and sweeps every older one now and then (a late re-deliv
 epoch re-creates its set).
 """
 from argosy.shared import keys
-from argosy.shared.coord import APPLIED_PHASES, Coordinator
+from argosy.shared.coord import APPLIED_PHASES
 
 import pytest
-
-
-@pytest.fixture
-def coord(redis_url, request):
-    c = Coordinator(redis_url, f"t-{request.node.name}")
-    c.delete_job()
-    yield c
-    c.delete_job()
-    c.close()
 
 
 def _applied_keys(coord) -> set[tuple[int, str]]:
