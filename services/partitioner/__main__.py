@@ -330,15 +330,17 @@ def _dry_run(args, n: int, entries: int, budget, peak: int, secs: float) -> int:
 
 def run_typed(args, tg, budget) -> int:
     """A typed (heterogeneous) input: GREM (or ``--method``) cuts the graph without its types, and
-    the store keeps them (:mod:`shared.store.typed`).  The input is read whole: typed readers build
-    it in memory (O(n + m) bytes; streaming typed inputs is not done yet)."""
+    the store keeps them (:mod:`shared.store.typed`).  The typed readers hold the input in memory
+    (its edges and node data); the partitioner streams the relations from those arrays and
+    regroups them on disk, so partitioning adds GREM's O(n) state to them, not another O(m) copy."""
     from argosy.services.partitioner.core import estimate_cost, partition_stream
-    from argosy.services.partitioner.stream import CSRArrayStream
-    from argosy.shared.store.typed import typed_flat_graph, write_kg_triples, write_typed_store
+    from argosy.services.partitioner.stream import SegmentEdgeStream
+    from argosy.shared.store.typed import write_kg_triples, write_typed_store
 
     t0 = time.perf_counter()
-    g = typed_flat_graph(tg)
-    n, entries = g.num_nodes, int(g.indices.shape[0])
+    off = {t: int(o) for t, o in zip(tg.node_types, tg.type_offsets)}
+    stream = SegmentEdgeStream([(*tg.edges[r], off[r[0]], off[r[2]]) for r in tg.relations], tg.total_nodes)
+    n, entries = stream.num_nodes, stream.stream_entries
     if n == 0:
         raise GraphFormatError(f"{args.input}: the graph is empty (no vertices)")
     peak, secs = estimate_cost(n, entries, args.parts, args.method, effort=args.effort)
@@ -347,13 +349,16 @@ def run_typed(args, tg, budget) -> int:
     if not args.out:
         raise ValueError("--out STORE is required (or use --dry-run)")
     split = relation_split(args, tg)                # a bad --link-relation fails before any work
-    res = partition_stream(CSRArrayStream(g.indptr, g.indices), args.parts, method=args.method, order=args.order,
-                           seed=args.seed, eps=args.eps, memory_budget=budget, tmpdir=args.tmpdir,
-                           effort=args.effort, threads=args.threads or None)
-    balance = None
-    if tg.target and tg.train_mask is not None and not args.no_target_balance:
-        balance = target_balance(tg, g, res.assignment, args.parts)
-    del g
+    res = partition_stream(stream, args.parts, method=args.method, order=args.order, seed=args.seed, eps=args.eps,
+                           memory_budget=budget, tmpdir=args.tmpdir, effort=args.effort,
+                           threads=args.threads or None, keep_regrouped=True)
+    try:
+        balance = None
+        if tg.target and tg.train_mask is not None and not args.no_target_balance:
+            balance = target_balance(tg, res.regrouped or stream, res.assignment, args.parts)
+    finally:
+        if res.regrouped is not None:
+            res.regrouped.close()
     info = {"method": res.method, "order": res.order, "seed": args.seed, "eps": args.eps, "seconds": res.seconds,
             "input": str(args.input), "input_format": "typed", "symmetrised": not args.no_reverse_relations}
     if balance is not None:
@@ -374,13 +379,14 @@ def run_typed(args, tg, budget) -> int:
                    {"node_types": types, "relations": manifest.num_relations}, what)
 
 
-def target_balance(tg, g, assignment, k: int) -> dict:
+def target_balance(tg, graph, assignment, k: int) -> dict:
     """Spread the target type's training vertices evenly over the parts (in place; see
-    :mod:`services.partitioner.target_balance`); logs and returns what it did."""
+    :mod:`services.partitioner.target_balance`; ``graph`` a grouped edge stream); logs and
+    returns what it did."""
     from argosy.services.partitioner.target_balance import balance_marked
-    marked = np.zeros(g.num_nodes, np.bool_)
+    marked = np.zeros(tg.total_nodes, np.bool_)
     marked[int(tg.type_offsets[tg.node_types.index(tg.target)]) + np.flatnonzero(tg.train_mask)] = True
-    out = balance_marked(g.indptr, g.indices, assignment, marked, k)
+    out = balance_marked(graph, assignment, marked, k)
     logger.info("target balance: %d training %s vertices, largest part's share %.2fx -> %.2fx the mean; "
                 "%d vertices moved, %+d cut edges", out["marked"], tg.target, out["marked_max_over_mean_before"],
                 out["marked_max_over_mean_after"], out["moved"], out["cut_edges_added"])

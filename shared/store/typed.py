@@ -39,15 +39,20 @@ def typed_relations(tg: TypedGraph, reverse: bool = True) -> list[list[str]]:
     return rels
 
 
-def typed_edge_chunks(tg: TypedGraph, reverse: bool = True, chunk: int = 1 << 22):
-    """``(src, dst, relation)`` entry chunks of the store writer (see the module docstring)."""
-    s, d, r = tg.global_edges()
+def typed_edge_chunks(tg: TypedGraph, reverse: bool = True, chunk: int = 1 << 20):
+    """``(src, dst, relation)`` entry chunks of the store writer (see the module docstring), one
+    slice of one relation at a time: the relations are never concatenated (O(chunk) memory)."""
+    off = {t: int(o) for t, o in zip(tg.node_types, tg.type_offsets)}
     R = len(tg.relations)
-    for a in range(0, s.shape[0], chunk):
-        ss, dd, rr = s[a:a + chunk], d[a:a + chunk], r[a:a + chunk]
-        yield dd, ss, rr
-        if reverse:
-            yield ss, dd, rr + R
+    for r, key in enumerate(tg.relations):
+        s, d = tg.edges[key]
+        for a in range(0, len(s), chunk):
+            ss = np.asarray(s[a:a + chunk], np.int64) + off[key[0]]
+            dd = np.asarray(d[a:a + chunk], np.int64) + off[key[2]]
+            rr = np.full(ss.shape[0], r, np.int32)
+            yield dd, ss, rr
+            if reverse:
+                yield ss, dd, rr + R
 
 
 def typed_flat_graph(tg: TypedGraph) -> Graph:

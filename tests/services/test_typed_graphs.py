@@ -335,6 +335,7 @@ def test_one_relations_edges_split_for_recommendation(typed_dir, tmp_path):
 def test_target_balance_spreads_training_vertices_at_a_counted_cut():
     """All marked vertices start in part 0: afterwards no part holds over ceil(1.05 T / k) of them,
     no part exceeds the vertex capacity, and the reported cut change is the recounted one."""
+    from argosy.services.partitioner.stream import CSRArrayStream
     from argosy.services.partitioner.target_balance import balance_marked
     from argosy.shared.graphio.graph import csr_from_edges
     rng = np.random.default_rng(0)
@@ -349,7 +350,7 @@ def test_target_balance_spreads_training_vertices_at_a_counted_cut():
         return int(np.count_nonzero(p[rows] != p[g.indices]) // 2)
 
     before = cut(part)
-    out = balance_marked(g.indptr, g.indices, part, marked, k)
+    out = balance_marked(CSRArrayStream(g.indptr, g.indices, chunk_edges=500), part, marked, k)
     counts, sizes = np.bincount(part[marked], minlength=k), np.bincount(part, minlength=k)
     assert counts.max() <= int(np.ceil(1.05 * 60 / k)) and counts.sum() == 60
     assert sizes.max() <= int(np.ceil(1.03 * n / k))
