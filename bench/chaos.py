@@ -54,7 +54,7 @@ def run_once(scenario, store, work: Path, i: int, baseline: dict | None) -> dict
     t0 = time.time()
     while time.time() - t0 < 300 and injected is None and proc.poll() is None:
         try:
-            done = len(coord.epochs())
+            done = coord.epochs_count()
         except Exception:
             done = 0
         if done >= kill_after:

@@ -58,7 +58,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from argosy.services.netsim import NetSim  # noqa: E402
 from argosy.services.stack import StackFile  # noqa: E402
-from argosy.shared import keys  # noqa: E402
 from argosy.shared.coord import Coordinator  # noqa: E402
 from argosy.shared.envs import datasets_dir  # noqa: E402
 from argosy.shared.ownership import assign_parts  # noqa: E402
@@ -161,7 +160,7 @@ class Job:
                 if self.coord is None:
                     info = StackFile(self.job).read()
                     self.coord = Coordinator(info.redis, self.job, connect_timeout=2, retries=0)
-                n = int(self.coord.r.llen(keys.epoch_metrics(self.job)))     # O(1): a soak has thousands
+                n = self.coord.epochs_count()     # O(1): a soak has thousands (Redis keeps the newest)
                 now = time.time()
                 self.epoch_times += [now] * (n - len(self.epoch_times))
                 cur = {s["id"] for r in ("sampler", "loader", "trainer") for s in self.coord.services(r)}

@@ -87,8 +87,8 @@ def redis_keys(job) -> dict:
         g = re.sub(r"\d+", "N", k.decode().split(":", 2)[-1])
         n = groups.setdefault(f"{g} ({r.type(k).decode()})", [0, 0])
         n[0] += 1
-        n[1] += int(r.memory_usage(k) or 0)
-    return {"t": time.time(), "epochs": int(r.llen(f"argosy:{job.job}:epochs")),
+        n[1] += int(r.memory_usage(k, samples=0) or 0)     # exact: the default samples 5 elements of a list
+    return {"t": time.time(), "epochs": job.coord.epochs_count(),
             "used_memory": int(r.info("memory")["used_memory"]), "groups": groups}
 
 

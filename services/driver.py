@@ -352,7 +352,11 @@ class JobDriver:
                 d = self.step()
                 if self.phase in (Phase.DONE, Phase.FAILED):
                     break
-                new = self.coord.epochs(seen)      # only the new records: a long job has thousands
+                first, new = self.coord.epochs_from(seen)     # only the new records: a long job has thousands
+                if first > seen:
+                    logger.warning("epoch records %d-%d left Redis before the launcher read them (the run "
+                                   "dir's %s has them)", seen, first - 1, rundir.HISTORY_FILE)
+                    seen = first
                 if new:
                     e = new[-1]
                     bar.update(len(new))
@@ -363,7 +367,7 @@ class JobDriver:
                 self._record()
                 if not d.restart and not d.restart_trainers:
                     time.sleep(self.poll)
-            new = self.coord.epochs(seen)
+            new = self.coord.epochs_from(seen)[1]
             bar.update(len(new))
             self._log_epochs(new)
         finally:
@@ -457,12 +461,44 @@ def _clean_up(run_dir: Path, created: bool) -> str:
     return f"(kept {run_dir}: it existed before this run; its store/ may be incomplete)"
 
 
-def _keep_best(result: dict, epochs, run_dir: Path) -> dict:
+def job_epochs(coord, run_dir: Path | None) -> list:
+    """Every epoch record of the job, for its report: Redis keeps only the newest
+    (:data:`~argosy.shared.coord.MAX_EPOCH_RECORDS`), the older ones come from the run dir's
+    :data:`~argosy.shared.rundir.HISTORY_FILE`.  When that file is not here (``submit``: the trainer
+    writes it on another volume) the report has the records Redis kept, and says so in a warning."""
+    first, kept = coord.epochs_from(0)
+    if first == 0:
+        return kept
+    older = rundir.read_history(run_dir, first)
+    if len(older) == first:
+        return older + kept
+    logger.warning("the report holds epochs %d on only: Redis keeps the newest %d records and %s has %d of "
+                   "the %d before them", first, len(kept), rundir.HISTORY_FILE, len(older), first)
+    return kept
+
+
+def job_metrics(coord, run_dir: Path | None) -> dict[str, float]:
+    """The job's metrics hash with the per-epoch counters trainer rank 0 moved to the run dir put back
+    (:data:`~argosy.shared.rundir.EPOCH_COUNTERS_FILE`); without that file, epochs whose counters
+    left Redis read as unknown (``per_epoch_values``), never as 0."""
+    from argosy.shared.coord import EPOCH_COUNTERS_MOVED
+    metrics = coord.metrics()
+    moved = rundir.read_epoch_counters(run_dir) if metrics.get(EPOCH_COUNTERS_MOVED) else None
+    if moved is not None:
+        for k, v in moved.items():
+            metrics[k] = metrics.get(k, 0.0) + v
+        metrics.pop(EPOCH_COUNTERS_MOVED)
+    return metrics
+
+
+def _keep_best(result: dict, epochs, run_dir: Path, best_record=None) -> dict:
     """A job stopped before it finished (``argosy down``, Ctrl-C, a failure) still reports the best
-    accuracy so far: the best-validation epoch's figures, whose weights are in ``best.pt``."""
+    accuracy so far: the best-validation epoch's figures, whose weights are in ``best.pt``.
+    ``best_record``: Redis's copy of the best record (``Coordinator.best_epoch``), for when ``epochs``
+    holds only the newest records."""
     if result.get("test_accuracy") is not None:
         return result
-    best = best_so_far(epochs)
+    best = best_so_far(epochs) or (best_so_far([best_record]) if best_record is not None else {})
     if not best:
         return result
     out = {**best, **{k: v for k, v in result.items() if v is not None}}
@@ -592,16 +628,16 @@ def run_local(args) -> dict:
         try:
             from argosy.shared.store.residency import disk_summary
             from argosy.shared.traffic import wire_summary
-            metrics = coord.metrics()
+            metrics = job_metrics(coord, run_dir)
             result = {**result, **wire_summary(metrics), **disk_summary(metrics)}
-            epochs = coord.epochs()
+            epochs = job_epochs(coord, run_dir)
             autoscale = read_autoscale_decisions(coord)
             from argosy.shared.fleet import fleet_events, fleet_summary
             events = fleet_events(coord)
             result = {**result, **fleet_summary(coord)}
         except ArgosyError:
             pass
-        result = _keep_best(result, epochs, run_dir)
+        result = _keep_best(result, epochs, run_dir, coord.best_epoch())
         result["tensorboard"] = str(epoch_log.path) if epoch_log.path else epoch_log.why
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -648,8 +684,8 @@ def run_submitted(coord, cfg, run_dir: Path, store: str) -> dict:
     t0 = time.time()
     driver = JobDriver(coord, cfg.num_trainers, stack=None, quiet=True, poll=1.0)
     result = driver.run()
-    epochs = coord.epochs()
-    result = {**_keep_best(result, epochs, run_dir), **fleet_summary(coord), "wall_seconds": time.time() - t0,
+    epochs = job_epochs(coord, run_dir)
+    result = {**_keep_best(result, epochs, run_dir, coord.best_epoch()), **fleet_summary(coord), "wall_seconds": time.time() - t0,
               "edge_weights": cfg.trainer.edge_weights_used(_store_weighted(store))}
     report = write_report(run_dir, result, epochs, driver.timeline,
                           {"job": cfg.job, "store": store, "config": json.loads(cfg.to_json()),

@@ -322,7 +322,7 @@ def cmd_status(args) -> int:
                              "heartbeat_age": None if age is None else round(age, 2)})
     from argosy.shared.status_view import edge_weights_of
     print(json.dumps({"job": info["job"], "state": coord.get_state(), "phase": coord.get_phase(),
-                      "epochs_done": len(coord.epochs()), "metrics": coord.metrics(), "services": services,
+                      "epochs_done": coord.epochs_count(), "metrics": coord.metrics(), "services": services,
                       "missing": [s["id"] for s in services if not s["alive"]], "edge_weights": edge_weights_of(coord)}))
     return 0
 

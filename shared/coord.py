@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -28,12 +29,22 @@ from argosy.shared.records import FINAL_STATES, EpochRecord, JobResult, JobState
 
 MAX_EVENTS = 10_000
 """Fleet events a job keeps in Redis (joins, leaves, losses, re-claims: they come with faults and scaling)."""
+MAX_EPOCH_RECORDS = 512
+"""Epoch records a job keeps in Redis (the newest; ~900 bytes each).  Older ones are dropped from the
+head of the list and counted (:meth:`Coordinator.epochs_dropped`); the whole history is in the run
+dir (``checkpoint.epochs.jsonl``, written by trainer rank 0), where the report reads it."""
+EPOCH_COUNTER_WINDOW = 64
+"""Epochs whose per-epoch counters (``wire_bytes_e{E}`` ...) stay in the metrics hash; older ones are
+moved out by trainer rank 0 (:meth:`Coordinator.take_epoch_counters`) into the run dir."""
+EPOCH_COUNTERS_MOVED = "epoch_counters_moved_before"
+"""Metrics-hash field: per-epoch counters of epochs below it were moved out of Redis."""
 APPLIED_PHASES = ("train", "val", "test")
 """The phases of an epoch (``argosy.shared.plan.PHASES``; not imported: it pulls in the store)."""
 
-__all__ = ["Coordinator", "redact_url"]
+__all__ = ["Coordinator", "redact_url", "MAX_EPOCH_RECORDS", "EPOCH_COUNTER_WINDOW", "EPOCH_COUNTERS_MOVED"]
 
 logger = logging.getLogger(__name__)
+_PER_EPOCH_FIELD = re.compile(r"^(.+)_e(\d+)$")
 
 
 def redact_url(url: str) -> str:
@@ -73,6 +84,7 @@ class Coordinator:
         self.url = url
         self.job = job
         self.max_events = MAX_EVENTS          # fleet events kept in Redis (record_event)
+        self.max_epoch_records = MAX_EPOCH_RECORDS   # epoch records kept in Redis (append_epochs)
         # ~60 s of retries with backoff: every command rides out a Redis restart transparently,
         # then fails with a clear error instead of spinning or hanging forever.
         retry = _NoAuthRetry(ExponentialBackoff(cap=2.0, base=0.1),
@@ -381,26 +393,125 @@ class Coordinator:
     def metrics(self) -> dict[str, float]:
         return {k.decode(): float(v) for k, v in self.r.hgetall(keys.metrics(self.job)).items()}
 
+    def take_epoch_counters(self, before: int) -> dict[int, dict[str, float]]:
+        """Remove the per-epoch counters (``{name}_e{E}``) of every epoch below ``before`` from the
+        metrics hash and return them, ``{E: {name: value}}``; marks the hash
+        (:data:`EPOCH_COUNTERS_MOVED`) so a reader knows they left.  Read and delete are one
+        transaction: an increment is never lost between them (one landing later re-creates the field;
+        the next call takes it, and its value adds to the earlier one).  Trainer rank 0 calls it every
+        few epochs with ``epoch - EPOCH_COUNTER_WINDOW``: ~7 counters an epoch made the hash grow for
+        as long as the job ran."""
+        key = keys.metrics(self.job)
+        fields = []
+        for f in self.r.hkeys(key):
+            m = _PER_EPOCH_FIELD.match(f.decode())
+            if m and int(m.group(2)) < before:
+                fields.append(f.decode())
+        pipe = self.r.pipeline(transaction=True)
+        if fields:
+            pipe.hmget(key, fields)
+            pipe.hdel(key, *fields)
+        pipe.hget(key, EPOCH_COUNTERS_MOVED)
+        out = pipe.execute()
+        moved = float(out[-1] or 0)
+        if before > moved:
+            self.r.hset(key, EPOCH_COUNTERS_MOVED, before)
+        taken: dict[int, dict[str, float]] = {}
+        for f, v in zip(fields, out[0] if fields else []):
+            if v is None:
+                continue
+            m = _PER_EPOCH_FIELD.match(f)
+            taken.setdefault(int(m.group(2)), {})[m.group(1)] = float(v)
+        return taken
+
     def append_epoch(self, record: EpochRecord | dict) -> None:
-        rec = record if isinstance(record, EpochRecord) else EpochRecord.from_dict(record)
-        self.r.rpush(keys.epoch_metrics(self.job), json.dumps(rec.to_dict()))
+        self.append_epochs([record])
 
     def append_epochs(self, records: list) -> None:
-        """:meth:`append_epoch` for many records in one round trip (a resumed trainer re-publishes its history)."""
-        if records:
-            self.r.rpush(keys.epoch_metrics(self.job), *(json.dumps((r if isinstance(r, EpochRecord) else
-                                                                     EpochRecord.from_dict(r)).to_dict()) for r in records))
+        """Append epoch records (one round trip); past :data:`MAX_EPOCH_RECORDS` (``max_epoch_records``)
+        the oldest are dropped from Redis and counted, as fleet events are: indexes stay those of the
+        whole history (:meth:`epochs`), and the best record is kept aside (:meth:`best_epoch`)."""
+        if not records:
+            return
+        recs = [(r if isinstance(r, EpochRecord) else EpochRecord.from_dict(r)).to_dict() for r in records]
+        key, cap = keys.epoch_metrics(self.job), self.max_epoch_records
+        best = next((r for r in reversed(recs) if r.get("test_accuracy") is not None), None)
+        pipe = self.r.pipeline(transaction=True)
+        pipe.rpush(key, *(json.dumps(r) for r in recs[-cap:]))
+        if len(recs) > cap:                       # the older part of a long history never enters Redis
+            pipe.incrby(self._epochs_key("dropped"), len(recs) - cap)
+        if best is not None:
+            pipe.set(self._epochs_key("best"), json.dumps(best))
+        n = pipe.execute()[0]
+        if n > cap:
+            pipe = self.r.pipeline(transaction=True)
+            pipe.ltrim(key, n - cap, -1)
+            pipe.incrby(self._epochs_key("dropped"), n - cap)
+            pipe.execute()
+
+    def reset_epochs(self, records: list) -> None:
+        """Replace the job's epoch records by ``records`` (a resumed trainer re-publishes its history):
+        only the newest :data:`MAX_EPOCH_RECORDS` go to Redis, the rest are counted as dropped."""
+        pipe = self.r.pipeline(transaction=True)
+        pipe.delete(keys.epoch_metrics(self.job), self._epochs_key("dropped"), self._epochs_key("best"))
+        pipe.execute()
+        self.append_epochs(records)
 
     def trim_epochs(self, n: int) -> None:
-        """Keep only the first ``n`` epoch records (a resumed job re-runs the rest)."""
-        if n == 0:
-            self.r.delete(keys.epoch_metrics(self.job))
+        """Keep only the first ``n`` epoch records of the whole history (a resumed job re-runs the rest)."""
+        dropped = self.epochs_dropped()
+        if n <= dropped:
+            pipe = self.r.pipeline(transaction=True)
+            pipe.delete(keys.epoch_metrics(self.job), self._epochs_key("best"))
+            pipe.set(self._epochs_key("dropped"), n)
+            pipe.execute()
         else:
-            self.r.ltrim(keys.epoch_metrics(self.job), 0, n - 1)
+            self.r.ltrim(keys.epoch_metrics(self.job), 0, n - dropped - 1)
+
+    def _epochs_key(self, what: str) -> str:
+        return keys.epoch_metrics(self.job) + ":" + what
+
+    def epochs_dropped(self) -> int:
+        """Epoch records dropped from the head of the Redis list (past :data:`MAX_EPOCH_RECORDS`)."""
+        return int(self.r.get(self._epochs_key("dropped")) or 0)
+
+    def epochs_count(self) -> int:
+        """Epoch records of the whole history (those in Redis and those dropped from it): O(1)."""
+        pipe = self.r.pipeline(transaction=True)
+        pipe.get(self._epochs_key("dropped"))
+        pipe.llen(keys.epoch_metrics(self.job))
+        d, n = pipe.execute()
+        return int(d or 0) + int(n)
+
+    def epochs_from(self, start: int = 0) -> tuple[int, list[EpochRecord]]:
+        """``(first, records)``: the records from index ``start`` of the whole history on, or from the
+        oldest one kept when those before it were dropped (``first`` > ``start``)."""
+        key = keys.epoch_metrics(self.job)
+        dropped = self.epochs_dropped()
+        for _ in range(5):              # a trim between the two reads shifts the list: read again
+            pipe = self.r.pipeline(transaction=True)
+            pipe.lrange(key, max(0, start - dropped), -1)
+            pipe.get(self._epochs_key("dropped"))
+            raw, now = pipe.execute()
+            if int(now or 0) == dropped:
+                break
+            dropped = int(now or 0)
+        return max(start, dropped), [EpochRecord.from_dict(json.loads(x)) for x in raw]
 
     def epochs(self, start: int = 0) -> list[EpochRecord]:
-        """The epoch records from index ``start`` on (a poller passes how many it has: O(new) per call)."""
-        return [EpochRecord.from_dict(json.loads(x)) for x in self.r.lrange(keys.epoch_metrics(self.job), start, -1)]
+        """The epoch records kept in Redis from index ``start`` of the whole history on (a poller passes
+        how many it has: O(new) per call).  At most :data:`MAX_EPOCH_RECORDS`: a long job's older
+        records are in its run dir (``checkpoint.epochs.jsonl``); see :meth:`epochs_from`."""
+        return self.epochs_from(start)[1]
+
+    def last_epoch(self) -> EpochRecord | None:
+        raw = self.r.lindex(keys.epoch_metrics(self.job), -1)
+        return EpochRecord.from_dict(json.loads(raw)) if raw else None
+
+    def best_epoch(self) -> EpochRecord | None:
+        """The newest record with a test accuracy (the best-validation epoch), kept even once dropped."""
+        raw = self.r.get(self._epochs_key("best"))
+        return EpochRecord.from_dict(json.loads(raw)) if raw else None
 
     def publish_dist_url(self, url: str) -> None:
         self.r.set(keys.dist(self.job), url)

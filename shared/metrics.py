@@ -373,7 +373,7 @@ class RedisCollector:
         try:
             hash_ = coord.metrics()
             services = {r: coord.services(r) for r in self.roles}
-            epochs = coord.epochs()
+            n_epochs, last = coord.epochs_count(), coord.last_epoch()    # O(1): not the records
             backlog, pending = work_queue_depths(coord)
         except Exception as e:  # noqa: BLE001 - a scrape must answer even when Redis hiccups
             logger.warning("metrics scrape: Redis read failed (%s)", e)
@@ -397,13 +397,13 @@ class RedisCollector:
                     age.add_metric([job, role, str(s["id"])], max(0.0, now - float(s["heartbeat"])))
         yield up
         yield age
-        for key, value in (("work_backlog", backlog), ("work_pending", pending), ("epochs", len(epochs))):
+        for key, value in (("work_backlog", backlog), ("work_pending", pending), ("epochs", n_epochs)):
             g = GaugeMetricFamily(*GAUGES[key], labels=("job",))
             g.add_metric([job], value)
             yield g
-        if epochs:
+        if last is not None:
             g = GaugeMetricFamily(*GAUGES["trainer_idle_fraction"], labels=_BASE_LABELS)
-            g.add_metric([job, "trainer", "all"], float(epochs[-1].trainer_idle_fraction))
+            g.add_metric([job, "trainer", "all"], float(last.trainer_idle_fraction))
             yield g
         from argosy.shared.fleet import event_counts
         counts, costs = event_counts(coord)

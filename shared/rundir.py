@@ -5,6 +5,8 @@ A run directory (``--run-dir``; default :func:`default_run_dir`) holds::
     RUN_DIR/
     ├── best.pt          # best-validation weights + job spec + model shape (save_best / load_best)
     ├── checkpoint.pt    # rank 0's resumable state after the last checkpointed epoch (save/load_checkpoint)
+    ├── checkpoint.epochs.jsonl          # every epoch record (HISTORY_FILE)
+    ├── checkpoint.epoch_counters.jsonl  # per-epoch counters moved out of Redis (EPOCH_COUNTERS_FILE)
     ├── model.json       # where a MODULE:FACTORY model was imported from (shared.usermodel)
     ├── submitted.json   # ``argosy submit``: the job's config fingerprint and its store's identity
     ├── report.json  report.md  training.png  throughput.png  tensorboard/
@@ -21,6 +23,7 @@ torch is imported inside the functions that need it: ``argosy submit`` uses the 
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -61,6 +64,40 @@ def best_path(run_dir: str | Path) -> Path:
 
 def checkpoint_path(run_dir: str | Path) -> Path:
     return Path(run_dir) / CHECKPOINT_FILE
+
+
+HISTORY_FILE = "checkpoint.epochs.jsonl"
+"""Every epoch record of the run, one JSON line each, appended by trainer rank 0 (Redis keeps only the
+newest :data:`argosy.shared.coord.MAX_EPOCH_RECORDS`)."""
+EPOCH_COUNTERS_FILE = "checkpoint.epoch_counters.jsonl"
+"""Per-epoch counters moved out of Redis's metrics hash by trainer rank 0: lines
+``{"epoch": E, "counters": {"wire_bytes": ...}}`` (an epoch may have several lines: they add up)."""
+
+
+def read_history(run_dir: str | Path | None, n: int) -> list[dict]:
+    """The first ``n`` epoch records of :data:`HISTORY_FILE` (fewer when it is missing or shorter)."""
+    path = Path(run_dir) / HISTORY_FILE if run_dir else None
+    if path is None or not path.exists():
+        return []
+    with open(path) as f:
+        return [json.loads(ln) for _, ln in zip(range(n), f) if ln.strip()]
+
+
+def read_epoch_counters(run_dir: str | Path | None) -> dict[str, float] | None:
+    """:data:`EPOCH_COUNTERS_FILE` as metrics-hash fields (``{name}_e{E}`` summed), or None without one."""
+    path = Path(run_dir) / EPOCH_COUNTERS_FILE if run_dir else None
+    if path is None or not path.exists():
+        return None
+    out: dict[str, float] = {}
+    with open(path) as f:
+        for ln in f:
+            try:
+                rec = json.loads(ln)
+            except ValueError:                  # a line cut by a crash
+                continue
+            for k, v in rec["counters"].items():
+                out[f"{k}_e{rec['epoch']}"] = out.get(f"{k}_e{rec['epoch']}", 0.0) + float(v)
+    return out
 
 
 def run_files(run_dir: str | Path) -> list[Path]:

@@ -91,7 +91,7 @@ def status_dict(coord, now: float | None = None, tracker: RateTracker | None = N
     edges = counters.get("sampled_edges", 0.0)
     rates["remote_fraction"] = counters.get("remote_neighbors", 0.0) / edges if edges else None
     backlog, pending = work_queue_depths(coord)
-    epochs = coord.epochs()
+    n_epochs, last, best = coord.epochs_count(), coord.last_epoch(), coord.best_epoch()   # O(1): Redis keeps a window
     live = {r: sum(1 for s in services if s["role"] == r and s["alive"]) for r in ROLES}
     for s in services:
         m = s.get("metrics")
@@ -107,8 +107,8 @@ def status_dict(coord, now: float | None = None, tracker: RateTracker | None = N
             s["rate_estimated"] = True
         s["batches_per_second"] = r
         s["busy_fraction"] = None if b is None else min(1.0, max(0.0, b))
-    return {"job": coord.job, "state": coord.get_state(), "phase": coord.get_phase(), "epochs_done": len(epochs),
-            "last_epoch": epochs[-1].to_dict() if epochs else None, "best": best_so_far(epochs) or None, "metrics": counters, "rates": rates,
+    return {"job": coord.job, "state": coord.get_state(), "phase": coord.get_phase(), "epochs_done": n_epochs,
+            "last_epoch": last.to_dict() if last else None, "best": best_so_far([best] if best else []) or None, "metrics": counters, "rates": rates,
             "queues": {"work_backlog": backlog, "in_flight": pending}, "services": services,
             "missing": [s["id"] for s in services if not s["alive"]],
             "autoscale": {"replicas": read_autoscale_replicas(coord), "last_decisions": read_autoscale_decisions(coord, 3)},

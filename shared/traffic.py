@@ -49,10 +49,15 @@ class WireCounter:
         return out
 
 
-def per_epoch_values(metrics: dict[str, float], prefix: str) -> list[float]:
-    """``[metrics[prefix + "0"], metrics[prefix + "1"], ...]`` up to the last epoch recorded (0 where absent)."""
+def per_epoch_values(metrics: dict[str, float], prefix: str) -> list[float | None]:
+    """``[metrics[prefix + "0"], metrics[prefix + "1"], ...]`` up to the last epoch recorded (0 where absent).
+
+    Epochs whose counters trainer rank 0 moved out of Redis (below ``epoch_counters_moved_before``,
+    still in ``metrics`` when the run dir's copy was not merged back) are None: unknown, not 0."""
     eps = sorted(int(k[len(prefix):]) for k in metrics if k.startswith(prefix) and k[len(prefix):].isdigit())
-    return [metrics.get(f"{prefix}{e}", 0.0) for e in range(eps[-1] + 1)] if eps else []
+    moved = int(metrics.get("epoch_counters_moved_before", 0))
+    last = max(eps[-1] + 1 if eps else 0, moved)
+    return [None if e < moved else metrics.get(f"{prefix}{e}", 0.0) for e in range(last)]
 
 
 def wire_summary(metrics: dict[str, float]) -> dict:

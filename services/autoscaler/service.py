@@ -73,15 +73,15 @@ class Observer:
         t = time.time() if t is None else t
         counters = coord.metrics()
         self.tracker.add(t, counters)
-        epochs = coord.epochs()
+        n_epochs = coord.epochs_count()                        # O(1): Redis keeps only the newest records
         if self._initial_epochs is None:
-            self._initial_epochs = len(epochs)                 # records already there: their time is unknown
-        if len(epochs) > self._epochs_seen and epochs[-1].epoch != 0:   # epoch 0: start-up (JIT), not capacity
-            e = epochs[-1]
+            self._initial_epochs = n_epochs                    # records already there: their time is unknown
+        e = coord.last_epoch() if n_epochs > self._epochs_seen else None
+        if e is not None and e.epoch != 0:                     # epoch 0: start-up (JIT), not capacity
             span = e.epoch_seconds + e.val_seconds + e.test_seconds
-            start = t - span if len(epochs) > self._initial_epochs else -math.inf
+            start = t - span if n_epochs > self._initial_epochs else -math.inf
             self._epoch_idle = (float(e.trainer_idle_fraction), start, float(e.batches_per_second))
-        self._epochs_seen = len(epochs)
+        self._epochs_seen = n_epochs
         w = self.tracker.window
         if self._flow_t is None and (counters.get("trainer_batches", 0) > 0 or counters.get("loader_batches", 0) > 0):
             self._flow_t = t

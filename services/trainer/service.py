@@ -32,6 +32,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from argosy.shared.records import JobState
 from argosy.shared import envs, rundir
+from argosy.shared.coord import EPOCH_COUNTER_WINDOW
 from argosy.shared.errors import PeerDeadError
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.models import EarlyStopping
@@ -52,9 +53,12 @@ from argosy.services.trainer.ingest import Arrival, Ingest
 __all__ = ["TrainerProc", "PhaseStats"]
 
 logger = logging.getLogger(__name__)
-HISTORY_FILE = "checkpoint.epochs.jsonl"
+HISTORY_FILE = rundir.HISTORY_FILE
 """Beside ``checkpoint.pt`` in the run dir: every epoch record of the run, one JSON line each (rank 0);
 the checkpoint holds how many belong to it (``epochs_n``)."""
+COUNTERS_MOVE_EVERY = 16
+"""Every this many epochs, trainer rank 0 moves the per-epoch counters of epochs older than
+``EPOCH_COUNTER_WINDOW`` from Redis's metrics hash to the run dir (``EPOCH_COUNTERS_FILE``)."""
 APPLIED_SWEEP_EVERY = 64
 """Every this many epochs, trainer rank 0 deletes every applied-id set of a finished epoch (a SCAN)."""
 STARVE_WAIT_MAX = 1.0
@@ -413,8 +417,7 @@ class TrainerProc:
             if self.rank == 0:                      # before the rendezvous, so no rank receives early
                 coord.ensure_groups(self.store.num_parts)
                 coord.clear_applied(self.start_epoch)
-                coord.trim_epochs(0)
-                coord.append_epochs(self.epochs)    # one round trip: a resumed soak has thousands
+                coord.reset_epochs(self.epochs)     # the newest MAX_EPOCH_RECORDS: a resumed soak has thousands
                 coord.set_state(JobState.RUNNING)
             self.init_distributed()
             self.ingest.start()                     # after clear_applied: its claims are this run's
@@ -451,6 +454,8 @@ class TrainerProc:
                     # the last epoch's applied ids are not needed any more (every rank is past it); a
                     # sweep now and then also drops the sets late re-deliveries of older epochs re-created
                     coord.drop_applied(epoch, sweep=epoch % APPLIED_SWEEP_EVERY == 0)
+                    if epoch % COUNTERS_MOVE_EVERY == 0 and epoch >= EPOCH_COUNTER_WINDOW:
+                        self._move_epoch_counters(epoch - EPOCH_COUNTER_WINDOW)
                     if self.kg:   # filtered ranking of the valid triples
                         logger.info("epoch %d: loss %.4f val mrr %.4f hits@1 %.4f hits@10 %.4f (%.2f s, idle %.0f%%)",
                                     epoch, rec["train_loss"], rec["val_mrr"], rec["val_hits1"], rec["val_hits10"],
@@ -633,7 +638,18 @@ class TrainerProc:
         self._history_path().parent.mkdir(parents=True, exist_ok=True)   # a pod's run dir may not exist yet
         with open(self._history_path(), "w") as f:
             f.writelines(json.dumps(rec) + "\n" for rec in self.epochs)
+        if self.resumed_from is None:               # a new run: no moved counters of an earlier one
+            (Path(self.cfg.run_dir) / rundir.EPOCH_COUNTERS_FILE).unlink(missing_ok=True)
         self._history = open(self._history_path(), "a")
+
+    def _move_epoch_counters(self, before: int) -> None:
+        """Per-epoch counters of epochs below ``before`` leave Redis (``Coordinator.take_epoch_counters``)
+        for :data:`~argosy.shared.rundir.EPOCH_COUNTERS_FILE`, where the report reads them (without a
+        run dir they are dropped; the report then shows those epochs' values as unknown)."""
+        taken = self.ctx.coord.take_epoch_counters(before)
+        if taken and self.cfg.run_dir:
+            with open(Path(self.cfg.run_dir) / rundir.EPOCH_COUNTERS_FILE, "a") as f:
+                f.writelines(json.dumps({"epoch": e, "counters": c}) + "\n" for e, c in sorted(taken.items()))
 
     def _append_history(self, rec: dict) -> None:
         if self._history is not None:

@@ -210,10 +210,11 @@ def disk_summary(metrics: dict[str, float]) -> dict:
     hits, misses = per_epoch_values(metrics, "row_cache_hits_e"), per_epoch_values(metrics, "row_cache_misses_e")
     n = max(len(hits), len(misses))
     hits, misses = hits + [0.0] * (n - len(hits)), misses + [0.0] * (n - len(misses))
+    known = lambda a, b: a is not None and b is not None    # noqa: E731 - None: moved out of Redis, unknown
     h, m = metrics.get("row_cache_hits", 0.0), metrics.get("row_cache_misses", 0.0)
     return {"disk_read_bytes": metrics.get("disk_read_bytes", 0.0),
             "disk_read_bytes_per_epoch": per_epoch_values(metrics, "disk_read_bytes_e"),
             "major_faults": int(metrics.get("major_faults", 0.0)),
-            "major_faults_per_epoch": [int(v) for v in per_epoch_values(metrics, "major_faults_e")],
+            "major_faults_per_epoch": [None if v is None else int(v) for v in per_epoch_values(metrics, "major_faults_e")],
             "row_cache_hit_rate": h / (h + m) if h + m else None,
-            "row_cache_hit_rate_per_epoch": [a / (a + b) if a + b else None for a, b in zip(hits, misses)]}
+            "row_cache_hit_rate_per_epoch": [a / (a + b) if known(a, b) and a + b else None for a, b in zip(hits, misses)]}
