@@ -171,16 +171,26 @@ def _set_labels(tg: TypedGraph, rows: dict, files: dict, val_fraction: float, se
     tg.train_mask, tg.val_mask, tg.test_mask = masks["train"], masks["val"], masks["test"]
 
 
+def _label_file(d: Path, stem: str) -> Path | None:
+    """The benchmark's ``trainingSet.tsv`` / ``testSet.tsv`` in ``d``, matched without case and with a
+    variant suffix (BGS ships ``trainingSet(lith).tsv``); two candidates are an error, not a guess."""
+    found = sorted(p for p in d.iterdir() if p.is_file() and p.name.lower().startswith(stem)
+                   and p.name.lower().endswith(".tsv"))
+    if len(found) > 1:
+        raise GraphFormatError(f"{d}: {len(found)} files could be the {stem} labels "
+                               f"({', '.join(p.name for p in found)}); keep one")
+    return found[0] if found else None
+
+
 def read_rdf_dir(path, **opts) -> TypedGraph:
     """Read an R-GCN benchmark directory: the one ``*.nt[.gz]`` file in it, with
-    ``trainingSet.tsv`` / ``testSet.tsv`` (when present) as the labelled entities."""
+    ``trainingSet*.tsv`` / ``testSet*.tsv`` (when present) as the labelled entities."""
     d = Path(path)
     nts = sorted(p for p in d.iterdir() if p.is_file() and is_ntriples_file(p)) if d.is_dir() else []
     if len(nts) != 1:
         raise GraphFormatError(f"{d}: expected one N-Triples file (*.nt or *.nt.gz) in the directory, "
                                f"found {len(nts)}{': ' + ', '.join(p.name for p in nts) if nts else ''}")
-    tsv = {k: next((p for p in d.iterdir() if p.name.lower() == f), None)
-           for k, f in (("labels_train", "trainingset.tsv"), ("labels_test", "testset.tsv"))}
+    tsv = {"labels_train": _label_file(d, "trainingset"), "labels_test": _label_file(d, "testset")}
     tg = read_rdf(nts[0], **{k: v for k, v in tsv.items() if v is not None}, **opts)
     tg.name = d.name
     return tg

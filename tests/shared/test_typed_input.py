@@ -87,6 +87,17 @@ def test_rdf_dir_and_open_typed(tmp_path):
     assert open_typed(tmp_path / "g.nt.gz").labels is None
 
 
+def test_rdf_dir_finds_variant_label_files(tmp_path):
+    """BGS ships trainingSet(lith).tsv / testSet(lith).tsv; two candidate files are refused."""
+    write_rdf(tmp_path, gz=True)
+    (tmp_path / "trainingSet.tsv").rename(tmp_path / "trainingSet(lith).tsv")
+    (tmp_path / "testSet.tsv").rename(tmp_path / "TestSet(lith).tsv")
+    tg = read_rdf_dir(tmp_path)
+    assert tg.test_mask.sum() == 1 and tg.train_mask.sum() + tg.val_mask.sum() == 5
+    (tmp_path / "trainingSet_copy.tsv").write_text((tmp_path / "trainingSet(lith).tsv").read_text())
+    raises_one_line(lambda: read_rdf_dir(tmp_path), tmp_path, match=r"2 files could be the trainingset labels")
+
+
 def test_rdf_malformed_line(tmp_path):
     p = write_rdf(tmp_path, NT.replace(f'<{EX}carol> <{EX}name> "Bob" .', f'<{EX}carol> <{EX}name> "Bob'))
     raises_one_line(lambda: read_rdf(p), p, match=r"g\.nt:8: malformed N-Triples line")
