@@ -116,9 +116,11 @@ def _no_features(where) -> str:
             f"embeddings instead (--node-embeddings DIM)")
 
 
-def _no_labels(where) -> str:
-    return (f"{where}: the graph has no labels (an .npz with `labels` or `y`, or --labels L.npy); node "
-            "classification needs them")
+def _no_labels(where, typed: bool = False) -> str:
+    how = ("a typed input's labels: trainingSet.tsv/testSet.tsv beside an RDF file, `target:` in graph.yaml, "
+           "an OGB directory's node-label files; or --task link" if typed else
+           "an .npz with `labels` or `y`, or --labels L.npy")
+    return f"{where}: the graph has no labels ({how}); node classification needs them"
 
 
 def _store_problems(store: PartitionStore, out: Preflight, task: str = "node", edge_weights: bool = True,
@@ -152,7 +154,7 @@ def _store_problems(store: PartitionStore, out: Preflight, task: str = "node", e
         return problems
     has_labels = m.num_classes >= 1 and all(pd.labels is not None for pd in parts)
     if not has_labels:
-        problems.append(_no_labels(root))
+        problems.append(_no_labels(root, typed=bool(m.typed)))
     for split in ("train", "val", "test"):
         masks = [getattr(pd, f"{split}_mask") for pd in parts]
         if any(mk is None for mk in masks):
