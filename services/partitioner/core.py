@@ -158,10 +158,12 @@ def phase_seconds(details: Dict, seconds: Optional[float] = None) -> Dict[str, f
     for c in details.get("cycles", []):
         lp = float(c.get("t_lp", 0.0))
         out["lp_clustering"] += lp
-        out["cluster_graph"] += float(c.get("t_cluster", 0.0)) - lp + float(c.get("t_cluster_graph", 0.0))
+        sh = float(c.get("t_shares", 0.0))  # sampling the Fennel and cluster cut shares
+        out["cluster_graph"] += (float(c.get("t_cluster", 0.0)) - lp - sh
+                                 + float(c.get("t_cluster_graph", 0.0)))
         out["coarse_partition"] += float(c.get("t_partition_coarse", 0.0))
         out["refinement"] += float(c.get("t_refine", 0.0))
-        out["greedy_check"] += float(c.get("t_greedy_cut", 0.0))
+        out["greedy_check"] += float(c.get("t_greedy_cut", 0.0)) + sh
     if seconds is not None:
         out["other"] = max(0.0, float(seconds) - sum(out.values()))
     out["evaluate"] = float(details.get("t_evaluate", 0.0))

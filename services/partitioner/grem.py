@@ -125,6 +125,13 @@ FM_MIN_MEAN_DEGREE = 4.0
 TREE_MIN_LP_GAIN = 0.005  # tree refinement only after k-way LP removed >= 0.5 % of the projected cut
 
 
+# fast/default: the Fennel start is refined at once, with no cluster graph and no multilevel
+# partition, when the first-level clusters leave at least GREEDY_EARLY_CLUSTER_SHARE of the
+# stream's entries between them and Fennel cuts at most GREEDY_EARLY of what a random
+# partition would, (1 - 1/k) of the entries (both sampled; see grem_partition)
+GREEDY_EARLY_CLUSTER_SHARE = 0.9
+GREEDY_EARLY = 0.72
+
 # fast/default: the Fennel start replaces the multilevel partition in step 4 when its cut is
 # below this share of the multilevel one after k-way LP (R-MAT: 0.80; tree and FM refinement
 # closed at most 8 % of such a gap in the recorded runs)
@@ -142,6 +149,22 @@ def _greedy_estimate(stream, gpart) -> float:
         c += int(count_cut(src, dst, gpart))
         e += src.size
     return c * stream.stream_entries / max(e, 1)
+
+
+def _sampled_shares(stream, gpart, cmap) -> Tuple[float, float]:
+    """Shares of the stream's entries cut by ``gpart`` and lying between clusters of ``cmap``:
+    from 8 evenly spaced chunks of a long seekable stream, from every chunk else."""
+    nch = stream.num_chunks
+    if stream.seekable and nch >= 16:
+        groups = stream.iter_groups(np.unique(np.linspace(0, nch - 1, 8).astype(np.int64)))
+    else:
+        groups = stream.iter_groups()
+    c, q, e = 0, 0, 0
+    for src, dst, _ in groups:
+        c += int(count_cut(src, dst, gpart))
+        q += int(count_cut(src, dst, cmap))
+        e += src.size
+    return c / max(e, 1), q / max(e, 1)
 
 
 def _greedy_cut(stream, gpart, best_cut):
@@ -298,7 +321,17 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                 budget = min(budget, int(cluster_entries))
         nc1 = nc
         built, info = None, dict(levels=0, level1_entries=0)
-        if whole:
+        early = False
+        if greedy is not None and stream_cycles <= 0 and not whole and deg is None and nc > k:
+            tg = time.perf_counter()
+            gshare, cshare = _sampled_shares(stream, gpart, cmap)
+            cd.update(greedy_share=round(gshare, 5), cluster_share=round(cshare, 5),
+                      t_shares=time.perf_counter() - tg)
+            early = cshare >= GREEDY_EARLY_CLUSTER_SHARE and \
+                gshare <= GREEDY_EARLY * (1.0 - 1.0 / k)
+        if early:
+            pass
+        elif whole:
             cmap, nc = singleton_clusters(cmap, nc, seen)
         else:
             # 2. cluster graph within the budget: coarsened out of core (true weights; see
@@ -312,122 +345,146 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                   level1_entries=info["level1_entries"], coarsen_levels=info["levels"],
                   clusters=int(nc), max_cluster=maxw, whole_graph=bool(whole))
         logger.info("GREM cycle %d: %d clusters in %.1f s", cyc, nc, time.perf_counter() - t0)
-        t1 = time.perf_counter()
-        if whole:
-            built = build_cluster_graph(stream, cmap, nc, 1 << 20)
-        elif built is None and part is None:
-            logger.warning("GREM cycle 0: the cluster graph does not fit its budget of %d "
-                           "entries even with %d-vertex clusters; building it anyway", budget,
-                           maxw)
-            built = build_cluster_graph(stream, cmap, nc, 1 << 20)
-        elif built is None:
-            logger.info("GREM cycle %d: cluster graph still over its budget after %d clusters; "
-                        "no more V-cycles", cyc, nc)
-            det["vcycles_skipped"] = "cluster-graph-over-budget"
+        if early:
+            # the clusters hold almost none of the edges (>= 90 % of the entries between
+            # them) while Fennel found structure (<= 0.72x a random partition's cut): on R-MAT
+            # (20M: 0.95 and 0.62) the cluster graph's multilevel partition then projects to
+            # ~0.81 of the entries (0.75 after k-way LP) against Fennel's 0.59, and step 4a
+            # dropped it for the refined Fennel start after building the cluster graph out of
+            # core (8-38 s); so refine the Fennel start at once.  Graphs whose clusters carry
+            # the structure have cluster shares of 0.01-0.76 (meshes, DC-SBM, the 7 real
+            # graphs at k = 8-32); random-like blocks (skewed SBM, planted, near-regular,
+            # Chung-Lu) 0.87-0.93 but Fennel at 0.69-0.88x a random cut, and there the
+            # multilevel start wins (skewed SBM 20M: 0.31 against Fennel's 0.77)
+            t1 = t2 = time.perf_counter()
             del cmap
-            break
-        cx, ca, ce, entries = built
-        del built
-        cvw = np.bincount(cmap, minlength=nc).astype(np.int64)
-        if deg is not None:  # a cluster weighs its vertices plus their adjacency entries
-            cvw += np.bincount(cmap, weights=deg, minlength=nc).astype(np.int64)
-        cd.update(cluster_graph_entries=int(ca.size))
-        logger.info("GREM cycle %d: cluster graph %d entries; partitioning it", cyc, ca.size)
-        t2 = time.perf_counter()
-        # 3. partition (cycle 0) or improve (later cycles) the cluster graph
-        if part is None:
-            if nc <= k:
-                cpart = np.arange(nc, dtype=np.int64) % k
-            else:
-                cpart, bc = None, None
-                # effort scales down with size: repeats and V-cycles while the cluster graph
-                # is small, one multilevel run (many tries at its coarsest level) when large
-                runs = max(1, min(repeats, ML_EFFORT_ENTRIES // max(ca.size, 1)))
-                vc = vcycles if ca.size * (1 + vcycles) <= 2 * ML_EFFORT_ENTRIES else 0
-                for r in range(runs):
-                    # odd runs skip the k-way coarsening and bisect the graph itself
-                    # recursively (each bisection multilevel): on social and power-law graphs
-                    # the k-way LP coarsening loses structure that bisection keeps, on road
-                    # and citation graphs the reverse; the best run is kept
-                    cp = multilevel_partition(cx, ca, ce, cvw, k, bcap, eps,
-                                              seed=seed * 1000003 + r, vcycles=vc,
-                                              initial=initial,
-                                              coarsen_to=nc if r % 2 else None)
-                    cc = int(edge_cut_csr(cx, ca, ce, cp))
-                    if bc is None or cc < bc:
-                        cpart, bc = cp, cc
-        else:
-            cpart = np.empty(nc, np.int64)
-            cpart[cmap] = part
-            vc = vcycles if ca.size * (1 + vcycles) <= 2 * ML_EFFORT_ENTRIES else 1
-            cpart = improve_partition(cx, ca, ce, cvw, cpart, k, bcap, eps,
-                                      seed=seed * 1000003 + 17 * cyc, vcycles=vc)
-        coarse_cut = int(edge_cut_csr(cx, ca, ce, cpart)) * 2  # directed entries
-        tree = fresh and not whole and tree_refine and initial == "rb" and nc > k and \
-            stream.grouped and bool(bisection_tree_levels(k))
-        del cx, ca, ce
-        part = cpart.astype(np.int32)[cmap]
-        del cmap, cpart
-        size = np.bincount(part, minlength=k).astype(np.int64)
-        if deg is None and size.max() > cap:
-            force_balance(part, k, cap)
+            part = gpart.copy()
             size = np.bincount(part, minlength=k).astype(np.int64)
-            coarse_cut = -1
-        t3 = time.perf_counter()  # steps 4a and 4 count as refinement time
-        if tree and coarse_cut < 0:  # rebalanced after projection: count the cut
-            coarse_cut = stream_cut(stream, part)
-        projected = coarse_cut
-        if tree:
-            # 4a. k-way LP from the projection (while a pass removes 2 % of the cut, as step 4
-            # would), then from that result the refinement down the bisection tree (halves,
-            # quarters, ...; see refine_down_tree) and k-way LP again; the better of the two goes
-            # on to step 4 (the tree imposes a binary hierarchy that can fit worse, e.g. 5
-            # planted blocks in 16 parts)
-            lp_only = 4 * max(refine_passes, 1)
-            _, g0 = stream_refine(stream, part, size, k, cap, order, state, lp_only,
-                                   coarse_cut, 0, min_gain=0.02)
-            cut_kway = coarse_cut - 2 * g0
-            coarse_cut = cut_kway
-            # a projection that LP barely improves already carries the structure (clustered
-            # graphs, e.g. DC-SBM: 30 of 1.86M cut edges): the tree is for projections far from
-            # a local optimum, and would only cost its passes
-            tree = cut_kway < (1.0 - TREE_MIN_LP_GAIN) * projected
-            cd["cut_kway_lp"] = cut_kway // 2
-        if greedy is not None and stream_cycles <= 0 and not whole and coarse_cut > 0 and \
-                deg is None and _greedy_estimate(stream, gpart) < GREEDY_CLEAR * coarse_cut:
-            # the one-pass Fennel partition is already far below the multilevel one (graphs
-            # with hubs first in id order, e.g. R-MAT: 11.5M against 14.3M cut edges): with
-            # no streamed V-cycle to start from it later, refine it instead of the multilevel
-            # partition (whose tree and FM passes would not close the gap)
-            gexact = stream_cut(stream, gpart)
-            if gexact < GREEDY_CLEAR * coarse_cut:
-                part = gpart.copy()
+            if size.max() > cap:  # threads raced on the block sizes
+                force_balance(part, k, cap)
                 size = np.bincount(part, minlength=k).astype(np.int64)
-                if size.max() > cap:  # threads raced on the block sizes
-                    force_balance(part, k, cap)
+            coarse_cut = projected = int(cd["greedy_share"] * stream.stream_entries)
+            cd.update(refined_greedy=coarse_cut // 2, greedy_cut_estimated=True,
+                      cluster_graph_entries=0, early_greedy=True)
+            tree = False
+            t3 = time.perf_counter()
+        else:
+            t1 = time.perf_counter()
+            if whole:
+                built = build_cluster_graph(stream, cmap, nc, 1 << 20)
+            elif built is None and part is None:
+                logger.warning("GREM cycle 0: the cluster graph does not fit its budget of %d "
+                               "entries even with %d-vertex clusters; building it anyway", budget,
+                               maxw)
+                built = build_cluster_graph(stream, cmap, nc, 1 << 20)
+            elif built is None:
+                logger.info("GREM cycle %d: cluster graph still over its budget after %d clusters; "
+                            "no more V-cycles", cyc, nc)
+                det["vcycles_skipped"] = "cluster-graph-over-budget"
+                del cmap
+                break
+            cx, ca, ce, entries = built
+            del built
+            cvw = np.bincount(cmap, minlength=nc).astype(np.int64)
+            if deg is not None:  # a cluster weighs its vertices plus their adjacency entries
+                cvw += np.bincount(cmap, weights=deg, minlength=nc).astype(np.int64)
+            cd.update(cluster_graph_entries=int(ca.size))
+            logger.info("GREM cycle %d: cluster graph %d entries; partitioning it", cyc, ca.size)
+            t2 = time.perf_counter()
+            # 3. partition (cycle 0) or improve (later cycles) the cluster graph
+            if part is None:
+                if nc <= k:
+                    cpart = np.arange(nc, dtype=np.int64) % k
+                else:
+                    cpart, bc = None, None
+                    # effort scales down with size: repeats and V-cycles while the cluster graph
+                    # is small, one multilevel run (many tries at its coarsest level) when large
+                    runs = max(1, min(repeats, ML_EFFORT_ENTRIES // max(ca.size, 1)))
+                    vc = vcycles if ca.size * (1 + vcycles) <= 2 * ML_EFFORT_ENTRIES else 0
+                    for r in range(runs):
+                        # odd runs skip the k-way coarsening and bisect the graph itself
+                        # recursively (each bisection multilevel): on social and power-law graphs
+                        # the k-way LP coarsening loses structure that bisection keeps, on road
+                        # and citation graphs the reverse; the best run is kept
+                        cp = multilevel_partition(cx, ca, ce, cvw, k, bcap, eps,
+                                                  seed=seed * 1000003 + r, vcycles=vc,
+                                                  initial=initial,
+                                                  coarsen_to=nc if r % 2 else None)
+                        cc = int(edge_cut_csr(cx, ca, ce, cp))
+                        if bc is None or cc < bc:
+                            cpart, bc = cp, cc
+            else:
+                cpart = np.empty(nc, np.int64)
+                cpart[cmap] = part
+                vc = vcycles if ca.size * (1 + vcycles) <= 2 * ML_EFFORT_ENTRIES else 1
+                cpart = improve_partition(cx, ca, ce, cvw, cpart, k, bcap, eps,
+                                          seed=seed * 1000003 + 17 * cyc, vcycles=vc)
+            coarse_cut = int(edge_cut_csr(cx, ca, ce, cpart)) * 2  # directed entries
+            tree = fresh and not whole and tree_refine and initial == "rb" and nc > k and \
+                stream.grouped and bool(bisection_tree_levels(k))
+            del cx, ca, ce
+            part = cpart.astype(np.int32)[cmap]
+            del cmap, cpart
+            size = np.bincount(part, minlength=k).astype(np.int64)
+            if deg is None and size.max() > cap:
+                force_balance(part, k, cap)
+                size = np.bincount(part, minlength=k).astype(np.int64)
+                coarse_cut = -1
+            t3 = time.perf_counter()  # steps 4a and 4 count as refinement time
+            if tree and coarse_cut < 0:  # rebalanced after projection: count the cut
+                coarse_cut = stream_cut(stream, part)
+            projected = coarse_cut
+            if tree:
+                # 4a. k-way LP from the projection (while a pass removes 2 % of the cut, as
+                # step 4 would), then from that result the refinement down the bisection tree
+                # (halves, quarters, ...; see refine_down_tree) and k-way LP again; the better
+                # of the two goes on to step 4 (the tree imposes a binary hierarchy that can fit
+                # worse, e.g. 5 planted blocks in 16 parts)
+                lp_only = 4 * max(refine_passes, 1)
+                _, g0 = stream_refine(stream, part, size, k, cap, order, state, lp_only,
+                                       coarse_cut, 0, min_gain=0.02)
+                cut_kway = coarse_cut - 2 * g0
+                coarse_cut = cut_kway
+                # a projection that LP barely improves already carries the structure (clustered
+                # graphs, e.g. DC-SBM: 30 of 1.86M cut edges): the tree is for projections far from
+                # a local optimum, and would only cost its passes
+                tree = cut_kway < (1.0 - TREE_MIN_LP_GAIN) * projected
+                cd["cut_kway_lp"] = cut_kway // 2
+            if greedy is not None and stream_cycles <= 0 and not whole and coarse_cut > 0 and \
+                    deg is None and _greedy_estimate(stream, gpart) < GREEDY_CLEAR * coarse_cut:
+                # the one-pass Fennel partition is already far below the multilevel one (graphs
+                # with hubs first in id order, e.g. R-MAT: 11.5M against 14.3M cut edges): with
+                # no streamed V-cycle to start from it later, refine it instead of the multilevel
+                # partition (whose tree and FM passes would not close the gap)
+                gexact = stream_cut(stream, gpart)
+                if gexact < GREEDY_CLEAR * coarse_cut:
+                    part = gpart.copy()
                     size = np.bincount(part, minlength=k).astype(np.int64)
-                    gexact = stream_cut(stream, part)
-                coarse_cut, tree = gexact, False
-                cd["refined_greedy"] = gexact // 2
-        if tree:
-            alt = part.copy()
-            cd["tree_refine"] = refine_down_tree(stream, alt, k, eps, order, state, lp_only)
-            tree = cd["tree_refine"][-1][0] > 0  # else it stopped: the halves found ~nothing
-            if not tree:
-                del alt
-        if tree:
-            asize = np.bincount(alt, minlength=k).astype(np.int64)
-            if asize.max() > cap:
-                force_balance(alt, k, cap)
+                    if size.max() > cap:  # threads raced on the block sizes
+                        force_balance(part, k, cap)
+                        size = np.bincount(part, minlength=k).astype(np.int64)
+                        gexact = stream_cut(stream, part)
+                    coarse_cut, tree = gexact, False
+                    cd["refined_greedy"] = gexact // 2
+            if tree:
+                alt = part.copy()
+                cd["tree_refine"] = refine_down_tree(stream, alt, k, eps, order, state, lp_only)
+                tree = cd["tree_refine"][-1][0] > 0  # else it stopped: the halves found ~nothing
+                if not tree:
+                    del alt
+            if tree:
                 asize = np.bincount(alt, minlength=k).astype(np.int64)
-            cut_tree = stream_cut(stream, alt)
-            _, g1 = stream_refine(stream, alt, asize, k, cap, order, state, lp_only, cut_tree, 0,
-                                   min_gain=0.02)
-            cut_tree -= 2 * g1
-            cd["cut_tree_lp"] = cut_tree // 2
-            if cut_tree < cut_kway:
-                part, size, coarse_cut = alt, asize, cut_tree
-            del alt
+                if asize.max() > cap:
+                    force_balance(alt, k, cap)
+                    asize = np.bincount(alt, minlength=k).astype(np.int64)
+                cut_tree = stream_cut(stream, alt)
+                _, g1 = stream_refine(stream, alt, asize, k, cap, order, state, lp_only,
+                                       cut_tree, 0, min_gain=0.02)
+                cut_tree -= 2 * g1
+                cd["cut_tree_lp"] = cut_tree // 2
+                if cut_tree < cut_kway:
+                    part, size, coarse_cut = alt, asize, cut_tree
+                del alt
         # 4. streaming refinement
         keep = part.copy() if not stream.grouped else None
         if deg is not None:
@@ -455,7 +512,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                 det["start"] = "stream-clusters"  # the second fresh start won
             best_cut, best_part = cut_now, part.copy()
         if greedy is not None and "refined_greedy" in cd:
-            det["greedy_cut"], det["greedy_cut_estimated"] = cd["refined_greedy"], False
+            det["greedy_cut"] = cd["refined_greedy"]
+            det["greedy_cut_estimated"] = bool(cd.get("greedy_cut_estimated", False))
             det["start"] = "greedy-refined"
             del greedy
         elif greedy is not None:

@@ -98,3 +98,39 @@ def test_cli_effort_threads_and_phases(planted16, tmp_path):
                           "--out", str(tmp_path / "t"), "--threads", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--threads must be >= 1" in bad.stderr
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("effort", ["fast", "default"])
+def test_clusters_without_edges_and_a_good_fennel_start_skip_the_cluster_graph(
+        tmp_path, planted16, monkeypatch, effort):
+    """R-MAT: the stream clusters leave >= 90 % of the entries between them while Fennel cuts
+    well below a random partition, so the Fennel start is refined at once (no cluster graph);
+    the cut is the one the full path reaches (it dropped the multilevel start for Fennel's)."""
+    import argosy.services.partitioner.grem as grem
+    from argosy.shared.synthetic import write_rmat_edge_list
+
+    path = tmp_path / "rmat.npy"
+    write_rmat_edge_list(path, 14, 200_000, seed=0)
+    k = 8
+
+    def run():
+        with using_threads(1):
+            return partition_stream(open_edge_stream(path, chunk_edges=1 << 14), k, effort=effort,
+                                    whole_graph=False)
+
+    early = run()
+    c = early.details["cycles"][0]
+    assert c["early_greedy"] and c["cluster_graph_entries"] == 0
+    assert c["cluster_share"] >= grem.GREEDY_EARLY_CLUSTER_SHARE
+    assert early.details["start"] == "greedy-refined"
+    assert early.part_sizes.max() <= capacity(early.assignment.size, k, 0.03)
+    monkeypatch.setattr(grem, "GREEDY_EARLY", -1.0)  # the full path, for comparison
+    full = run()
+    assert "early_greedy" not in full.details["cycles"][0]
+    assert full.details["start"] == "greedy-refined"
+    assert early.edge_cut <= 1.01 * full.edge_cut
+    # clusters that hold the structure (planted blocks): the cluster graph is built as before
+    p16, _ = planted16
+    r = partition_stream(open_edge_stream(p16, chunk_edges=40000), 16, effort=effort,
+                         whole_graph=False)
+    assert "early_greedy" not in r.details["cycles"][0]
