@@ -449,11 +449,17 @@ class Coordinator:
             pipe.incrby(self._epochs_key("dropped"), n - cap)
             pipe.execute()
 
-    def reset_epochs(self, records: list) -> None:
+    def reset_epochs(self, records: list, total: int | None = None, best: dict | None = None) -> None:
         """Replace the job's epoch records by ``records`` (a resumed trainer re-publishes its history):
-        only the newest :data:`MAX_EPOCH_RECORDS` go to Redis, the rest are counted as dropped."""
+        only the newest :data:`MAX_EPOCH_RECORDS` go to Redis, the rest are counted as dropped.
+        ``total``: the history's length when ``records`` are only its newest ones; ``best``: the
+        history's best record (:meth:`best_epoch`) when it may be older than them."""
         pipe = self.r.pipeline(transaction=True)
-        pipe.delete(keys.epoch_metrics(self.job), self._epochs_key("dropped"), self._epochs_key("best"))
+        pipe.delete(keys.epoch_metrics(self.job), self._epochs_key("best"))
+        pipe.set(self._epochs_key("dropped"), max(0, (total or len(records)) - len(records)))
+        if best is not None:
+            rec = best if isinstance(best, EpochRecord) else EpochRecord.from_dict(best)
+            pipe.set(self._epochs_key("best"), json.dumps(rec.to_dict()))
         pipe.execute()
         self.append_epochs(records)
 

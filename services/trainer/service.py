@@ -48,6 +48,7 @@ from argosy.shared.transport import (bind_local, bind_random, host_boot_id, loca
                                      rendezvous_store, retain_large_buffers, unbind_local)
 from argosy.services.trainer.core import TrainerCore, cache_budget, resolved
 from argosy.services.trainer.embedding_shards import ShardedEmbeddings
+from argosy.services.trainer.history import EpochHistory
 from argosy.services.trainer.ingest import Arrival, Ingest
 
 __all__ = ["TrainerProc", "PhaseStats"]
@@ -192,7 +193,12 @@ class TrainerProc:
         self.rx = self.ingest.rx
         self._early: list[Arrival] = []
         """Batches of a later phase that arrived before this trainer reached it (used there)."""
-        self.epochs: list[dict] = []
+        self.epochs = EpochHistory()
+        """Count, newest records and running sums (every record is in the run dir's HISTORY_FILE)."""
+        self._history_end: int | None = None
+        """Resumed: the history file's size after the checkpoint's records (what follows is cut)."""
+        self._old_records: list[dict] = []
+        """Resumed from a checkpoint that holds its records (written before HISTORY_FILE): written out."""
         self.start_epoch = 0
         self.resumed_from: int | None = None
         self.stopper, self.result = EarlyStopping(self.cfg.trainer.patience), {}
@@ -417,7 +423,7 @@ class TrainerProc:
             if self.rank == 0:                      # before the rendezvous, so no rank receives early
                 coord.ensure_groups(self.store.num_parts)
                 coord.clear_applied(self.start_epoch)
-                coord.reset_epochs(self.epochs)     # the newest MAX_EPOCH_RECORDS: a resumed soak has thousands
+                coord.reset_epochs(list(self.epochs.newest), total=len(self.epochs), best=self.epochs.best)
                 coord.set_state(JobState.RUNNING)
             self.init_distributed()
             self.ingest.start()                     # after clear_applied: its claims are this run's
@@ -558,26 +564,11 @@ class TrainerProc:
             rec["duplicate_arrivals"] = rec.get("duplicate_arrivals", 0) + st.duplicate_arrivals
 
     def _summary(self) -> dict:
-        ep = self.epochs
-        tot = lambda k: sum(e[k] for e in ep)
-        secs = tot("epoch_seconds")
+        # epochs, accuracies, throughput, idle, cache, remote fraction, seeds: over every epoch (EpochHistory)
         return {
-            "epochs": len(ep), "max_epochs": self.cfg.trainer.epochs, "patience": self.cfg.trainer.patience,
-            "stopped_early": bool(self.result.get("stopped_early")), "final_test_accuracy": next((e["test_accuracy"] for e in reversed(ep) if e["test_accuracy"] is not None), None),
-            "final_val_accuracy": ep[-1]["val_accuracy"],
-            "epoch_seconds": secs / len(ep), "batches_per_second": tot("batches") / max(secs, 1e-9),
-            "sampled_edges_per_second": tot("sampled_edges") / max(secs, 1e-9),
-            "trainer_idle_fraction": sum(e["trainer_idle_fraction"] * e["epoch_seconds"] for e in ep) / max(secs, 1e-9),
-            # train phases, all epochs and trainers: compute thread (wait, compute), ingest thread (ingest, copy)
-            **{k: sum(e.get(k, 0.0) for e in ep) for k in ("idle_seconds", "compute_seconds", "ingest_seconds", "copy_seconds")},
-            # the feature cache (train phases): rows served from it / rows needed, bytes received per batch
+            **self.epochs.summary(), "max_epochs": self.cfg.trainer.epochs, "patience": self.cfg.trainer.patience,
+            "stopped_early": bool(self.result.get("stopped_early")),
             "feature_cache_rows": int(self.feature_cache["rows"]),
-            "cache_hit_rate": sum(e.get("cache_hit_rate", 0.0) * e["batches"] for e in ep) / max(tot("batches"), 1),
-            "bytes_per_batch": sum(e.get("bytes_per_batch", 0.0) * e["batches"] for e in ep) / max(tot("batches"), 1),
-            "remote_fraction": sum(e["remote_fraction"] * e["sampled_edges"] for e in ep) / max(tot("sampled_edges"), 1),
-            "seeds_planned": tot("seeds_planned"), "seeds_trained": tot("seeds_trained"),
-            "duplicates": tot("duplicates"), "duplicate_arrivals": tot("duplicate_arrivals"),
-            "seeds_dropped": tot("seeds_dropped"),
             "seeds_redelivered": int(self.ctx.coord.metrics().get("reclaimed_seeds", 0)),
             "resumed_from_epoch": self.resumed_from, "config_fingerprint": self.cfg.fingerprint(),
             "task": self.cfg.trainer.task, "precision": self.core.precision,
@@ -588,8 +579,8 @@ class TrainerProc:
                               "triples (train/valid/test) removed, ties as the mean rank"}
                if self.kg else {}),
             **({"node_embedding_rows": list(self.shards.rows_of),
-                "embedding_rows_pulled": self.epochs[-1].get("embedding_rows_pulled", 0),
-                "embedding_bytes": self.epochs[-1].get("embedding_bytes", 0)} if self.shards is not None else {}),
+                "embedding_rows_pulled": self.epochs.last.get("embedding_rows_pulled", 0),
+                "embedding_bytes": self.epochs.last.get("embedding_bytes", 0)} if self.shards is not None else {}),
             "simulated_gpu_step_seconds": self.cfg.trainer.simulate_gpu_step or None,
             "simulation": ("SIMULATED GPU: forward/backward replaced by a fixed wait per batch; accuracies are meaningless"
                            if self.cfg.trainer.simulate_gpu_step > 0 else None),
@@ -636,8 +627,11 @@ class TrainerProc:
         if self.rank != 0 or not self.cfg.run_dir:
             return
         self._history_path().parent.mkdir(parents=True, exist_ok=True)   # a pod's run dir may not exist yet
-        with open(self._history_path(), "w") as f:
-            f.writelines(json.dumps(rec) + "\n" for rec in self.epochs)
+        if self._history_end is not None:           # resumed: the checkpoint's records stay, later ones go
+            os.truncate(self._history_path(), self._history_end)
+        else:
+            with open(self._history_path(), "w") as f:
+                f.writelines(json.dumps(rec) + "\n" for rec in self._old_records)
         if self.resumed_from is None:               # a new run: no moved counters of an earlier one
             (Path(self.cfg.run_dir) / rundir.EPOCH_COUNTERS_FILE).unlink(missing_ok=True)
         self._history = open(self._history_path(), "a")
@@ -672,12 +666,20 @@ class TrainerProc:
                              f"({ck.get('fingerprint')} != {self.cfg.fingerprint()}); use another --run-dir")
         self.core.load_state(ck)
         self.start_epoch = int(ck["epoch"]) + 1
+        self.epochs = EpochHistory()
         if "epochs" in ck:                             # a checkpoint written before HISTORY_FILE
-            self.epochs = list(ck["epochs"])
+            self._old_records = list(ck["epochs"])
+            for rec in self._old_records:
+                self.epochs.append(rec)
         else:
             n = int(ck["epochs_n"])
-            with open(self._history_path()) as f:
-                self.epochs = [json.loads(ln) for _, ln in zip(range(n), f)]
+            with open(self._history_path(), "rb") as f:     # streamed: a soak's history has thousands
+                for _ in range(n):
+                    ln = f.readline()
+                    if not ln:
+                        break
+                    self.epochs.append(json.loads(ln))
+                self._history_end = f.tell()
             if len(self.epochs) < n:
                 raise ValueError(f"{self._history_path()} has {len(self.epochs)} epoch records, the checkpoint "
                                  f"{path} needs {n}: the run dir is damaged; start the job again in a new --run-dir")
