@@ -138,9 +138,12 @@ GREEDY_EARLY = 0.72
 GREEDY_CLEAR = 0.85
 
 
-def _greedy_estimate(stream, gpart) -> float:
-    """Cut entries of ``gpart``: exact on short streams, from 8 evenly spaced chunks else."""
+def _greedy_estimate(stream, gpart, share: Optional[float] = None) -> float:
+    """Cut entries of ``gpart``: exact on short streams, from 8 evenly spaced chunks else
+    (``share``: that sample's cut share, if already counted by :func:`_sampled_shares`)."""
     nch = stream.num_chunks
+    if share is not None and stream.seekable and nch >= 16 and stream.stream_entries > 0:
+        return share * stream.stream_entries
     if not (stream.seekable and nch >= 16 and stream.stream_entries > 0):
         return float(stream_cut(stream, gpart))
     idx = np.unique(np.linspace(0, nch - 1, 8).astype(np.int64))
@@ -167,7 +170,7 @@ def _sampled_shares(stream, gpart, cmap) -> Tuple[float, float]:
     return c / max(e, 1), q / max(e, 1)
 
 
-def _greedy_cut(stream, gpart, best_cut):
+def _greedy_cut(stream, gpart, best_cut, share: Optional[float] = None):
     """Cut (entries) of the one-pass greedy partition, or a sampled estimate when that is
     clearly worse than ``best_cut``.
 
@@ -179,6 +182,10 @@ def _greedy_cut(stream, gpart, best_cut):
     """
     nch = stream.num_chunks
     if stream.seekable and nch >= 16 and best_cut is not None and stream.stream_entries > 0:
+        if share is not None:  # the same 8 chunks, already counted (_sampled_shares)
+            est = share * stream.stream_entries
+            return (int(est), True) if est > 1.25 * best_cut else (stream_cut(stream, gpart),
+                                                                    False)
         idx = np.unique(np.linspace(0, nch - 1, 8).astype(np.int64))
         c, e = 0, 0
         for src, dst, _ in stream.iter_groups(idx):
@@ -325,7 +332,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         if greedy is not None and stream_cycles <= 0 and not whole and deg is None and nc > k:
             tg = time.perf_counter()
             gshare, cshare = _sampled_shares(stream, gpart, cmap)
-            cd.update(greedy_share=round(gshare, 5), cluster_share=round(cshare, 5),
+            cd.update(greedy_share=gshare, cluster_share=cshare,
                       t_shares=time.perf_counter() - tg)
             early = cshare >= GREEDY_EARLY_CLUSTER_SHARE and \
                 gshare <= GREEDY_EARLY * (1.0 - 1.0 / k)
@@ -451,7 +458,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                 tree = cut_kway < (1.0 - TREE_MIN_LP_GAIN) * projected
                 cd["cut_kway_lp"] = cut_kway // 2
             if greedy is not None and stream_cycles <= 0 and not whole and coarse_cut > 0 and \
-                    deg is None and _greedy_estimate(stream, gpart) < GREEDY_CLEAR * coarse_cut:
+                    deg is None and _greedy_estimate(stream, gpart, cd.get("greedy_share")) < \
+                    GREEDY_CLEAR * coarse_cut:
                 # the one-pass Fennel partition is already far below the multilevel one (graphs
                 # with hubs first in id order, e.g. R-MAT: 11.5M against 14.3M cut edges): with
                 # no streamed V-cycle to start from it later, refine it instead of the multilevel
@@ -518,7 +526,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             del greedy
         elif greedy is not None:
             tg = time.perf_counter()
-            gcut, estimated = _greedy_cut(stream, gpart, best_cut)
+            gcut, estimated = _greedy_cut(stream, gpart, best_cut, cd.get("greedy_share"))
             cd["t_greedy_cut"] = time.perf_counter() - tg
             det["greedy_cut"] = gcut // 2
             det["greedy_cut_estimated"] = estimated
