@@ -138,10 +138,14 @@ GREEDY_EARLY = 0.72
 GREEDY_CLEAR = 0.85
 
 
-def _greedy_estimate(stream, gpart, share: Optional[float] = None) -> float:
+def _greedy_estimate(stream, gpart, share: Optional[float] = None,
+                     exact: Optional[int] = None) -> float:
     """Cut entries of ``gpart``: exact on short streams, from 8 evenly spaced chunks else
-    (``share``: that sample's cut share, if already counted by :func:`_sampled_shares`)."""
+    (``share`` / ``exact``: that sample's cut share / the exact cut, if already counted by
+    :func:`_sampled_shares`)."""
     nch = stream.num_chunks
+    if exact is not None:
+        return float(exact)
     if share is not None and stream.seekable and nch >= 16 and stream.stream_entries > 0:
         return share * stream.stream_entries
     if not (stream.seekable and nch >= 16 and stream.stream_entries > 0):
@@ -154,11 +158,13 @@ def _greedy_estimate(stream, gpart, share: Optional[float] = None) -> float:
     return c * stream.stream_entries / max(e, 1)
 
 
-def _sampled_shares(stream, gpart, cmap) -> Tuple[float, float]:
+def _sampled_shares(stream, gpart, cmap) -> Tuple[float, float, Optional[int]]:
     """Shares of the stream's entries cut by ``gpart`` and lying between clusters of ``cmap``:
-    from 8 evenly spaced chunks of a long seekable stream, from every chunk else."""
+    from 8 evenly spaced chunks of a long seekable stream, from every chunk else (and then
+    ``gpart``'s exact cut in entries as the third value, else None)."""
     nch = stream.num_chunks
-    if stream.seekable and nch >= 16:
+    sampled = stream.seekable and nch >= 16
+    if sampled:
         groups = stream.iter_groups(np.unique(np.linspace(0, nch - 1, 8).astype(np.int64)))
     else:
         groups = stream.iter_groups()
@@ -167,10 +173,11 @@ def _sampled_shares(stream, gpart, cmap) -> Tuple[float, float]:
         c += int(count_cut(src, dst, gpart))
         q += int(count_cut(src, dst, cmap))
         e += src.size
-    return c / max(e, 1), q / max(e, 1)
+    return c / max(e, 1), q / max(e, 1), (None if sampled else c)
 
 
-def _greedy_cut(stream, gpart, best_cut, share: Optional[float] = None):
+def _greedy_cut(stream, gpart, best_cut, share: Optional[float] = None,
+                exact: Optional[int] = None):
     """Cut (entries) of the one-pass greedy partition, or a sampled estimate when that is
     clearly worse than ``best_cut``.
 
@@ -181,6 +188,8 @@ def _greedy_cut(stream, gpart, best_cut, share: Optional[float] = None):
         tuple: ``(cut entries, estimated)``.
     """
     nch = stream.num_chunks
+    if exact is not None:  # counted on every chunk by _sampled_shares
+        return int(exact), False
     if stream.seekable and nch >= 16 and best_cut is not None and stream.stream_entries > 0:
         if share is not None:  # the same 8 chunks, already counted (_sampled_shares)
             est = share * stream.stream_entries
@@ -328,10 +337,10 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                 budget = min(budget, int(cluster_entries))
         nc1 = nc
         built, info = None, dict(levels=0, level1_entries=0)
-        early = False
+        early, gexact_cut = False, None
         if greedy is not None and stream_cycles <= 0 and not whole and deg is None and nc > k:
             tg = time.perf_counter()
-            gshare, cshare = _sampled_shares(stream, gpart, cmap)
+            gshare, cshare, gexact_cut = _sampled_shares(stream, gpart, cmap)
             cd.update(greedy_share=gshare, cluster_share=cshare,
                       t_shares=time.perf_counter() - tg)
             early = cshare >= GREEDY_EARLY_CLUSTER_SHARE and \
@@ -370,8 +379,9 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             if size.max() > cap:  # threads raced on the block sizes
                 force_balance(part, k, cap)
                 size = np.bincount(part, minlength=k).astype(np.int64)
-            coarse_cut = projected = int(cd["greedy_share"] * stream.stream_entries)
-            cd.update(refined_greedy=coarse_cut // 2, greedy_cut_estimated=True,
+            coarse_cut = projected = int(cd["greedy_share"] * stream.stream_entries) \
+                if gexact_cut is None else gexact_cut
+            cd.update(refined_greedy=coarse_cut // 2, greedy_cut_estimated=gexact_cut is None,
                       cluster_graph_entries=0, early_greedy=True)
             tree = False
             t3 = time.perf_counter()
@@ -458,13 +468,13 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                 tree = cut_kway < (1.0 - TREE_MIN_LP_GAIN) * projected
                 cd["cut_kway_lp"] = cut_kway // 2
             if greedy is not None and stream_cycles <= 0 and not whole and coarse_cut > 0 and \
-                    deg is None and _greedy_estimate(stream, gpart, cd.get("greedy_share")) < \
-                    GREEDY_CLEAR * coarse_cut:
+                    deg is None and GREEDY_CLEAR * coarse_cut > \
+                    _greedy_estimate(stream, gpart, cd.get("greedy_share"), gexact_cut):
                 # the one-pass Fennel partition is already far below the multilevel one (graphs
                 # with hubs first in id order, e.g. R-MAT: 11.5M against 14.3M cut edges): with
                 # no streamed V-cycle to start from it later, refine it instead of the multilevel
                 # partition (whose tree and FM passes would not close the gap)
-                gexact = stream_cut(stream, gpart)
+                gexact = stream_cut(stream, gpart) if gexact_cut is None else gexact_cut
                 if gexact < GREEDY_CLEAR * coarse_cut:
                     part = gpart.copy()
                     size = np.bincount(part, minlength=k).astype(np.int64)
@@ -526,7 +536,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             del greedy
         elif greedy is not None:
             tg = time.perf_counter()
-            gcut, estimated = _greedy_cut(stream, gpart, best_cut, cd.get("greedy_share"))
+            gcut, estimated = _greedy_cut(stream, gpart, best_cut, cd.get("greedy_share"),
+                                          gexact_cut)
             cd["t_greedy_cut"] = time.perf_counter() - tg
             det["greedy_cut"] = gcut // 2
             det["greedy_cut_estimated"] = estimated
