@@ -33,6 +33,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from argosy.shared.records import JobState
 from argosy.shared import envs, rundir
 from argosy.shared.coord import EPOCH_COUNTER_WINDOW
+from argosy.shared.malloc import trim_heap
 from argosy.shared.errors import PeerDeadError
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.models import EarlyStopping
@@ -57,6 +58,12 @@ logger = logging.getLogger(__name__)
 HISTORY_FILE = rundir.HISTORY_FILE
 """Beside ``checkpoint.pt`` in the run dir: every epoch record of the run, one JSON line each (rank 0);
 the checkpoint holds how many belong to it (``epochs_n``)."""
+HEAP_TRIM_EVERY_S = 300.0
+"""Every this many seconds, at an epoch's end, the trainer hands its free heap pages back (``malloc_trim``).
+Its heap is kept on purpose (:func:`~argosy.shared.transport.retain_large_buffers`: freed batches are
+reused, not unmapped), but fragmentation makes that heap creep: in a fault-free 2-host soak its arena
+grew 1.20 -> 1.47 GB in 4 min with 737-739 MB in use, and one ``malloc_trim(0)`` took RSS from 1,730 to
+1,168 MB (back to 1,317 MB 30 s later).  Trimming every 5 min re-faults those pages once per 5 min."""
 COUNTERS_MOVE_EVERY = 16
 """Every this many epochs, trainer rank 0 moves the per-epoch counters of epochs older than
 ``EPOCH_COUNTER_WINDOW`` from Redis's metrics hash to the run dir (``EPOCH_COUNTERS_FILE``)."""
@@ -195,6 +202,8 @@ class TrainerProc:
         """Batches of a later phase that arrived before this trainer reached it (used there)."""
         self.epochs = EpochHistory()
         """Count, newest records and running sums (every record is in the run dir's HISTORY_FILE)."""
+        self._trimmed = time.monotonic()
+        """When the free heap was last handed back (:data:`HEAP_TRIM_EVERY_S`)."""
         self._history_end: int | None = None
         """Resumed: the history file's size after the checkpoint's records (what follows is cut)."""
         self._old_records: list[dict] = []
@@ -454,6 +463,11 @@ class TrainerProc:
                 table = None if self.shards is None else self.shards.end_epoch(   # collective, every rank
                     improved and bool(cfg.run_dir), cfg.run_dir if due else None, epoch, rec)
                 self.epochs.append(rec)
+                if time.monotonic() - self._trimmed >= HEAP_TRIM_EVERY_S:
+                    t_trim = time.perf_counter()
+                    trim_heap()
+                    self._trimmed = time.monotonic()
+                    logger.debug("epoch %d: heap trimmed in %.3f s", epoch, time.perf_counter() - t_trim)
                 if self.rank == 0:
                     self._append_history(rec)
                     coord.append_epoch(rec)
