@@ -405,7 +405,8 @@ def test_kernels_sum_bfloat16_inputs_in_float32(backend, monkeypatch):
 def test_full_graph_param_grads_equal_autograd(kind, aggregator):
     """The parameter gradients from a kept aggregate and the output's gradient equal autograd's through
     full_graph_conv (no projection recomputed); a layer that projects first is refused."""
-    from argosy.shared.models import build_model, full_graph_conv, full_graph_param_grads
+    from argosy.services.trainer.fullgraph.layer_ops import full_graph_conv, full_graph_param_grads
+    from argosy.shared.models import build_model
 
     torch.manual_seed(0)
     a = torch.rand(30, 30) * (torch.rand(30, 30) < 0.2)

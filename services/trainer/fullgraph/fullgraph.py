@@ -49,7 +49,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import torch
 
-from argosy.shared.models import full_graph_param_grads
+from argosy.services.trainer.fullgraph.layer_ops import full_graph_param_grads
 
 from .graph import GraphData, PartPlan
 from .source import GraphSource, part_tensors
@@ -230,7 +230,7 @@ class OffloadTrainer:
         """Layer 0's backward pass from the kept aggregates: each part's ``agg`` block is the projection's
         input and its ``act`` block of layer 1 (the ReLU-dropout output, kept since the forward pass)
         gives the projection's output gradient, so neither the expanded input, the aggregation nor the
-        projection itself is computed again (:func:`~argosy.shared.models.full_graph_param_grads`)."""
+        projection itself is computed again (:func:`~argosy.services.trainer.fullgraph.layer_ops.full_graph_param_grads`)."""
         st, layer = self.store, gnn(self.model).layers[0]
         for p in range(self.P):
             h = self._get("agg", 0, p).to(self.device)

@@ -335,7 +335,7 @@ class SpMMRelation(torch.autograd.Function):
 
 class Aggregation:
     """One part's fixed aggregation operator, called by the layers
-    (:func:`argosy.shared.models.full_graph_conv`): ``agg(x)`` is ``a @ x`` (differentiable, backward
+    (:func:`argosy.services.trainer.fullgraph.layer_ops.full_graph_conv`): ``agg(x)`` is ``a @ x`` (differentiable, backward
     through ``at``); ``agg.messages(y)`` sums per-source, per-relation messages ``y`` into their
     destinations (an R-GCN layer that projects first: :class:`SpMMRelation`).
     ``keep``: a list the aggregate of ``keep_of`` is appended to (the offloaded layer 0 keeps it).

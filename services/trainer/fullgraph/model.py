@@ -1,7 +1,7 @@
 """The full-graph view of the shared model: build it, step it, and the pieces every mode shares.
 
 The layers themselves are :class:`argosy.shared.models.GNN` (the mini-batch model, same parameters
-and arithmetic, via :func:`~argosy.shared.models.full_graph_conv`); what is specific to full-graph
+and arithmetic, via :func:`~argosy.services.trainer.fullgraph.layer_ops.full_graph_conv`); what is specific to full-graph
 execution lives here: dropout masks that are a pure function of ``(seed, epoch, layer, part)`` so
 the offloaded backward pass can regenerate the forward mask instead of storing it, the loss as a
 per-part sum over a global count (partition-invariant gradients), and the optimizer groups.
@@ -17,8 +17,8 @@ import torch.nn.functional as F
 
 from argosy.shared.config import TrainerConfig
 from argosy.shared.errors import ConfigError
-from argosy.shared.models import (GNN, EmbeddedInput, RGCNConv, build_model, dropout_scale, full_graph_aggr,
-                                  full_graph_conv, make_optimizer)
+from argosy.services.trainer.fullgraph.layer_ops import full_graph_aggr, full_graph_conv
+from argosy.shared.models import GNN, EmbeddedInput, RGCNConv, build_model, dropout_scale, make_optimizer
 from argosy.shared.scorers import NodeEmbedding
 
 __all__ = ["ModelSpec", "full_graph_model", "check_model", "gnn", "input_table", "full_graph_optimizer", "layer_forward", "post_activation", "dropout_mask",
@@ -57,7 +57,7 @@ class ModelSpec:
     @property
     def row_width(self) -> int:
         """Columns of the widest per-row tensor a layer computes: the widest layer, or R-GCN's aggregate
-        or messages, ``R * min(F_in, F_out)`` wide (:func:`~argosy.shared.models.full_graph_conv`)."""
+        or messages, ``R * min(F_in, F_out)`` wide (:func:`~argosy.services.trainer.fullgraph.layer_ops.full_graph_conv`)."""
         if self.kind != "rgcn":
             return max(self.dims)
         return max(max(self.dims), self.relations * max(min(a, b) for a, b in zip(self.dims[:-1], self.dims[1:])))
