@@ -56,6 +56,18 @@ if ! docker image inspect "$REDIS" > /dev/null 2>&1 && ! timeout 60 docker pull 
     fi
 fi
 log "base image $BASE, redis image $REDIS"
+# What an offline build needs in its context (docs/deploy.md, "Offline"): say so here, before a build that
+# would spend minutes retrying PyPI through a TLS-inspecting proxy and then find no numpy wheel. (The compose
+# stack tests copy both into a build context of their own; these notes are for compose run by hand.)
+if [ -n "${PIP_CERT:-}" ] && [ -f "$PIP_CERT" ] && ! ls docker/certs/*.crt > /dev/null 2>&1; then
+    log "note: pip here trusts $PIP_CERT (a TLS-inspecting proxy?) but docker/certs/ has no *.crt: image builds"
+    log "      will not reach PyPI; first: cp $PIP_CERT docker/certs/host-ca.crt"
+fi
+host_wheel=$(ls /opt/wheels/torch-*+cpu-*.whl 2> /dev/null | tail -n 1)
+if [ -n "$host_wheel" ] && ! ls docker/wheels/torch-*.whl > /dev/null 2>&1; then
+    log "note: docker/wheels/ has no torch wheel: the trainer image will fetch torch from the PyTorch index;"
+    log "      offline, first: ln $host_wheel docker/wheels/"
+fi
 # What compose reads (ARGOSY_BASE_IMAGE, REDIS_IMAGE; the classic builder when there is no buildx plugin)
 # and what the compose stack test reads (ARGOSY_TEST_*).
 builder=""

@@ -30,13 +30,22 @@ PAIR_WINDOW = 300.0
 
 class FleetWatch:
     """Compares the live services of each role between polls; a service gone without a ``leave``
-    event is recorded as ``lost`` (once) and logged with the count left."""
+    event is recorded as ``lost`` (once) and logged with the count left.
+
+    A service that vanished is confirmed lost one poll later, after the events are read again: a
+    draining service deletes its registry key and then records its ``leave``
+    (:meth:`Coordinator.deregister`), and a poll that read the events before the leave and the
+    registry after the delete took a sampler that left at a job's end for a killed one (seen under
+    compose: ``sampler-... lost: its heartbeat stopped 1 s ago``). A killed service's key expires
+    only its TTL after its last heartbeat, so the extra poll adds nothing that matters to its
+    detection, and its cost is still counted from that last heartbeat."""
 
     def __init__(self, coord, roles=ROLES):
         self.coord, self.roles = coord, tuple(roles)
         self.live: dict[str, dict[str, float]] = {r: {} for r in self.roles}   # sid -> last heartbeat
         self.seen = 0
         self.left: set[str] = set()
+        self.gone: dict[tuple[str, str], float] = {}     # (role, sid) -> last heartbeat: vanished at the last poll
 
     def watch(self) -> list[dict]:
         """One poll; returns the ``lost`` events recorded now."""
@@ -46,18 +55,20 @@ class FleetWatch:
                 self.left.add(e["sid"])
             elif e["event"] == "join":
                 self.left.discard(e["sid"])
+        now = {role: {s["id"]: float(s.get("heartbeat") or time.time()) for s in self.coord.services(role)}
+               for role in self.roles}
         lost = []
-        for role in self.roles:
-            now = {s["id"]: float(s.get("heartbeat") or time.time()) for s in self.coord.services(role)}
-            for sid, beat in self.live[role].items():
-                if sid in now or sid in self.left:
-                    continue
-                self.coord.record_event("lost", role, sid, last_heartbeat=beat)
-                self.left.add(sid)
-                lost.append({"role": role, "sid": sid, "last_heartbeat": beat})
-                logger.warning("%s lost: its heartbeat stopped %.0f s ago and it did not leave (killed?); the job "
-                               "runs with %d %s(s) now", sid, time.time() - beat, len(now), role)
-            self.live[role] = now
+        for (role, sid), beat in sorted(self.gone.items()):
+            if sid in self.left or sid in now[role]:
+                continue                       # its leave arrived (or it is back): not lost
+            self.coord.record_event("lost", role, sid, last_heartbeat=beat)
+            self.left.add(sid)
+            lost.append({"role": role, "sid": sid, "last_heartbeat": beat})
+            logger.warning("%s lost: its heartbeat stopped %.0f s ago and it did not leave (killed?); the job "
+                           "runs with %d %s(s) now", sid, time.time() - beat, len(now[role]), role)
+        self.gone = {(role, sid): beat for role in self.roles for sid, beat in self.live[role].items()
+                     if sid not in now[role] and sid not in self.left}
+        self.live = now
         return lost
 
 

@@ -59,7 +59,10 @@ def _throughput_figure(plt, timeline: list[dict], origin: float | None):
     ax.set_xlabel(f"seconds since the services were started ({_time.strftime('%H:%M:%S', _time.localtime(t0))})")
     ax.set_ylabel(f"batches/s (trailing {window:.0f} s mean)")
     ax.set_title("throughput per tier")
-    ax.legend(loc="best", fontsize=8)
+    if ax.get_legend_handles_labels()[1]:          # a job that failed before its first batch has no series
+        ax.legend(loc="best", fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no batches", transform=ax.transAxes, ha="center", va="center", color="0.4")
     fig.tight_layout()
     return fig
 

@@ -43,6 +43,7 @@ def test_killed_replica_is_lost_once_and_its_reclaim_is_its_cost(coord, caplog):
     coord.deregister("sampler", "sampler-c")                  # scaled down: drained, leaves
     coord.r.delete(keys.service(coord.job, "sampler", "sampler-b"))   # killed: the key expires, no leave
     with caplog.at_level(logging.WARNING, logger="argosy"):
+        assert watch.watch() == []                           # vanished: confirmed at the next poll
         lost = watch.watch()
         assert watch.watch() == []                           # recorded once
     assert [e["sid"] for e in lost] == ["sampler-b"]
@@ -66,6 +67,32 @@ def test_killed_replica_is_lost_once_and_its_reclaim_is_its_cost(coord, caplog):
     assert (s["services_joined"], s["services_left"], s["services_lost"], s["reclaims"]) == (3, 1, 1, 1)
     counts, costs = event_counts(coord)
     assert counts[("sampler", "lost")] == 1 and costs[("sampler", "lost")] == lost_ev["cost_s"]
+
+
+def test_a_service_that_leaves_between_the_reads_of_one_poll_is_not_lost(coord, caplog, monkeypatch):
+    """deregister() deletes the registry key, then records the leave: a poll that read the events just
+    before and the registry just after took a drained sampler for a killed one (under compose, at a failed
+    job's end: ``sampler-... lost: its heartbeat stopped 1 s ago and it did not leave``)."""
+    t = time.time()
+    for sid in ("sampler-a", "sampler-b"):
+        _live(coord, "sampler", sid, t)
+    watch = FleetWatch(coord)
+    assert watch.watch() == []
+    events = coord.events
+    calls = []
+
+    def events_then_leave(start=0):
+        out = events(start)
+        if not calls:                                        # the leave lands between the two reads
+            calls.append(1)
+            coord.deregister("sampler", "sampler-b")
+        return out
+    monkeypatch.setattr(coord, "events", events_then_leave)
+    with caplog.at_level(logging.WARNING, logger="argosy"):
+        assert watch.watch() == [] and watch.watch() == [] and watch.watch() == []
+    assert "lost" not in caplog.text
+    assert [(e["event"], e["sid"]) for e in fleet_events(coord)][-1] == ("leave", "sampler-b")
+    assert fleet_summary(coord)["services_lost"] == 0
 
 
 def test_events_reach_the_report_and_prometheus(coord, tmp_path):

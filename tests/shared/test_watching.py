@@ -52,6 +52,23 @@ def test_throughput_figure_has_one_line_per_tier_plus_trainer_and_a_stated_origi
     plt.close(fig)
 
 
+def test_throughput_figure_of_a_job_that_never_trained_says_so_without_a_warning():
+    """A job that failed before its first batch (a model the trainer cannot import) has no series:
+    the figure says "no batches" instead of matplotlib's "No artists with labels found" warning."""
+    import warnings
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    tl = [{"t": 1_700_000_000.0 + i, "sampler_batches": 0.0, "trainer_batches": 0.0} for i in range(5)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = _throughput_figure(plt, tl, origin=None)
+    ax = fig.axes[0]
+    assert ax.get_legend() is None and [t.get_text() for t in ax.texts] == ["no batches"]
+    plt.close(fig)
+
+
 def test_report_of_a_stopped_job_keeps_the_best_accuracy(tmp_path):
     from argosy.services.driver import _keep_best
     (tmp_path / "best.pt").write_bytes(b"")
