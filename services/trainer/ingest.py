@@ -9,7 +9,7 @@ One thread per trainer owns the PULL socket.  For each message it
    into this process with the finiteness check fused into the copy, and the slot released
    (:class:`~shared.shm_ring.RingReader`),
 3. stages it on the device (:meth:`TrainerCore.stage`): on CUDA one copy from a pinned buffer on a
-   side stream (:class:`~services.trainer.core.Staging`), which also runs the finiteness check,
+   side stream (:class:`~services.trainer.staging.Staging`), which also runs the finiteness check,
 4. claims its batch id in Redis (``mark_applied``: a re-delivery is known before it is queued), and
 5. queues it in a bounded queue of ``trainer.prefetch`` batches, so the copy of the next batch or
    two overlaps the current step and a slow trainer still pushes back on the loaders (a full
@@ -41,7 +41,8 @@ from argosy.shared.shm_ring import RingReader
 from argosy.shared.traffic import frames_bytes
 from argosy.shared.transport import Receiver
 from argosy.shared.validate import job_receiver, nonfinite_features
-from argosy.services.trainer.core import DeviceBatch, Staging, TrainerCore
+from argosy.services.trainer.core import TrainerCore
+from argosy.services.trainer.staging import DeviceBatch, Staging
 
 __all__ = ["Arrival", "Ingest"]
 
