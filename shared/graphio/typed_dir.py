@@ -48,19 +48,26 @@ _MASKS = dict(zip(SPLITS, ("train", "valid", "test")))
 
 
 def read_edge_file(path, rel, n_src: int, n_dst: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(src, dst)`` int64 type-local ids of relation ``rel`` from an ``.npy`` (m, 2) integer
-    array or a text/CSV edge list, range-checked against the two types' vertex counts."""
+    """``(src, dst)`` type-local ids of relation ``rel`` from an ``.npy`` (m, 2) integer array or a
+    text/CSV edge list, range-checked against the two types' vertex counts.  int32 when both types
+    have fewer than 2**31 vertices (half the memory of int64: a typed graph is held whole), read
+    and checked in blocks."""
     p = Path(path)
+    dt = np.int32 if max(int(n_src), int(n_dst)) < 2 ** 31 else np.int64
     if graph_format(p) == "npy":
         pair = PairArrayReader(pair=NpyArray(p))
-        s, d = pair.read(0, pair.num_edges)
-    else:
-        blocks = [(u, v) for u, v, _ in TextEdgeReader(p).iter_blocks()]
-        s = np.concatenate([u for u, _ in blocks]) if blocks else np.empty(0, np.int64)
-        d = np.concatenate([v for _, v in blocks]) if blocks else np.empty(0, np.int64)
+        s, d = np.empty(pair.num_edges, dt), np.empty(pair.num_edges, dt)
+        for a, u, v in pair.iter_blocks(1 << 22):
+            check_ids(u, n_src, f"the source ids of {tuple(rel)} (type {rel[0]!r})", path=p, base_index=a)
+            check_ids(v, n_dst, f"the destination ids of {tuple(rel)} (type {rel[2]!r})", path=p, base_index=a)
+            s[a:a + u.shape[0]], d[a:a + v.shape[0]] = u, v
+        return s, d
+    blocks = [(u, v) for u, v, _ in TextEdgeReader(p).iter_blocks()]
+    s = np.concatenate([u for u, _ in blocks]) if blocks else np.empty(0, np.int64)
+    d = np.concatenate([v for _, v in blocks]) if blocks else np.empty(0, np.int64)
     check_ids(s, n_src, f"the source ids of {tuple(rel)} (type {rel[0]!r})", path=p)
     check_ids(d, n_dst, f"the destination ids of {tuple(rel)} (type {rel[2]!r})", path=p)
-    return s, d
+    return s.astype(dt, copy=False), d.astype(dt, copy=False)
 
 
 def _file(d: Path, entry, where: str) -> Path:
