@@ -7,6 +7,7 @@ starts nothing, so the driver imports it and not the reverse.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from argosy.shared.config import (LINK_LOSSES, LINK_METRICS, LINK_SCORERS, MODEL_DEFAULTS, NEG_SAMPLERS,
@@ -14,6 +15,7 @@ from argosy.shared.config import (LINK_LOSSES, LINK_METRICS, LINK_SCORERS, MODEL
                                   CoordConfig, FullGraphConfig, JobConfig, LinkConfig, LoaderConfig, SamplerConfig,
                                   TrainerConfig, parse_size)
 from argosy.shared.errors import ArgosyError, ConfigError
+from argosy.shared.store.manifest import MANIFEST_NAME
 
 __all__ = ["add_train_args", "add_mode_args", "job_config", "finish_args", "expand_job_file", "flag_table",
            "refuse_partition_flags",
@@ -200,6 +202,11 @@ def add_mode_args(p: argparse.ArgumentParser) -> None:
 
 def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     """Defaults that depend on other flags (per-model ones come from :data:`MODEL_DEFAULTS`)."""
+    data = getattr(args, "data", None)
+    if data and not getattr(args, "store", None) and (Path(data) / MANIFEST_NAME).is_file():
+        print(f"argosy: {data} is a partitioned store: training it as --store {data} (no partitioning)",
+              file=sys.stderr)
+        args.store, args.data = data, None      # a store given as --data: what else could it mean
     if hasattr(args, "hidden"):
         if getattr(args, "task", None) in ("node", "link") and kg_input(args):
             args.task = "link"          # a knowledge graph's triples: link prediction is what it has

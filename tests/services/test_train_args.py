@@ -84,3 +84,14 @@ def test_no_edge_weights_from_a_job_file_and_how_runs_say_it(tmp_path):
     assert on.edge_weights_used(None).startswith("on if the store has them")
     assert TrainerConfig(model="gat").edge_weights_used(True).startswith("ignored (GAT")
     assert TrainerConfig(model="pkg.mod:make").edge_weights_used(True).startswith("ignored (a MODULE:FACTORY")
+
+
+def test_a_store_given_as_data_is_trained_as_the_store(tmp_path, capsys):
+    """`--data DIR` naming a partitioned store (a manifest.json) means `--store DIR`, said once."""
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "manifest.json").write_text("{}")
+    a = _args("--data", str(tmp_path / "store"))
+    assert (a.store, a.data) == (str(tmp_path / "store"), None)
+    assert "is a partitioned store" in capsys.readouterr().err
+    b = _args("--data", str(tmp_path))                  # a plain directory stays --data (its own errors)
+    assert (b.store, b.data) == (None, str(tmp_path))
