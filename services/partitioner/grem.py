@@ -69,6 +69,7 @@ import math
 import time
 from typing import Dict, Optional, Tuple
 
+import numba
 import numpy as np
 
 from .clustering import singleton_clusters, stream_cluster
@@ -79,6 +80,7 @@ from .nbutil import rng_state
 from .placement import capacity, count_cut, count_degrees, force_balance, place_unseen, stream_cut
 from .refine import stream_refine
 from .stream import EdgeStream
+from .threads import map_chunks
 from .tree import bisection_tree_levels, refine_down_tree
 
 logger = logging.getLogger("argosy.partitioner")
@@ -164,16 +166,33 @@ def _sampled_shares(stream, gpart, cmap) -> Tuple[float, float, Optional[int]]:
     ``gpart``'s exact cut in entries as the third value, else None)."""
     nch = stream.num_chunks
     sampled = stream.seekable and nch >= 16
-    if sampled:
-        groups = stream.iter_groups(np.unique(np.linspace(0, nch - 1, 8).astype(np.int64)))
+    if stream.seekable:  # chunks on the worker threads (a full pass on a short stream)
+        idx = np.unique(np.linspace(0, nch - 1, 8).astype(np.int64)) if sampled else range(nch)
+        counts = map_chunks(lambda i: _count_two_cuts(*stream.read_chunk(int(i)), gpart, cmap),
+                            idx)
     else:
-        groups = stream.iter_groups()
+        counts = (_count_two_cuts(src, dst, gpart, cmap) for src, dst in stream)
     c, q, e = 0, 0, 0
-    for src, dst, _ in groups:
-        c += int(count_cut(src, dst, gpart))
-        q += int(count_cut(src, dst, cmap))
-        e += src.size
+    for ci, qi, ei in counts:
+        c += int(ci)
+        q += int(qi)
+        e += int(ei)
     return c / max(e, 1), q / max(e, 1), (None if sampled else c)
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_two_cuts(src, dst, a, b):
+    """Entries ``(u, v)`` of a chunk with ``a[u] != a[v]``, with ``b[u] != b[v]``, and all."""
+    ca = 0
+    cb = 0
+    for i in range(src.size):
+        u = src[i]
+        v = dst[i]
+        if a[u] != a[v]:
+            ca += 1
+        if b[u] != b[v]:
+            cb += 1
+    return ca, cb, src.size
 
 
 def _greedy_cut(stream, gpart, best_cut, share: Optional[float] = None,
