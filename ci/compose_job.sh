@@ -3,14 +3,15 @@
 #
 #   bash ci/compose_job.sh [--gpu] [--keep-store] [--no-build]
 #
-# Steps: `up -d --build` (redis -> partitioner -> submit -> samplers, loaders, trainer; it returns once
-# the job is submitted, or non-zero when the partitioner or submit fails), follow the trainer's and
-# submit's logs, wait for the submit container (the job driver), copy the job's run directory
+# Steps: `build` (unless --no-build), `up -d` (redis -> partitioner -> submit -> samplers, loaders,
+# trainer; it returns once the job is submitted, or non-zero when the partitioner or submit fails),
+# follow the trainer's and submit's logs, wait for the submit container (the job driver), copy the job's run directory
 # (report.md, report.json, plots, best.pt) to ./runs/$ARGOSY_JOB (ARGOSY_RUNS_DIR moves it), then
 # `down -v`: no container, network or volume of the project is left (--keep-store keeps the store
 # volume, so the next job with the same input skips partitioning; `down -v` removes it later).
 # The exit status is submit's: 0 when the job is done, 1 when it failed (its last line says why),
-# 2 when it never started (the partitioner or submit failed; their log tail is printed).
+# 2 when it never started (the images did not build, or the partitioner or submit failed: their log
+# tail is printed).
 #
 # Settings: .env or the environment, as for compose itself (docs/deploy.md); COMPOSE_FILE, if set,
 # picks the compose files, else docker-compose.yml plus the CPU override (docker-compose.cpu.yml)
@@ -43,8 +44,13 @@ cleanup() {
     else "${compose[@]}" down -v --remove-orphans > /dev/null 2>&1; fi
 }
 t0=$(date +%s)
-# shellcheck disable=SC2086
-if ! "${compose[@]}" up -d $build; then
+# Build first, on its own: a failed build (no network, a full disk) is then said as such, not as a
+# partitioner or submit that failed (their logs are empty when nothing was started).
+if [ -n "$build" ] && ! "${compose[@]}" build; then
+    say "the images did not build (the build's last lines are above); nothing was started"
+    exit 2
+fi
+if ! "${compose[@]}" up -d; then
     say "the job did not start; last lines of the partitioner and submit:"
     "${compose[@]}" logs --no-log-prefix --tail 15 partitioner submit >&2
     cleanup
