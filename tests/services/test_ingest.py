@@ -217,6 +217,7 @@ def test_same_host_peers_connect_over_a_unix_socket(env):
     a = _get(ing)
     assert a.fresh and a.fb.batch_id == fb.batch_id and ing.rx.totals["bad_messages"] == 1
     near.close(0)
+    ing.close()              # the ingest thread polls its socket: a ZeroMQ socket is used by one thread at a time
     ing.rx.sock.unbind(local)
     unbind_local(local)
     assert not os.path.exists(os.path.dirname(path))
