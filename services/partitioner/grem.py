@@ -14,6 +14,9 @@ Algorithm (each step a numba kernel over one chunk; Python only loops over chunk
    cluster stays under ``max_cluster = eps * n / min(k, n / 160)`` vertices.  State: ``label``
    and ``cluster_size`` (O(n)).  Assignments are revisited on every pass.  The first pass
    also runs one-pass **Fennel** on the same chunks (the classic streaming greedy start).
+   Without streamed V-cycles (``fast``, ``default``), when a sample of the stream shows the
+   clusters leaving >= 90 % of the entries between them and Fennel cutting <= 0.72x a random
+   partition (R-MAT), steps 2-3 are skipped and step 4 refines the Fennel partition.
 2. **Cluster graph** (:mod:`.cluster_graph`): one pass maps every edge to
    ``(label[u], label[v])`` and accumulates the weighted cluster graph (deduplicated per
    chunk, merged as it grows; in buckets of clusters on disk when large).  Over the in-memory
