@@ -184,6 +184,7 @@ def test_typed_dir_round_trip(tmp_path):
     assert_same(tg, back)
     assert list(back.node_names["author"]) == ["ann", "bo b", "cy"] and back.name == "toy"
     assert typed_format(tmp_path / "g") == "typed_dir" and open_typed(tmp_path / "g").total_edges == 6
+    assert all(a.dtype == np.int32 for e in back.edges.values() for a in e)      # held whole: 4-byte ids
     spec = yaml.safe_load(y.read_text())                     # a hand-written text edge file works too
     (tmp_path / "g" / "cites.csv").write_text("src,dst\n1,0\n2,0\n")
     spec["relations"][1]["edges"] = "cites.csv"
