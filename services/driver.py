@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Sequence
 
 from argosy.shared import envs, rundir
+from argosy.shared.config import selection_metric
 from argosy.shared.errors import ArgosyError, ConfigError
 from argosy.shared.lifecycle import EXIT_CANNOT_START
 from argosy.shared.records import JobState, best_so_far
+from argosy.shared.store.manifest import Manifest
 
 __all__ = ["Phase", "Exit", "Observation", "Decision", "RestartPolicy", "decide", "JobDriver", "run_local",
            "run_submitted", "partition_to_store", "preflight_job"]
@@ -171,12 +173,15 @@ class JobDriver:
         embedded: the embedded Redis server, restarted from its append-only file if it dies.
         epochs: epochs of the job (progress bar).
         quiet: no progress bar.
+        val_metric: what picks the best epoch (the bar shows it): ``accuracy``, or a link job's
+            metric (``mrr`` on a knowledge graph), read from the epoch records' ``val_<metric>``.
     """
 
     def __init__(self, coord, num_trainers: int, stack=None, embedded=None, epochs: int = 0, quiet: bool = True,
                  policy: RestartPolicy = RestartPolicy(), poll: float = 0.5, epoch_log=None,
-                 hang_timeout: float | None = None):
+                 hang_timeout: float | None = None, val_metric: str = "accuracy"):
         self.coord, self.num_trainers, self.stack, self.embedded = coord, num_trainers, stack, embedded
+        self.val_metric = val_metric
         self.epoch_log = epoch_log          # a report.EpochLog (TensorBoard), fed every epoch as it arrives
         self.epochs, self.quiet, self.policy, self.poll = epochs, quiet, policy, poll
         self.phase = Phase.STARTING
@@ -362,8 +367,11 @@ class JobDriver:
                     bar.update(len(new))
                     self._log_epochs(new)
                     seen += len(new)
-                    bar.set_postfix(loss=f"{e.train_loss:.3f}", val=f"{e.val_accuracy or 0:.3f}",
-                                    bps=f"{e.batches_per_second:.1f}", idle=f"{e.trainer_idle_fraction:.0%}")
+                    val = e.val_accuracy if self.val_metric == "accuracy" else e.extra.get(f"val_{self.val_metric}")
+                    bar.set_postfix({"loss": f"{e.train_loss:.3f}",
+                                     "val" if self.val_metric == "accuracy" else f"val_{self.val_metric}":
+                                     "-" if val is None else f"{val:.3f}",
+                                     "bps": f"{e.batches_per_second:.1f}", "idle": f"{e.trainer_idle_fraction:.0%}"})
                 self._record()
                 if not d.restart and not d.restart_trainers:
                     time.sleep(self.poll)
@@ -610,7 +618,9 @@ def run_local(args) -> dict:
                   file=sys.stderr)
         epoch_log = EpochLog(run_dir)
         driver = JobDriver(coord, cfg.num_trainers, stack, embedded, cfg.trainer.epochs, quiet=args.json,
-                           epoch_log=epoch_log, hang_timeout=cfg.coord.peer_timeout)
+                           epoch_log=epoch_log, hang_timeout=cfg.coord.peer_timeout,
+                           val_metric=selection_metric(cfg.trainer.task, cfg.link.metric,
+                                                       bool(Manifest.load(store).typed.get("triples"))))
         driver.transitions = transitions + [(time.time(), str(Phase.STARTING), "")]
         services_started = time.time()
         try:
@@ -669,7 +679,6 @@ def run_local(args) -> dict:
 
 def _store_weighted(store) -> bool | None:
     """Whether the store holds edge weights (None: its manifest cannot be read from here)."""
-    from argosy.shared.store.manifest import Manifest
     try:
         return Manifest.load(store).edge_weights
     except (ArgosyError, OSError, ValueError):

@@ -242,6 +242,14 @@ NEG_SAMPLERS = ("uniform", "degree", "in_batch")
 LINK_METRICS = ("auc", "ap", "hits", "mrr")
 
 
+def selection_metric(task: str, link_metric: str, kg: bool) -> str:
+    """The validation metric that picks the best epoch (and that the progress bar shows):
+    ``accuracy``, a link job's ``--link-metric``, or filtered ``mrr`` on a knowledge graph."""
+    if task != "link":
+        return "accuracy"
+    return "mrr" if kg else link_metric
+
+
 @dataclass
 class LinkConfig:
     """Link prediction (``--task link``): negatives, scorer and the metric that picks the best epoch.

@@ -36,6 +36,7 @@ from argosy.shared.coord import EPOCH_COUNTER_WINDOW
 from argosy.shared.malloc import trim_heap
 from argosy.shared.errors import PeerDeadError
 from argosy.shared.lifecycle import ServiceContext
+from argosy.shared.config import selection_metric
 from argosy.shared.models import EarlyStopping
 from argosy.shared.linkmetrics import link_metrics
 from argosy.shared.kg import kg_phase_record
@@ -536,8 +537,8 @@ class TrainerProc:
     def _val_score(self, rec: dict) -> float:
         """What picks the best epoch: validation accuracy, or a link job's ``--link-metric`` (AUC by default;
         filtered MRR for a knowledge graph)."""
-        metric = "mrr" if self.kg else self.cfg.link.metric
-        v = rec[f"val_{metric}"] if self.link else rec["val_accuracy"]
+        metric = selection_metric("link" if self.link else "node", self.cfg.link.metric, self.kg)
+        v = rec[f"val_{metric}"]
         return -1.0 if v is None or v != v else float(v)
 
     def _improves(self, rec: dict) -> bool:
