@@ -8,7 +8,7 @@ Phases (:class:`Phase`)::
                        +--------/
 
 Each step observes the job (the state in Redis, the children that exited) and asks the pure
-:func:`decide` what follows; the driver then carries it out (restart replicas, restart the
+:func:`~argosy.services.restart_policy.decide` what follows; the driver then carries it out (restart replicas, restart the
 trainers from their checkpoint, or end).  ``train`` and ``demo`` drive their own
 :class:`~argosy.services.stack.LocalStack`; ``up`` runs ``train`` in the background; ``submit
 --wait`` drives a job whose processes were started elsewhere (compose, Kubernetes), with no stack.
@@ -24,117 +24,23 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass
-from enum import StrEnum
+from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
 
+from argosy.services.job_records import job_epochs, job_metrics, keep_best
+from argosy.services.restart_policy import Decision, Exit, Observation, Phase, RestartPolicy, decide
 from argosy.shared import envs, rundir
 from argosy.shared.config import selection_metric
 from argosy.shared.errors import ArgosyError, ConfigError
-from argosy.shared.lifecycle import EXIT_CANNOT_START
-from argosy.shared.records import JobState, best_so_far
+from argosy.shared.records import JobState
 from argosy.shared.store.manifest import Manifest
 
-__all__ = ["Phase", "Exit", "Observation", "Decision", "RestartPolicy", "decide", "JobDriver", "run_local",
-           "run_submitted", "partition_to_store", "preflight_job"]
+__all__ = ["JobDriver", "run_local", "run_submitted", "partition_to_store", "preflight_job"]
 
 logger = logging.getLogger("argosy")
 _PER_EPOCH = re.compile(r"_e\d+$")
 TIMELINE_MAX = 2048
 """Timeline points a driver keeps (one per ~0.5 s poll: ~17 min at full resolution)."""
-
-
-class Phase(StrEnum):
-    PARTITIONING = "partitioning"
-    STARTING = "starting"
-    RUNNING = "running"
-    RESTARTING = "restarting"
-    DONE = "done"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class Exit:
-    """A child process that exited: ``sid`` like ``loader-0``; ``wanted`` False if it was scaled away."""
-    sid: str
-    code: int
-    t: float
-    last_line: str = ""
-    wanted: bool = True
-
-    @property
-    def role(self) -> str:
-        return self.sid.split("-")[0]
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What one step of the driver sees."""
-    t: float
-    state: JobState | None
-    exits: tuple[Exit, ...] = ()
-    error: str | None = None          # the job's result error when ``state`` is failed
-    terminal: bool = False            # that failure was recorded as one no restart can help (exit 78)
-
-
-@dataclass(frozen=True)
-class RestartPolicy:
-    """``max_trainer_restarts``: DDP world restarts from the checkpoint before the job fails.
-    ``crash_loop``: failed exits of one replica role within ``crash_window`` seconds that end the job
-    (a role that cannot start fails fast instead of being restarted forever)."""
-    max_trainer_restarts: int = 3
-    crash_loop: int = 5
-    crash_window: float = 60.0
-
-
-@dataclass(frozen=True)
-class Decision:
-    phase: Phase
-    restart_trainers: bool = False
-    restart: tuple[str, ...] = ()       # replica ids to replace
-    reason: str = ""
-
-
-def decide(obs: Observation, history: Sequence[Exit], trainer_restarts: int,
-           policy: RestartPolicy = RestartPolicy(), orchestrated: bool = False) -> Decision:
-    """The next phase and the restarts to do, from this observation and the exits seen before.
-
-    ``orchestrated``: the processes run under compose or Kubernetes, which restart them itself; a
-    trainer that crashes is then counted like a replica (the job fails when it keeps crashing)
-    instead of restarted here, and an exit that cannot succeed on restart still fails the job at once.
-
-    Pure: the same inputs give the same decision, so recorded histories are replayed in tests.
-    """
-    if obs.state == JobState.DONE:
-        return Decision(Phase.DONE)
-    for e in obs.exits:
-        if e.code == EXIT_CANNOT_START:
-            return Decision(Phase.FAILED, reason=f"{e.sid} cannot start: {e.last_line or 'see its log'}")
-    if obs.state == JobState.FAILED and obs.terminal:
-        return Decision(Phase.FAILED, reason=obs.error or "failed")
-    trainer = None if orchestrated else next((e for e in obs.exits if e.role == "trainer"), None)
-    if obs.state == JobState.FAILED or trainer is not None:
-        why = (obs.error or "trainer reported failure") if obs.state == JobState.FAILED else \
-            f"{trainer.sid} exited with code {trainer.code}" + (f": {trainer.last_line}" if trainer.last_line else "")
-        if trainer_restarts >= policy.max_trainer_restarts:
-            return Decision(Phase.FAILED, reason=f"{why} (after {trainer_restarts} restarts from the checkpoint)")
-        return Decision(Phase.RESTARTING, restart_trainers=True, reason=why)
-    restart = []
-    for e in obs.exits:
-        if not e.wanted:
-            continue
-        # code 0: the replica drained on its own (it saw the job fail before the trainers restarted)
-        recent = [h for h in (*history, *obs.exits) if h.role == e.role and h.code != 0 and h.wanted
-                  and obs.t - h.t <= policy.crash_window]
-        if e.code != 0 and len(recent) >= policy.crash_loop:
-            return Decision(Phase.FAILED, reason=f"{e.role} keeps exiting ({len(recent)} times in "
-                                                 f"{policy.crash_window:.0f} s); last: {e.sid} code {e.code}"
-                                                 + (f": {e.last_line}" if e.last_line else ""))
-        restart.append(e.sid)
-    if restart:
-        return Decision(Phase.RESTARTING, restart=tuple(restart), reason=f"replacing {', '.join(restart)}")
-    return Decision(Phase.RUNNING if obs.state == JobState.RUNNING else Phase.STARTING)
 
 
 def _proc_state(pid: int) -> str:
@@ -469,52 +375,6 @@ def _clean_up(run_dir: Path, created: bool) -> str:
     return f"(kept {run_dir}: it existed before this run; its store/ may be incomplete)"
 
 
-def job_epochs(coord, run_dir: Path | None) -> list:
-    """Every epoch record of the job, for its report: Redis keeps only the newest
-    (:data:`~argosy.shared.coord.MAX_EPOCH_RECORDS`), the older ones come from the run dir's
-    :data:`~argosy.shared.rundir.HISTORY_FILE`.  When that file is not here (``submit``: the trainer
-    writes it on another volume) the report has the records Redis kept, and says so in a warning."""
-    first, kept = coord.epochs_from(0)
-    if first == 0:
-        return kept
-    older = rundir.read_history(run_dir, first)
-    if len(older) == first:
-        return older + kept
-    logger.warning("the report holds epochs %d on only: Redis keeps the newest %d records and %s has %d of "
-                   "the %d before them", first, len(kept), rundir.HISTORY_FILE, len(older), first)
-    return kept
-
-
-def job_metrics(coord, run_dir: Path | None) -> dict[str, float]:
-    """The job's metrics hash with the per-epoch counters trainer rank 0 moved to the run dir put back
-    (:data:`~argosy.shared.rundir.EPOCH_COUNTERS_FILE`); without that file, epochs whose counters
-    left Redis read as unknown (``per_epoch_values``), never as 0."""
-    from argosy.shared.coord import EPOCH_COUNTERS_MOVED
-    metrics = coord.metrics()
-    moved = rundir.read_epoch_counters(run_dir) if metrics.get(EPOCH_COUNTERS_MOVED) else None
-    if moved is not None:
-        for k, v in moved.items():
-            metrics[k] = metrics.get(k, 0.0) + v
-        metrics.pop(EPOCH_COUNTERS_MOVED)
-    return metrics
-
-
-def _keep_best(result: dict, epochs, run_dir: Path, best_record=None) -> dict:
-    """A job stopped before it finished (``argosy down``, Ctrl-C, a failure) still reports the best
-    accuracy so far: the best-validation epoch's figures, whose weights are in ``best.pt``.
-    ``best_record``: Redis's copy of the best record (``Coordinator.best_epoch``), for when ``epochs``
-    holds only the newest records."""
-    if result.get("test_accuracy") is not None:
-        return result
-    best = best_so_far(epochs) or (best_so_far([best_record]) if best_record is not None else {})
-    if not best:
-        return result
-    out = {**best, **{k: v for k, v in result.items() if v is not None}}
-    if rundir.best_path(run_dir).exists():
-        out.setdefault("best_checkpoint", str(rundir.best_path(run_dir)))
-    return out
-
-
 def _raise_stop(signum, frame):
     raise _Stop()
 
@@ -647,7 +507,7 @@ def run_local(args) -> dict:
             result = {**result, **fleet_summary(coord)}
         except ArgosyError:
             pass
-        result = _keep_best(result, epochs, run_dir, coord.best_epoch())
+        result = keep_best(result, epochs, run_dir, coord.best_epoch())
         result["tensorboard"] = str(epoch_log.path) if epoch_log.path else epoch_log.why
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -694,7 +554,7 @@ def run_submitted(coord, cfg, run_dir: Path, store: str) -> dict:
     driver = JobDriver(coord, cfg.num_trainers, stack=None, quiet=True, poll=1.0)
     result = driver.run()
     epochs = job_epochs(coord, run_dir)
-    result = {**_keep_best(result, epochs, run_dir, coord.best_epoch()), **fleet_summary(coord), "wall_seconds": time.time() - t0,
+    result = {**keep_best(result, epochs, run_dir, coord.best_epoch()), **fleet_summary(coord), "wall_seconds": time.time() - t0,
               "edge_weights": cfg.trainer.edge_weights_used(_store_weighted(store))}
     report = write_report(run_dir, result, epochs, driver.timeline,
                           {"job": cfg.job, "store": store, "config": json.loads(cfg.to_json()),

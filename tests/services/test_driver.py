@@ -1,4 +1,4 @@
-"""The job driver's restart policy (``services.driver.decide``) replayed on recorded histories.
+"""The job driver's restart policy (``services.restart_policy.decide``) replayed on recorded histories.
 
 Each history is a list of observations as the launcher saw them; the test feeds them one by one
 with the exits seen before, the way ``JobDriver.step`` does, and checks every decision.
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from argosy.services.driver import Decision, Exit, Observation, Phase, RestartPolicy, decide
+from argosy.services.restart_policy import Decision, Exit, Observation, Phase, RestartPolicy, decide
 from argosy.shared.lifecycle import EXIT_CANNOT_START
 from argosy.shared.records import JobState
 

@@ -120,7 +120,7 @@ def test_epoch_records_and_counters_stay_bounded_over_a_long_job(coord, tmp_path
     """1,000 epochs: Redis holds at most MAX_EPOCH_RECORDS records and EPOCH_COUNTER_WINDOW (+ the move
     period) epochs of counters; its bytes stop growing once the window is full; yet every reader
     sees the whole job (count, last, best, the report's records and per-epoch counters, exactly)."""
-    from argosy.services.driver import job_epochs, job_metrics
+    from argosy.services.job_records import job_epochs, job_metrics
     from argosy.shared.coord import EPOCH_COUNTER_WINDOW, MAX_EPOCH_RECORDS
     from argosy.shared.traffic import wire_summary
     from argosy.shared.store.residency import disk_summary

@@ -70,7 +70,7 @@ def test_throughput_figure_of_a_job_that_never_trained_says_so_without_a_warning
 
 
 def test_report_of_a_stopped_job_keeps_the_best_accuracy(tmp_path):
-    from argosy.services.driver import _keep_best
+    from argosy.services.job_records import keep_best as _keep_best
     (tmp_path / "best.pt").write_bytes(b"")
     res = _keep_best({"error": "interrupted"}, [EpochRecord.from_dict(e) for e in EPOCHS], tmp_path)
     assert res["test_accuracy"] == 0.58 and res["val_accuracy"] == 0.6 and res["best_epoch"] == 1
