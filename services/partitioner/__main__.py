@@ -338,8 +338,7 @@ def run_typed(args, tg, budget) -> int:
     from argosy.shared.store.typed import write_kg_triples, write_typed_store
 
     t0 = time.perf_counter()
-    off = {t: int(o) for t, o in zip(tg.node_types, tg.type_offsets)}
-    stream = SegmentEdgeStream([(*tg.edges[r], off[r[0]], off[r[2]]) for r in tg.relations], tg.total_nodes)
+    stream = SegmentEdgeStream(tg.relation_segments(), tg.total_nodes)
     n, entries = stream.num_nodes, stream.stream_entries
     if n == 0:
         raise GraphFormatError(f"{args.input}: the graph is empty (no vertices)")

@@ -80,14 +80,18 @@ class TypedGraph:
     def offset(self, node_type: str) -> int:
         return int(self.type_offsets[self.node_types.index(node_type)])
 
+    def relation_segments(self) -> list[tuple[np.ndarray, np.ndarray, int, int]]:
+        """``(src, dst, src_offset, dst_offset)`` per relation, in relation order: its type-local ids
+        and the offsets that make them global (``src + src_offset``), without copying them."""
+        off = {t: int(o) for t, o in zip(self.node_types, self.type_offsets)}
+        return [(*self.edges[key], off[key[0]], off[key[2]]) for key in self.relations]
+
     def global_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(src, dst, rel)``: every edge in global ids, with its relation id (int64, int64, int32)."""
-        off = {t: int(o) for t, o in zip(self.node_types, self.type_offsets)}
         src, dst, rel = [], [], []
-        for r, key in enumerate(self.relations):
-            s, d = self.edges[key]
-            src.append(np.asarray(s, np.int64) + off[key[0]])
-            dst.append(np.asarray(d, np.int64) + off[key[2]])
+        for r, (s, d, so, do) in enumerate(self.relation_segments()):
+            src.append(np.asarray(s, np.int64) + so)
+            dst.append(np.asarray(d, np.int64) + do)
             rel.append(np.full(len(s), r, np.int32))
         if not src:
             return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32)

@@ -42,13 +42,11 @@ def typed_relations(tg: TypedGraph, reverse: bool = True) -> list[list[str]]:
 def typed_edge_chunks(tg: TypedGraph, reverse: bool = True, chunk: int = 1 << 20):
     """``(src, dst, relation)`` entry chunks of the store writer (see the module docstring), one
     slice of one relation at a time: the relations are never concatenated (O(chunk) memory)."""
-    off = {t: int(o) for t, o in zip(tg.node_types, tg.type_offsets)}
     R = len(tg.relations)
-    for r, key in enumerate(tg.relations):
-        s, d = tg.edges[key]
+    for r, (s, d, so, do) in enumerate(tg.relation_segments()):
         for a in range(0, len(s), chunk):
-            ss = np.asarray(s[a:a + chunk], np.int64) + off[key[0]]
-            dd = np.asarray(d[a:a + chunk], np.int64) + off[key[2]]
+            ss = np.asarray(s[a:a + chunk], np.int64) + so
+            dd = np.asarray(d[a:a + chunk], np.int64) + do
             rr = np.full(ss.shape[0], r, np.int32)
             yield dd, ss, rr
             if reverse:

@@ -442,9 +442,7 @@ def test_the_relation_stream_regroups_into_the_flat_typed_graph(tmp_path):
     from argosy.shared.store.typed import typed_flat_graph
     from argosy.shared.synthetic_hetero import mag_like
     tg = mag_like(num_papers=300, seed=1)
-    off = {t: int(o) for t, o in zip(tg.node_types, tg.type_offsets)}
-    stream = SegmentEdgeStream([(*tg.edges[r], off[r[0]], off[r[2]]) for r in tg.relations], tg.total_nodes,
-                               chunk_edges=97)
+    stream = SegmentEdgeStream(tg.relation_segments(), tg.total_nodes, chunk_edges=97)
     assert stream.num_chunks > len(tg.relations) and stream.stream_entries == 2 * tg.total_edges
     g = typed_flat_graph(tg)
     with GroupedEdgeStream(stream, str(tmp_path / "rg")) as view:
