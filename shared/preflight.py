@@ -378,7 +378,10 @@ def check_job(cfg: JobConfig, inputs: JobInputs, remote: bool = False) -> Prefli
         except ArgosyError as e:
             problems.append(str(e))
     elif inputs.data is not None and looks_typed(inputs.data):
-        pass                                    # the typed readers check it when the partitioner reads it
+        from argosy.shared.graphio.typed_open import typed_has_labels
+        if cfg.trainer.task == "node" and not typed_has_labels(inputs.data):   # before hours of partitioning
+            problems.append(_no_labels(inputs.data, typed=True))
+        # anything else the typed readers check when the partitioner reads it
     elif inputs.data is not None:
         p, dim, classes = _data_problems(inputs, _learned(cfg))
         problems += p

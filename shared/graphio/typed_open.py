@@ -20,12 +20,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from .kgtriples import find_kg_files, read_kg_triples
-from .rdf import _LINE_RX, is_ntriples_file, read_rdf, read_rdf_dir
+from .rdf import _LINE_RX, _label_file, is_ntriples_file, read_rdf, read_rdf_dir
 from .text import GzipReader
 from .typed import TypedGraph
-from .typed_dir import TYPED_YAML, is_ogb_hetero_dir, read_ogb_hetero, read_typed_dir
+from .typed_dir import TYPED_YAML, _ogb_file, is_ogb_hetero_dir, read_ogb_hetero, read_typed_dir
 
-__all__ = ["open_typed", "typed_format"]
+__all__ = ["open_typed", "typed_format", "typed_has_labels"]
 
 
 def _looks_like_ntriples(p: Path) -> bool:
@@ -78,3 +78,27 @@ def open_typed(path, **opts) -> TypedGraph | None:
     reader = {"rdf": read_rdf, "rdf_dir": read_rdf_dir, "typed_dir": read_typed_dir,
               "ogb_hetero": read_ogb_hetero, "kg": read_kg_triples}[fmt]
     return reader(path, **opts)
+
+
+def typed_has_labels(path) -> bool:
+    """Whether the typed input at ``path`` carries node labels, found from its layout alone (no
+    graph is read), so a node-classification job on an unlabelled input is refused before it is
+    partitioned.  A knowledge graph's triples are its labels; a layout fault answers True and is
+    left to the reader, which names it."""
+    fmt, p = typed_format(path), Path(path)
+    try:
+        if fmt == "rdf":
+            return False                        # a lone .nt file: its labelled-entity TSVs live beside it in a directory
+        if fmt == "rdf_dir":
+            return _label_file(p, "trainingset") is not None
+        if fmt == "typed_dir":
+            import yaml
+            spec = yaml.safe_load((p / TYPED_YAML).read_text(encoding="utf-8")) or {}
+            tgt = spec.get("target")
+            return bool(spec.get("triples")) or tgt is not None and (not isinstance(tgt, dict) or tgt.get("labels") is not None)
+        if fmt == "ogb_hetero":
+            d = p / "raw" / "node-label"
+            return d.is_dir() and any(_ogb_file(q / "node-label.csv") for q in d.iterdir() if q.is_dir())
+    except Exception:                           # noqa: BLE001 - the reader reports the fault itself
+        return True
+    return True

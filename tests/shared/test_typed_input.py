@@ -323,3 +323,29 @@ def test_codex_s_counts():
     tg = read_kg_triples(HETERO / "codex-s")
     assert tg.num_nodes["entity"] == 2034 and len(tg.relations) == 42
     assert {k: len(v) for k, v in tg.triples.items()} == {"train": 32888, "valid": 1827, "test": 1828}
+
+
+def test_typed_has_labels_agrees_with_the_readers(tmp_path):
+    """The layout probe that lets preflight refuse an unlabelled node job before partitioning says
+    what the reader then finds, for every typed layout with and without labels."""
+    from argosy.shared.graphio.typed_open import typed_has_labels
+    rdf = tmp_path / "rdf"
+    rdf.mkdir()
+    write_rdf(rdf)
+    cases = [rdf, rdf / "g.nt"]
+    save_typed_dir(toy_graph(), tmp_path / "typed")
+    bare = toy_graph()
+    bare.target = bare.labels = bare.train_mask = bare.val_mask = bare.test_mask = bare.label_names = None
+    save_typed_dir(bare, tmp_path / "typed_bare")
+    cases += [tmp_path / "typed", tmp_path / "typed_bare", write_ogb_mag(tmp_path / "ogb")]
+    import shutil
+    shutil.copytree(tmp_path / "ogb", tmp_path / "ogb_bare")
+    shutil.rmtree(tmp_path / "ogb_bare" / "raw" / "node-label")
+    cases.append(tmp_path / "ogb_bare")
+    seen = {}
+    for p in cases:
+        seen[p.name] = typed_has_labels(p)
+        assert seen[p.name] == (open_typed(p).labels is not None), p
+    assert seen == {"rdf": True, "g.nt": False, "typed": True, "typed_bare": False, "ogb": True, "ogb_bare": False}
+    (rdf / "trainingSet.tsv").unlink()
+    assert not typed_has_labels(rdf) and not open_typed(rdf).train_mask.any()     # test labels only: none to train on
