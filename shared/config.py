@@ -236,6 +236,9 @@ class TrainerConfig:
 LINK_SCORERS = ("dot", "mlp", "distmult")
 LINK_LOSSES = ("bce", "margin")
 KG_SCORER_NAMES = ("complex", "distmult", "rotate")
+KG_DECAY_AFTER = 3
+"""Epochs in a row without a better validation MRR after which a knowledge graph's lr decays
+(``LinkConfig.kg_lr_decay``): the recipe's evaluation every 3 epochs, as the pipeline evaluates each."""
 NODE_EMBEDDINGS_AUTO_DIM = 64
 """Width of the learned vertex inputs a link job on a featureless store gets by default."""
 NEG_SAMPLERS = ("uniform", "degree", "in_batch")
@@ -295,6 +298,9 @@ class LinkConfig:
     """Label smoothing of the 1vsAll cross-entropy (CoDEx-S: test MRR 0.467 with 0.1, 0.458 without)."""
     kg_init_std: float = 1e-3
     """Entity and relation rows start N(0, kg_init_std)."""
+    kg_lr_decay: float = 0.3
+    """After every ``KG_DECAY_AFTER`` (3) epochs in a row without a better validation MRR the lr is
+    multiplied by this (a plateau schedule, as ``bench/kg_recipe.py``); 1 = a constant lr."""
 
     def __post_init__(self):
         for name, value, allowed in (("scorer", self.scorer, LINK_SCORERS), ("neg_sampler", self.neg_sampler, NEG_SAMPLERS),
@@ -312,10 +318,10 @@ class LinkConfig:
         if self.kg_scorer not in KG_SCORER_NAMES:
             raise ConfigError(f"kg_scorer must be one of {', '.join(KG_SCORER_NAMES)} (got {self.kg_scorer!r})")
         if (self.kg_dim < 2 or self.kg_dim % 2 or not self.kg_lr > 0 or self.kg_n3 < 0 or not self.kg_init_std > 0
-                or not 0 <= self.kg_label_smoothing < 1):
+                or not 0 <= self.kg_label_smoothing < 1 or not 0 < self.kg_lr_decay <= 1):
             raise ConfigError(f"kg_dim must be even >= 2, kg_lr and kg_init_std > 0, kg_n3 >= 0, kg_label_smoothing "
-                              f"in [0, 1) (got {self.kg_dim}, {self.kg_lr}, {self.kg_init_std}, {self.kg_n3}, "
-                              f"{self.kg_label_smoothing})")
+                              f"in [0, 1), kg_lr_decay in (0, 1] (got {self.kg_dim}, {self.kg_lr}, {self.kg_init_std}, "
+                              f"{self.kg_n3}, {self.kg_label_smoothing}, {self.kg_lr_decay})")
 
     def embedding_dim(self, feature_dim: int) -> int:
         """Width of the learned vertex inputs on a store whose features are ``feature_dim`` wide (0 = none)."""
@@ -472,7 +478,7 @@ class JobConfig:
             d["trainer"].pop("edge_weights")
         for k, v in (("loss", "bce"), ("margin", 1.0), ("node_embeddings", None), ("kg_scorer", "complex"),
                      ("kg_dim", 512), ("kg_lr", 0.1), ("kg_n3", 0.01), ("kg_init_std", 1e-3),
-                     ("kg_label_smoothing", 0.1)):
+                     ("kg_label_smoothing", 0.1), ("kg_lr_decay", 0.3)):
             if "link" in d and d["link"][k] == v:   # defaults: link fingerprints of earlier jobs stay the same
                 d["link"].pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

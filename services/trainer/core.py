@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from argosy.shared.config import LinkConfig, TrainerConfig
+from argosy.shared.config import KG_DECAY_AFTER, LinkConfig, TrainerConfig
 from argosy.shared import envs
 from argosy.shared.envs import torch_threads
 from argosy.shared.errors import ConfigError
@@ -226,6 +226,17 @@ class TrainerCore:
         self.autocast, self.precision = None, "fp32"
         self._pending = 0
         self.hot = self.cache = None
+
+    def plateau_decay(self, epochs_without_gain: int) -> float | None:
+        """A knowledge graph's lr schedule: ``kg_lr_decay`` times the lr after every
+        :data:`KG_DECAY_AFTER` epochs without a better validation MRR; returns the new lr (None: unchanged).
+        Every rank calls it with the same reduced count, so their optimizers stay alike."""
+        f = self.link.kg_lr_decay
+        if f >= 1 or not epochs_without_gain or epochs_without_gain % KG_DECAY_AFTER:
+            return None
+        for g in self.opt.param_groups:
+            g["lr"] *= f
+        return self.opt.param_groups[0]["lr"]
 
     @staticmethod
     def featureless_rgcn(cfg: TrainerConfig, in_dim: int, num_relations: int, num_nodes: int,

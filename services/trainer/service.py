@@ -459,6 +459,9 @@ class TrainerProc:
                         dist.barrier()
                     self._record(rec, phase, st, secs)
                 improved = self._track_best(epoch, rec)
+                if self.kg and not improved and (lr := self.core.plateau_decay(self.stopper.since_gain)):
+                    logger.info("epoch %d: %d epochs without a better validation MRR: lr now %.3g", epoch,
+                                self.stopper.since_gain, lr)
                 every = cfg.trainer.checkpoint_every
                 due = bool(cfg.run_dir) and bool(every) and (epoch + 1) % every == 0
                 table = None if self.shards is None else self.shards.end_epoch(   # collective, every rank

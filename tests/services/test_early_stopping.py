@@ -2,9 +2,11 @@
 
 The rule itself is :class:`argosy.shared.models.EarlyStopping`, shared with the full-graph loop.
 """
+import numpy as np
 import pytest
 
 from argosy.shared.config import JobConfig, TrainerConfig
+from argosy.shared.errors import ConfigError
 from argosy.shared.models import EarlyStopping
 from argosy.services.trainer.service import TrainerProc
 
@@ -89,3 +91,22 @@ def test_link_jobs_stop_on_their_chosen_metric():
         proc._track_best(epoch, rec)
         ran.append(epoch)
     assert proc.result["best_epoch"] == 1 and proc.result["val_ap"] == 0.9 and ran == [0, 1, 2, 3]
+
+
+def test_kg_lr_decays_on_a_validation_plateau():
+    """A knowledge graph's lr is multiplied by kg_lr_decay after every KG_DECAY_AFTER epochs without a
+    better validation MRR (the in-process recipe's schedule), never otherwise; 1 turns it off."""
+    from argosy.services.trainer.core import TrainerCore
+    from argosy.shared.config import KG_DECAY_AFTER, LinkConfig, TrainerConfig
+    known = np.array([[0, 0, 1], [1, 1, 2]])
+    for decay in (0.3, 1.0):
+        core = TrainerCore(TrainerConfig(task="link", device="cpu"), 0, 0, 1, link=LinkConfig(kg_lr_decay=decay),
+                           num_nodes=4, kg_relations=2, kg_known=known)
+        lr0, lrs = core.opt.param_groups[0]["lr"], []
+        for since in range(0, 2 * KG_DECAY_AFTER + 1):
+            core.plateau_decay(since)
+            lrs.append(core.opt.param_groups[0]["lr"])
+        want = [lr0 * decay ** (s // KG_DECAY_AFTER) for s in range(0, 2 * KG_DECAY_AFTER + 1)]
+        assert np.allclose(lrs, want), (decay, lrs, want)
+    with pytest.raises(ConfigError, match="kg_lr_decay"):
+        LinkConfig(kg_lr_decay=0.0)
