@@ -55,6 +55,60 @@ def lp_best_label(adj, ew, e0, e1, v, label, lw, wv, maxw, rating, touched, part
     return best
 
 
+# lp_cluster rates a vertex of at most this many entries in a short list instead of the rating
+# array indexed by label: on the 15M-vertex road-like graph's first cluster graph (5.0M
+# clusters, mean degree 3.2) two LP rounds took 5.4-7.0 s through lp_best_label and its rating
+# array, 3.5-3.8 s with the list (same labels, same random draws)
+LP_SHORT_LIST = 32
+
+
+@numba.njit(cache=True, inline="always")
+def _short_list_best(adj, ew, e0, e1, v, label, lw, wv, maxw, part, state, ll, lr):
+    """:func:`lp_best_label` for a vertex of at most :data:`LP_SHORT_LIST` entries: its
+    neighbours' labels are summed in the short lists ``ll`` (labels) and ``lr`` (weights), in
+    cache, where the rating array costs two more random accesses per entry on a large graph.
+    The labels are met in the same order (first appearance), so both choose the same label
+    and draw the same random numbers (``part`` is always checked)."""
+    cur = label[v]
+    nt = 0
+    for e in range(e0, e1):
+        c = label[adj[e]]
+        w = ew[e]
+        f = -1
+        for t in range(nt):
+            if ll[t] == c:
+                f = t
+                break
+        if f < 0:
+            ll[nt] = c
+            lr[nt] = w
+            nt += 1
+        else:
+            lr[f] += w
+    bestr = 0
+    for t in range(nt):
+        if ll[t] == cur:
+            bestr = lr[t]
+    best = cur
+    nties = 1
+    for t in range(nt):
+        c = ll[t]
+        r = lr[t]
+        if c == cur or r < bestr or (r == bestr and best == cur):
+            continue
+        if lw[c] + wv > maxw or part[c] != part[v]:
+            continue
+        if r > bestr:
+            best = c
+            bestr = r
+            nties = 1
+        else:
+            nties += 1
+            if rand_below(state, nties) == 0:
+                best = c
+    return best
+
+
 @numba.njit(cache=True)
 def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks):
     """Size-constrained label propagation clustering.
@@ -72,7 +126,7 @@ def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks):
         np.ndarray: int64 (n,) cluster label per vertex (a vertex id of the cluster).
     """
     n = vw.size
-    label = np.arange(n)
+    label = np.arange(n).astype(np.int32)  # int32: half the cache lines of the random reads
     cw = vw.copy()
     rating = np.zeros(n, np.int64)
     maxdeg = 0
@@ -81,14 +135,20 @@ def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks):
         if d > maxdeg:
             maxdeg = d
     touched = np.empty(maxdeg + 1, np.int64)
+    ll = np.empty(LP_SHORT_LIST, np.int32)
+    lr = np.empty(LP_SHORT_LIST, np.int64)
     order = visit_order(n, seed_state)
     for _ in range(rounds):
         moved = 0
         for idx in range(n):
             v = order[idx]
             cur = label[v]
-            best = lp_best_label(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v], maxw,
-                                 rating, touched, part, True, seed_state)
+            if xadj[v + 1] - xadj[v] <= LP_SHORT_LIST and ew.size:
+                best = _short_list_best(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v],
+                                        maxw, part, seed_state, ll, lr)
+            else:
+                best = lp_best_label(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v], maxw,
+                                     rating, touched, part, True, seed_state)
             if best != cur:
                 cw[cur] -= vw[v]
                 cw[best] += vw[v]
@@ -108,7 +168,7 @@ def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks):
                 label[v] = o
             else:
                 open_c[part[v]] = v
-    return label
+    return label.astype(np.int64)
 
 
 @numba.njit(cache=True)
