@@ -145,3 +145,52 @@ def test_full_disk_raises_and_leaves_no_scratch(random_graph, tmp_path, monkeypa
                                  rng_state(0), str(tmp_path))
     assert e.value.errno == errno.ENOSPC and len(calls) == 3
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("use_part", [False, True])
+def test_short_list_lp_chooses_what_the_rating_array_chooses(use_part):
+    """``lp_cluster`` rates vertices of at most ``LP_SHORT_LIST`` entries in a short list and
+    the others with the label-indexed rating array (``lp_best_label``); both ways give the
+    labels one round of the rating array alone gives, random tie draws included (degrees from
+    1 to well above the list's length, weighted entries, blocks or none)."""
+    import numba
+
+    from argosy.services.partitioner.coarsening import LP_SHORT_LIST, lp_best_label, lp_cluster
+    from argosy.services.partitioner.nbutil import visit_order
+
+    @numba.njit
+    def rating_array_lp(xadj, adj, ew, vw, maxw, state, part):
+        n = vw.size
+        label = np.arange(n)
+        cw = vw.copy()
+        rating = np.zeros(n, np.int64)
+        touched = np.empty(n + 1, np.int64)
+        order = visit_order(n, state)
+        for idx in range(n):
+            v = order[idx]
+            best = lp_best_label(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v], maxw,
+                                 rating, touched, part, True, state)
+            if best != label[v]:
+                cw[label[v]] -= vw[v]
+                cw[best] += vw[v]
+                label[v] = best
+        return label
+
+    rng = np.random.default_rng(7)
+    n = 4000
+    deg = np.where(rng.random(n) < 0.05, rng.integers(LP_SHORT_LIST, 4 * LP_SHORT_LIST, n),
+                   rng.integers(1, 6, n))
+    src = np.repeat(np.arange(n), deg)
+    dst = (src + rng.integers(1, 40, src.size)) % n  # local: labels repeat among neighbours
+    pairs = np.unique(np.concatenate([np.stack([src, dst], 1), np.stack([dst, src], 1)]), axis=0)
+    xadj = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(pairs[:, 0], minlength=n), out=xadj[1:])
+    adj = pairs[:, 1].astype(np.int64)
+    ew = rng.integers(1, 4, adj.size).astype(np.int64)
+    ew = np.maximum(ew, ew[np.lexsort((pairs[:, 0], pairs[:, 1]))])  # symmetric weights
+    vw = rng.integers(1, 3, n).astype(np.int64)
+    part = (np.arange(n) * 4 // n).astype(np.int64) if use_part else np.zeros(n, np.int64)
+    assert np.diff(xadj).max() > LP_SHORT_LIST >= np.diff(xadj).min()
+    got = lp_cluster(xadj, adj, ew, vw, 12, 1, rng_state(3), part, 4 if use_part else 1)
+    want = rating_array_lp(xadj, adj, ew, vw, 12, rng_state(3), part)
+    np.testing.assert_array_equal(got, want)
