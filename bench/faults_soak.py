@@ -33,13 +33,16 @@ SOAK_FAULTS = ("host-kill", "link-10", "link-flap", "loss-5", "loss-20", "slow-l
                "stop-trainer", "stop-loader", "hang-trainer", "hang-loader")
 WARMUP_S = 300.0
 PROC_WARMUP_S = 120.0   # and a replacement process's own start-up (loading its parts, its model) is not growth
+PEAK_BLOCK_S = 120.0    # the peak-slope's blocks: twice the trainer's heap-trim period (HEAP_TRIM_EVERY_S)
 NAME = "soak"           # file names under bench/results (--name)
 
 
 def proc_sample(pid: int) -> dict | None:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
-        rss = next(int(ln.split()[1]) * 1024 for ln in status.splitlines() if ln.startswith("VmRSS:"))
+        kb = {ln.split(":")[0]: int(ln.split()[1]) * 1024 for ln in status.splitlines()
+              if ln.startswith(("VmRSS:", "RssAnon:", "RssFile:", "RssShmem:"))}
+        rss = kb["VmRSS"]
         fds = os.listdir(f"/proc/{pid}/fd")
         socks = 0
         for fd in fds:
@@ -47,8 +50,10 @@ def proc_sample(pid: int) -> dict | None:
                 socks += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
             except OSError:
                 pass
-        return {"rss": rss, "fds": len(fds), "sockets": socks}
-    except (OSError, StopIteration):
+        # RssAnon: heap and anonymous mappings (what can leak); RssFile: mapped files (the store's feature
+        # files, shared libraries), bounded by their size and dropped by the kernel under pressure
+        return {"rss": rss, "anon": kb.get("RssAnon"), "file": kb.get("RssFile"), "fds": len(fds), "sockets": socks}
+    except (OSError, KeyError):
         return None
 
 
@@ -63,10 +68,12 @@ def sampler(job, stop: threading.Event, path: Path) -> None:
             except Exception:
                 pids = {"launcher": job.proc.pid}
             t = time.time()
+            load1 = os.getloadavg()[0]      # the machine's: the job's own processes and everyone else's
             for sid, pid in pids.items():
                 s = proc_sample(pid) if pid else None
                 if s:
-                    f.write(json.dumps({"t": t, "sid": sid, "pid": pid, **s}) + "\n")
+                    f.write(json.dumps({"t": t, "sid": sid, "pid": pid, **s,
+                                        **({"load1": load1} if sid == "launcher" else {})}) + "\n")
             try:               # Redis's own count of its data (RSS also holds the allocator's slack)
                 used = int(job.coord.r.info("memory")["used_memory"])
                 f.write(json.dumps({"t": t, "sid": "redis used_memory", "pid": 0, "rss": used, "fds": 0,
@@ -116,13 +123,18 @@ def run(args) -> None:
         except Exception as e:
             print(f"redis snapshot failed: {e!r}", file=sys.stderr)
     while time.time() < t_end - tail and job.proc.poll() is None:
+        if not args.faults:
+            time.sleep(min(10.0, max(0.0, t_end - tail - time.time())))
+            if not snaps and time.time() - job.t0 >= WARMUP_S:
+                snap()
+            continue
         if not snaps and time.time() - job.t0 >= WARMUP_S:
             snap()
         wait = args.every * (0.7 + 0.6 * rng.random())
         time.sleep(max(0.0, min(wait, t_end - tail - time.time())))
         if time.time() >= t_end - tail or job.proc.poll() is not None:
             break
-        sc = rng.choice(SOAK_FAULTS)
+        sc = rng.choice(args.faults)
         try:
             fault = faults.FAULTS[sc](job, rng)
             fault["scenario"] = sc
@@ -173,6 +185,28 @@ def _slope_pct_per_10min(ts, ys) -> float:
     return 100.0 * b * 600.0 / my
 
 
+def _peak_slope(w: list[dict], key: str, per_mb: bool = False) -> float | None:
+    """Slope (% of the mean per 10 min) of the highest ``key`` in each whole :data:`PEAK_BLOCK_S` block of
+    ``w``: the trainer's RSS is a sawtooth (it hands its free heap back every ``HEAP_TRIM_EVERY_S`` and the
+    next batches fault those pages in again), whose least-squares slope over a few sawteeth depends on
+    where the window starts.  Each block holds a whole tooth, so its peak is the tooth's top; growth of the
+    heap lifts the tops as much as the mean, so it is not hidden.  None with fewer than 3 blocks."""
+    t_first, pts = w[0]["t"], {}
+    for s in w:
+        k = int((s["t"] - t_first) // PEAK_BLOCK_S)
+        if s.get(key) is not None:
+            pts.setdefault(k, []).append(s[key])
+    last = int((w[-1]["t"] - t_first) // PEAK_BLOCK_S)
+    blocks = [(k, max(v)) for k, v in sorted(pts.items()) if k < last or (w[-1]["t"] - t_first) % PEAK_BLOCK_S >= PEAK_BLOCK_S - 10]
+    if len(blocks) < 3:
+        return None
+    if per_mb:                   # MB per 10 min instead of %
+        ts, ys = [(k + 0.5) * PEAK_BLOCK_S for k, _ in blocks], [y / 2**20 for _, y in blocks]
+        mt, my = sum(ts) / len(ts), sum(ys) / len(ys)
+        return 600.0 * sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / sum((t - mt) ** 2 for t in ts)
+    return _slope_pct_per_10min([(k + 0.5) * PEAK_BLOCK_S for k, _ in blocks], [y for _, y in blocks])
+
+
 def summarize() -> str:
     samples = [json.loads(ln) for ln in (OUT / f"{NAME}.jsonl").read_text().splitlines() if ln.strip()]
     ep = json.loads((OUT / f"{NAME}_epochs.json").read_text())
@@ -181,17 +215,24 @@ def summarize() -> str:
     by: dict[str, list[dict]] = {}
     for s in samples:
         by.setdefault(s["sid"], []).append(s)
-    rows = ["| process | samples after warm-up (the job's 5 min, a replacement's first 2 min), before the stop | span min | RSS first/last MB | RSS slope %/10 min | fds min-max | sockets min-max |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| process | samples | span min | RSS first/last MB | RSS slope %/10 min: all samples / "
+            f"{PEAK_BLOCK_S / 60:.0f}-min peaks | anon (heap) MB/10 min, {PEAK_BLOCK_S / 60:.0f}-min peaks | anon / file / shmem MB, last | fds min-max | sockets min-max |",
+            "|---|---|---|---|---|---|---|---|---|"]
     t_stop = ep.get("t_stop", float("inf"))      # after the SIGTERM: shutdown (the report is written), not the soak
     for sid, ss in sorted(by.items()):
         w = [s for s in ss if s["t"] >= max(t0 + WARMUP_S, ss[0]["t"] + PROC_WARMUP_S) and s["t"] < t_stop]
         if len(w) < 3:
-            rows.append(f"| {sid} | {len(w)} | - | - | - (lived {len(ss) * 10} s) | - | - |")
+            rows.append(f"| {sid} | {len(w)} | - | - | - (lived {len(ss) * 10} s) | - | - | - | - |")
             continue
         slope = _slope_pct_per_10min([s["t"] for s in w], [s["rss"] for s in w])
+        peak = _peak_slope(w, "rss")
+        anon = _peak_slope(w, "anon", per_mb=True) if w[-1].get("anon") is not None else None
+        split = "-" if w[-1].get("anon") is None else \
+            f"{w[-1]['anon'] / 2**20:.0f} / {w[-1]['file'] / 2**20:.0f} / {(w[-1]['rss'] - w[-1]['anon'] - w[-1]['file']) / 2**20:.0f}"
+        fmt = lambda x: "-" if x is None else f"{x:+.2f}"  # noqa: E731
         rows.append(f"| {sid} | {len(w)} | {(w[-1]['t'] - w[0]['t']) / 60:.1f} | {w[0]['rss'] / 2**20:.0f} / "
-                    f"{w[-1]['rss'] / 2**20:.0f} | {slope:+.2f} | {min(s['fds'] for s in w)}-{max(s['fds'] for s in w)} | "
+                    f"{w[-1]['rss'] / 2**20:.0f} | {slope:+.2f} / {fmt(peak)} | {fmt(anon)} | {split} | "
+                    f"{min(s['fds'] for s in w)}-{max(s['fds'] for s in w)} | "
                     f"{min(s['sockets'] for s in w)}-{max(s['sockets'] for s in w)} |")
     epochs = [e for e in ep["epochs"] if e.get("t_end")]
     faulted = []
@@ -207,8 +248,9 @@ def summarize() -> str:
         xs = sorted(e["batches_per_second"] for e in epochs if not e["faulted"] and lo <= e["t_end"] - t0 < hi)
         if not xs and lo > (epochs[-1]["t_end"] - t0 if epochs else 0):
             break
+        ld = sorted(s["load1"] for s in by.get("launcher", []) if "load1" in s and lo <= s["t"] - t0 < hi)
         if xs:
-            windows.append((lo / 60, xs[len(xs) // 2]))
+            windows.append((lo / 60, xs[len(xs) // 2], (ld[0], ld[len(ld) // 2], ld[-1]) if ld else None))
     bad = [e for e in ep["epochs"] if e.get("seeds_trained") != e.get("seeds_planned") or e.get("duplicates")
            or e.get("seeds_dropped")]
     complete = [e for e in ep["epochs"]]
@@ -222,13 +264,23 @@ def summarize() -> str:
     for f in flt:
         lines.append(f"| {(f['t_inject'] - t0) / 60:.1f} | {f['scenario']} | {f.get('detect_s')} | {f.get('recover_s')} | "
                      f"{f.get('note') or f.get('error')} |")
-    lines += ["", f"## Memory, descriptors, sockets (after {WARMUP_S / 60:.0f} min warm-up, sampled every 10 s)", "", *rows,
+    lines += ["", f"## Memory, descriptors, sockets (after {WARMUP_S / 60:.0f} min warm-up, sampled every 10 s)", "",
+              f"Samples: after the job's {WARMUP_S / 60:.0f}-minute warm-up and a replacement's first {PROC_WARMUP_S / 60:.0f} "
+              "minutes, before the stop.  RSS slopes in % of the process's mean per 10 min, least squares: over all samples, "
+              f"and over the highest sample of each {PEAK_BLOCK_S / 60:.0f}-minute block (robust to the trainer's heap-trim "
+              "sawtooth, blind to nothing that lifts the tops).  anon = RssAnon (heap and anonymous maps: where a leak shows), "
+              "file = RssFile (mapped files: libraries, the store's features), shmem = the rest (a loader's shared-memory ring "
+              "towards its trainer: pages touched so far, at most the ring file's size).", "", *rows,
               "", "## Throughput", "",
               f"Fault-free epochs after warm-up: {len(clean)}, median {med:.1f} batches/s; "
               f"epochs touched by a fault: {sum(faulted)}.", "",
-              "| window start (min) | median batches/s of fault-free epochs | / overall median |", "|---|---|---|"]
-    for m, x in windows:
-        lines.append(f"| {m:.0f} | {x:.1f} | {x / med if med else 0:.2f} |")
+              f"Load: the machine's 1-minute load average ({os.cpu_count()} cores here), sampled with the RSS: the job's "
+              "own processes and any other work on the machine.", "",
+              "| window start (min) | median batches/s of fault-free epochs | / overall median | load min / median / max |",
+              "|---|---|---|---|"]
+    for m, x, ld in windows:
+        lines.append(f"| {m:.0f} | {x:.1f} | {x / med if med else 0:.2f} | "
+                     f"{'-' if ld is None else f'{ld[0]:.1f} / {ld[1]:.1f} / {ld[2]:.1f}'} |")
     rpath = OUT / f"{NAME}_redis.json"
     snaps = json.loads(rpath.read_text()) if rpath.exists() else []
     if len(snaps) >= 2:
@@ -309,6 +361,14 @@ def plot() -> None:
     ax.set_ylabel("batches/s")
     ax.set_title("soak: throughput of every epoch; red = a fault's window")
     ax.legend(fontsize=8, loc="lower left")
+    ld = [s for s in by.get("launcher", []) if "load1" in s]
+    if ld:                              # the machine's load: other work on the machine moves the throughput
+        ax2 = ax.twinx()
+        ax2.plot([(s["t"] - t0) / 60 for s in ld], [s["load1"] for s in ld], color="tab:green", lw=1.0,
+                 label=f"load average, 1 min ({os.cpu_count()} cores)")
+        ax2.set_ylabel("machine load average (1 min)", color="tab:green")
+        ax2.set_ylim(bottom=0)
+        ax2.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(OUT / f"{NAME}_throughput.png", dpi=110)
     plt.close(fig)
@@ -320,11 +380,16 @@ def main() -> None:
     ap.add_argument("--every", type=float, default=150, help="mean seconds between faults (uniform 0.7x-1.3x)")
     ap.add_argument("--hosts", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--faults", default=",".join(SOAK_FAULTS),
+                    help="comma-separated scenarios to draw from (default: all of the soak's); 'none': no fault")
     ap.add_argument("--plot", action="store_true", help="only the plots and the table, from the files written")
     ap.add_argument("--name", default="soak", help="file names under bench/results: NAME.jsonl, NAME.md, NAME_rss.png ...")
     args = ap.parse_args()
     global NAME
     NAME = args.name
+    args.faults = [f for f in args.faults.split(",") if f and f != "none"]
+    if any(f not in SOAK_FAULTS for f in args.faults):
+        ap.error(f"--faults: one of {', '.join(SOAK_FAULTS)} or none")
     if args.plot:
         print(summarize())
         plot()

@@ -60,3 +60,28 @@ def test_fault_survived(matrix, scenario):
 def test_partitioner_killed_mid_stream_then_rerun(tmp_path):
     row = faults.run_partitioner_kill(tmp_path, 0)
     assert row["survived"], row
+
+
+def test_soak_peak_slope_reads_growth_not_the_trim_sawtooth():
+    """The soak's peak slope (``bench/faults_soak.py``): flat for a 60 s heap-trim sawtooth on a flat heap, whose
+    plain least-squares slope depends on where the window cuts the teeth; the full slope for the same sawtooth on
+    a heap growing 1 MB a minute (growth is never hidden)."""
+    import faults_soak as soak
+
+    def series(grow_mb_per_min: float, phase_s: float) -> list[dict]:
+        out = []
+        for i in range(6 * 24):                          # 24 min, a sample every 10 s
+            t = 10.0 * i
+            tooth = ((t + phase_s) % 60.0) / 60.0        # trimmed every 60 s, refilled linearly until the next trim
+            mb = 1_100 + 200 * tooth + grow_mb_per_min * t / 60.0
+            out.append({"t": t, "rss": mb * 2**20, "anon": (mb - 175) * 2**20})
+        return out
+
+    for phase in (0.0, 20.0, 40.0):
+        flat = series(0.0, phase)
+        assert abs(soak._peak_slope(flat, "rss")) < 0.05
+        assert abs(soak._peak_slope(flat, "anon", per_mb=True)) < 0.5
+        grown = series(1.0, phase)                       # 10 MB per 10 min
+        assert soak._peak_slope(grown, "anon", per_mb=True) == pytest.approx(10.0, abs=0.5)
+        assert soak._peak_slope(grown, "rss") > 0.7      # 10 MB of a ~1.3 GB process: ~0.75 %/10 min
+    assert soak._peak_slope(series(0.0, 0.0)[:30], "rss") is None      # under 3 whole blocks: no slope
