@@ -36,9 +36,14 @@ class EarlyStopping:
     never stops.
     """
     patience: int
+    min_gain: float = 0.0
+    """A new best resets the patience count only when its score beats the last one that did by more
+    than this (a knowledge graph's MRR creeps up by 1e-4 an epoch once its lr has decayed); it is
+    still the best epoch whose weights are kept."""
     best_val: float = -1.0
     best_loss: float = float("inf")
     low_loss: float = float("inf")
+    gain_val: float = -1.0
     since_gain: int = 0
 
     def improves(self, val_accuracy: float, val_loss: float) -> bool:
@@ -50,7 +55,10 @@ class EarlyStopping:
         best = self.improves(val_accuracy, val_loss)
         if best:
             self.best_val, self.best_loss = val_accuracy, val_loss
-        gain = best or val_loss < self.low_loss
+        counted = best and (not self.min_gain or val_accuracy > self.gain_val + self.min_gain)
+        if counted:
+            self.gain_val = val_accuracy
+        gain = counted or val_loss < self.low_loss
         self.low_loss = min(self.low_loss, val_loss)
         self.since_gain = 0 if gain else self.since_gain + 1
         return best
@@ -61,13 +69,14 @@ class EarlyStopping:
 
     def state(self) -> dict:
         return {"best_val": self.best_val, "best_val_loss": self.best_loss, "low_val_loss": self.low_loss,
-                "since_best": self.since_gain}
+                "gain_val": self.gain_val, "since_best": self.since_gain}
 
     def load(self, state: dict) -> None:
         """Restore from :meth:`state` (checkpoints of older versions lack the loss fields)."""
         self.best_val = float(state.get("best_val", -1.0))
         self.best_loss = float(state.get("best_val_loss", float("inf")))
         self.low_loss = float(state.get("low_val_loss", self.best_loss))
+        self.gain_val = float(state.get("gain_val", self.best_val))
         self.since_gain = int(state.get("since_best", 0))
 
 

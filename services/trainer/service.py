@@ -36,7 +36,7 @@ from argosy.shared.coord import EPOCH_COUNTER_WINDOW
 from argosy.shared.malloc import trim_heap
 from argosy.shared.errors import PeerDeadError
 from argosy.shared.lifecycle import ServiceContext
-from argosy.shared.config import selection_metric
+from argosy.shared.config import KG_MIN_GAIN, selection_metric
 from argosy.shared.models import EarlyStopping
 from argosy.shared.linkmetrics import link_metrics
 from argosy.shared.kg import kg_phase_record
@@ -430,6 +430,8 @@ class TrainerProc:
                                                    "host_label": envs.get(envs.HOST_LABEL) or socket.gethostname(),
                                                    "feature_cache": self.feature_cache},
                        cfg.coord.heartbeat_seconds, cfg.coord.heartbeat_ttl)
+        if self.kg:
+            self.stopper.min_gain = KG_MIN_GAIN
         try:
             self._maybe_resume()
             self._open_history()

@@ -110,3 +110,17 @@ def test_kg_lr_decays_on_a_validation_plateau():
         assert np.allclose(lrs, want), (decay, lrs, want)
     with pytest.raises(ConfigError, match="kg_lr_decay"):
         LinkConfig(kg_lr_decay=0.0)
+
+
+def test_min_gain_stops_a_creeping_score_but_keeps_its_best():
+    """With min_gain, new bests smaller than it still pick the kept weights but do not reset the
+    patience count (a decayed-lr KG run's MRR creeping up 1e-4 an epoch stops); 0 keeps the old rule."""
+    creep = [0.40, 0.45, 0.4502, 0.4504, 0.4506, 0.4508]
+    for min_gain, want_spent in ((1e-3, True), (0.0, False)):
+        s = EarlyStopping(patience=4, min_gain=min_gain)
+        bests = [s.update(v, 0.0) for v in creep]
+        assert bests == [True] * 6 and s.best_val == 0.4508
+        assert s.spent == want_spent, (min_gain, s.since_gain)
+    s2 = EarlyStopping(patience=4, min_gain=1e-3)
+    s2.load(s.state() | {"gain_val": 0.45, "since_best": 3})
+    assert s2.gain_val == 0.45 and not s2.update(0.4508, 0.0) and s2.spent

@@ -210,7 +210,8 @@ def test_knowledge_graph_run_predicts_its_test_triples_and_writes_its_tables(tmp
     assert out["test_hits10"] == pytest.approx(res["test_hits10"], abs=1e-12)
     with np.load(tmp_path / "p.npz") as z:
         assert z["triples"].shape == (100, 3) and z["scores"].shape == (100,)
-        assert z["embeddings"].shape == (n, 512) and z["relations"].shape == (2 * R, 512)
+        dim = LinkConfig().kg_dim
+        assert z["embeddings"].shape == (n, dim) and z["relations"].shape == (2 * R, dim)
     model = inference.load_model(run)
     torch.testing.assert_close(model.embedding.table.weight, torch.from_numpy(np.load(tmp_path / "p.npz")["embeddings"]))
     np.save(tmp_path / "pairs.npy", np.array([[0, 1]]))
