@@ -99,7 +99,8 @@ def _kaminpar(path: str, k: int, eps: float, seed: int, preset: str):
 def _method_options(method: str) -> dict:
     """Options a method name carries after its base: ``grem-fast`` / ``grem-default`` /
     ``grem-best`` (the effort), ``grem-stream`` (streaming clustering forced on graphs that fit
-    in memory), ``grem-t1`` (threads); e.g. ``grem-fast-t1``."""
+    in memory), ``grem-t1`` (threads), ``grem-anytree`` (tree refinement whatever the first-level
+    clusters' share, as before ``grem.TREE_MIN_CLUSTER_SHARE``); e.g. ``grem-fast-t1``."""
     opts = {"threads": None} if method.startswith("grem") else {}  # every core, as the CLI
     for tok in method.split("-")[1:]:
         if tok in ("fast", "default", "best"):
@@ -108,6 +109,8 @@ def _method_options(method: str) -> dict:
             opts["whole_graph"] = False
         elif tok.startswith("t") and tok[1:].isdigit():
             opts["threads"] = int(tok[1:])
+        elif tok == "anytree":  # the tree refinement without its cluster-share gate
+            opts["_any_tree"] = True
     return opts
 
 
@@ -162,6 +165,10 @@ def _worker(args) -> None:
         st = open_edge_stream(args.graph, chunk_edges=args.chunk_edges)
         t_open = time.perf_counter() - t0  # edge lists: one scan for the largest id
         opts = _method_options(args.method)
+        if opts.pop("_any_tree", False):
+            from argosy.services.partitioner import grem
+
+            grem.TREE_MIN_CLUSTER_SHARE = 0.0
         r = partition_stream(st, args.k, method=args.method.split("-")[0], order=args.order,
                              seed=args.seed, eps=args.eps, **opts)
         det = {key: v for key, v in r.details.items() if key != "cycles"}
