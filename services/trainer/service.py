@@ -20,7 +20,6 @@ import logging
 import os
 import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +39,7 @@ from argosy.shared.config import KG_MIN_GAIN, selection_metric
 from argosy.shared.models import EarlyStopping
 from argosy.shared.linkmetrics import link_metrics
 from argosy.shared.kg import kg_phase_record
-from argosy.shared.linkpred import kg_trainer_args, pair_keys
+from argosy.shared.linkpred import kg_trainer_args
 from argosy.shared.plan import PHASES, WorkItem
 from argosy.shared.validate import job_plan
 from argosy.shared.protocol import FeatureBatch
@@ -52,8 +51,9 @@ from argosy.services.trainer.core import TrainerCore, cache_budget, resolved
 from argosy.services.trainer.embedding_shards import ShardedEmbeddings
 from argosy.services.trainer.history import EpochHistory
 from argosy.services.trainer.ingest import Arrival, Ingest
+from argosy.services.trainer.phase_stats import LINK_KEYS, PhaseStats, applied_units
 
-__all__ = ["TrainerProc", "PhaseStats"]
+__all__ = ["TrainerProc"]
 
 logger = logging.getLogger(__name__)
 HISTORY_FILE = rundir.HISTORY_FILE
@@ -76,78 +76,6 @@ APPLIED_SWEEP_EVERY = 64
 STARVE_WAIT_MAX = 1.0
 """At most this much of one 0.2 s poll for a batch counts toward ``peer_timeout``: a longer poll means
 this process was stopped (SIGSTOP) or not scheduled, and its stop must not be blamed on the samplers."""
-
-
-@dataclass
-class PhaseStats:
-    """What one rank observed during one phase (summed over ranks with all_reduce)."""
-
-    batches: int = 0
-    seeds: int = 0
-    correct: int = 0
-    labelled: int = 0
-    loss_sum: float = 0.0
-    sampled_edges: int = 0
-    remote_neighbors: int = 0
-    feature_rows: int = 0
-    remote_feature_rows: int = 0
-    duplicate_arrivals: int = 0
-    """Batches that arrived again after being applied (re-deliveries), acknowledged and skipped."""
-    duplicate_seeds: int = 0
-    """Seeds applied more than once in this phase, measured from the applied seed ids (should be 0)."""
-    idle_seconds: float = 0.0
-    """Compute thread waiting for a batch (input starvation, nothing else)."""
-    ingest_seconds: float = 0.0
-    """Ingest thread receiving, decoding, validating and claiming (Redis) the batches (not polling)."""
-    copy_seconds: float = 0.0
-    """Ingest thread staging batches on the device (pinned copy, host-to-device, device check)."""
-    cached_rows: int = 0
-    """Feature rows served from the trainer's feature cache (of ``feature_rows``, the rows needed)."""
-    wire_bytes: int = 0
-    """Bytes of the applied batches' messages, as received."""
-    compute_seconds: float = 0.0
-    """Compute thread in forward/backward/step (or the simulated step)."""
-    planned_seeds: int = 0
-    out_of_order: int = 0
-    """Batches applied before an earlier one of the plan (it was late or lost; the run is then not
-    bit-reproducible): the waiting batches filled ``reorder_window`` or ``reorder_bytes``."""
-    scores: list | None = None
-    """Link val/test: ``(scores, labels)`` per batch (gathered over ranks by :meth:`reduce`)."""
-
-    FIELDS = ("batches", "seeds", "correct", "labelled", "loss_sum", "sampled_edges", "remote_neighbors",
-              "feature_rows", "remote_feature_rows", "duplicate_arrivals", "duplicate_seeds", "idle_seconds",
-              "ingest_seconds", "copy_seconds", "compute_seconds", "planned_seeds", "cached_rows", "wire_bytes",
-              "out_of_order")
-    SECONDS = ("loss_sum", "idle_seconds", "ingest_seconds", "copy_seconds", "compute_seconds")
-
-    def reduce(self, world: int) -> "PhaseStats":
-        if world == 1:
-            return self
-        t = torch.tensor([float(getattr(self, f)) for f in self.FIELDS], dtype=torch.float64)
-        dist.all_reduce(t)
-        scores = None
-        if self.scores is not None:
-            every: list = [None] * world
-            dist.all_gather_object(every, self.scores)
-            scores = [x for rank in every for x in rank]
-        return PhaseStats(**{f: (float(v) if f in self.SECONDS else int(v))
-                             for f, v in zip(self.FIELDS, t.tolist())}, scores=scores)
-
-
-LINK_KEYS = tuple(f"{p}_{k}" for p in ("val", "test") for k in ("auc", "ap", "hits", "mrr", "hits1", "hits3", "hits10"))
-"""A link job's figures of its best epoch, in the result."""
-
-
-def applied_units(fb: FeatureBatch, num_nodes: int) -> np.ndarray:
-    """What a batch applied, for the duplicate count: its seeds, or a link batch's pairs (as keys;
-    a training batch's positives only, as its negatives are redrawn each time)."""
-    if not fb.link_pairs.shape[0]:
-        return np.array(fb.nodes[:fb.num_seeds])
-    lp = fb.link_pairs
-    if fb.phase == "train":
-        lp = lp[lp[:, 2] == 1]
-    ends = fb.nodes[lp[:, :2]]
-    return pair_keys(ends[:, 0], ends[:, 1], num_nodes) * 2 + lp[:, 2]
 
 
 def _host_bytes(a: Arrival) -> int:
