@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from argosy.shared.config import (LINK_LOSSES, LINK_METRICS, LINK_SCORERS, MODEL_DEFAULTS, NEG_SAMPLERS,
+from argosy.shared.config import (KG_SCORER_NAMES, LINK_LOSSES, LINK_METRICS, LINK_SCORERS, MODEL_DEFAULTS, NEG_SAMPLERS,
                                   NODE_EMBEDDINGS_AUTO_DIM, PRECISIONS, SAGE_AGGREGATORS, TASKS,
                                   CoordConfig, FullGraphConfig, JobConfig, LinkConfig, LoaderConfig, SamplerConfig,
                                   TrainerConfig, parse_size)
@@ -152,6 +152,13 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
                       help=f"validation metric that picks the best epoch and stops training (default "
                            f"{_default(L, 'metric')}); hits = Hits@--hits-k")
     link.add_argument("--hits-k", type=int, default=_default(L, "hits_k"), help="K of Hits@K (OGB convention)")
+    link.add_argument("--kg-scorer", default=_default(L, "kg_scorer"), choices=KG_SCORER_NAMES,
+                      help=f"a knowledge graph's triple scorer (default {_default(L, 'kg_scorer')}), reciprocal "
+                           "relations, 1vsAll loss (docs/heterogeneous.md)")
+    link.add_argument("--kg-dim", type=int, default=_default(L, "kg_dim"),
+                      help=f"a knowledge graph's entity width in reals (default {_default(L, 'kg_dim')}; ComplEx and "
+                           "RotatE: half real, half imaginary); the table and its optimizer state take entities x "
+                           "this x 8 bytes on every trainer")
     p.add_argument("--work-factor", type=int, default=_default(T, "work_factor"), help=argparse.SUPPRESS)
     p.add_argument("--simulate-gpu-step", type=_seconds, nargs="?", const=0.005, default=_default(T, "simulate_gpu_step"),
                    metavar="TIME", help="SIMULATION, never the default: trainers receive, decode and acknowledge every "
@@ -366,7 +373,9 @@ def job_config(args: argparse.Namespace, store: Path, job: str, run_dir: Path) -
                         loss=getattr(args, "link_loss", _default(LinkConfig, "loss")),
                         margin=getattr(args, "margin", _default(LinkConfig, "margin")),
                         node_embeddings=getattr(args, "node_embeddings", None),
-                        hits_k=getattr(args, "hits_k", 50)),
+                        hits_k=getattr(args, "hits_k", 50),
+                        kg_scorer=getattr(args, "kg_scorer", _default(LinkConfig, "kg_scorer")),
+                        kg_dim=getattr(args, "kg_dim", _default(LinkConfig, "kg_dim"))),
         coord=CoordConfig(claim_timeout=args.claim_timeout, peer_timeout=args.peer_timeout))
 
 

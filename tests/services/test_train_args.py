@@ -95,3 +95,16 @@ def test_a_store_given_as_data_is_trained_as_the_store(tmp_path, capsys):
     assert "is a partitioned store" in capsys.readouterr().err
     b = _args("--data", str(tmp_path))                  # a plain directory stays --data (its own errors)
     assert (b.store, b.data) == (None, str(tmp_path))
+
+
+def test_kg_scorer_and_width_flags(tmp_path):
+    """A knowledge graph's scorer and entity width are flags (and job-file keys); bad values are refused."""
+    from argosy.shared.config import LinkConfig
+    lk = job_config(_args("--data", "g.npz"), tmp_path, "j", tmp_path).link
+    assert (lk.kg_scorer, lk.kg_dim) == (LinkConfig().kg_scorer, LinkConfig().kg_dim)
+    lk = job_config(_args("--kg-scorer", "distmult", "--kg-dim", "64"), tmp_path, "j", tmp_path).link
+    assert (lk.kg_scorer, lk.kg_dim) == ("distmult", 64)
+    with pytest.raises(ConfigError, match="kg_dim must be even"):
+        job_config(_args("--kg-dim", "63"), tmp_path, "j", tmp_path)
+    with pytest.raises(SystemExit):
+        _args("--kg-scorer", "transe")
