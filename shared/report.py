@@ -67,7 +67,10 @@ def _throughput_figure(plt, timeline: list[dict], origin: float | None):
     return fig
 
 
-def _plot(run_dir: Path, epochs: list[dict], timeline: list[dict], origin: float | None = None) -> list[str]:
+def _plot(run_dir: Path, epochs: list[dict], timeline: list[dict], origin: float | None = None,
+          metric: str = "accuracy") -> list[str]:
+    """``metric``: the one that picks the best epoch (``selection_metric``: accuracy, a link job's
+    AUC/MRR/..., a knowledge graph's filtered MRR), plotted per epoch for train (accuracy only), val, test."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -78,12 +81,12 @@ def _plot(run_dir: Path, epochs: list[dict], timeline: list[dict], origin: float
         fig, axes = plt.subplots(1, 4, figsize=(20, 4))
         axes[0].plot(ep, [e["train_loss"] for e in epochs], label="train loss")
         axes[0].set_xlabel("epoch"); axes[0].set_title("loss"); axes[0].legend()
-        for key in ("train_accuracy", "val_accuracy", "test_accuracy"):
-            # test accuracy is evaluated only at epochs that improved validation (None elsewhere)
-            pts = [(x, e[key]) for x, e in zip(ep, epochs) if e.get(key) is not None]
-            axes[1].plot([x for x, _ in pts], [y for _, y in pts], label=key.replace("_accuracy", ""),
-                         marker="." if key == "test_accuracy" else None)
-        axes[1].set_xlabel("epoch"); axes[1].set_title("accuracy"); axes[1].legend()
+        for split in ("train", "val", "test") if metric == "accuracy" else ("val", "test"):
+            # test is evaluated only at epochs that improved validation (None elsewhere)
+            pts = [(x, e[key]) for x, e in zip(ep, epochs) if e.get(key := f"{split}_{metric}") is not None]
+            axes[1].plot([x for x, _ in pts], [y for _, y in pts], label=split, marker="." if split == "test" else None)
+        axes[1].set_xlabel("epoch"); axes[1].set_title(metric if metric == "accuracy" else f"{metric} (picks the best epoch)")
+        axes[1].legend()
         axes[2].plot(ep, [e["batches_per_second"] for e in epochs], label="batches/s")
         ax2 = axes[2].twinx()
         ax2.plot(ep, [e["trainer_idle_fraction"] for e in epochs], color="tab:red", label="trainer idle")
@@ -145,7 +148,8 @@ def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "report.json").write_text(json.dumps({"result": result, "epochs": epochs, "timeline": timeline,
                                                      **extra}, indent=1))
-    plots = _plot(run_dir, epochs, timeline, extra.get("services_started"))
+    metric = result.get("selection_metric") or "accuracy"
+    plots = _plot(run_dir, epochs, timeline, extra.get("services_started"), metric)
     lines = [f"# Argosy run {extra.get('job', '')}", "",
              "| metric | value |", "|---|---|"]
     for k, v in result.items():
@@ -167,11 +171,13 @@ def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline
                   "*compute* (forward/backward/step), *ingest* (receive, decode, validate) and *copy* (to the "
                   "device), the last two on the ingest thread, alongside; *cache hit* (feature rows served from the trainers' "
                   "feature caches) and *MB/batch* (received by the trainers).", "",
+                  f"*train*, *val* and *test* are the {metric} (the figure that picks the best epoch; test only at "
+                  "epochs that improved it).", "",
                   "| epoch | loss | train | val | test | s | batches/s | idle | wait s | compute s | ingest s | copy s | cache hit | MB/batch | remote |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for e in epochs:
-            lines.append(f"| {e['epoch']} | {e['train_loss']:.4f} | {e['train_accuracy']:.3f} | {e['val_accuracy']:.3f} | "
-                         f"{'-' if e.get('test_accuracy') is None else format(e['test_accuracy'], '.3f')} | {e['epoch_seconds']:.2f} | {e['batches_per_second']:.1f} | "
+            lines.append(f"| {e['epoch']} | {e['train_loss']:.4f} | {_fig(e.get(f'train_{metric}'))} | "
+                         f"{_fig(e.get(f'val_{metric}'))} | {_fig(e.get(f'test_{metric}'))} | {e['epoch_seconds']:.2f} | {e['batches_per_second']:.1f} | "
                          f"{e['trainer_idle_fraction']:.2f} | "
                          + " | ".join(f"{float(e.get(k) or 0.0):.2f}" for k, _ in TIME_PARTS)
                          + f" | {float(e.get('cache_hit_rate') or 0.0):.3f} | {float(e.get('bytes_per_batch') or 0.0) / 1e6:.2f}"
@@ -179,6 +185,10 @@ def write_report(run_dir: str | Path, result: dict, epochs: list[dict], timeline
     path = run_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _fig(v) -> str:
+    return "-" if v is None else format(float(v), ".3f")
 
 
 class EpochLog:

@@ -523,6 +523,7 @@ class TrainerProc:
             "seeds_redelivered": int(self.ctx.coord.metrics().get("reclaimed_seeds", 0)),
             "resumed_from_epoch": self.resumed_from, "config_fingerprint": self.cfg.fingerprint(),
             "task": self.cfg.trainer.task, "precision": self.core.precision,
+            "selection_metric": selection_metric("link" if self.link else "node", self.cfg.link.metric, self.kg),
             **({"scorer": self.cfg.link.scorer, "link_loss": self.cfg.link.loss,
                 "node_embeddings": self.core.embedding_dim} if self.link and not self.kg else {}),
             **({"scorer": self.cfg.link.kg_scorer, "link_loss": "1vsAll + N3", "entity_dim": self.core.embedding_dim,

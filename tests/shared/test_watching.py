@@ -157,3 +157,16 @@ def test_status_says_whether_edge_weights_are_used(redis_url, tmp_path, no_weigh
     assert f"edge weights: {json.dumps(want)}" in render_status(coord, time.time())
     coord.delete_job()
     coord.close()
+
+
+def test_report_of_a_link_job_shows_the_metric_that_picks_its_best_epoch(tmp_path):
+    """A knowledge graph's epochs have no accuracy: report.md's epoch table (and the plot) show its
+    validation and test MRR, the result's selection_metric, not a column of zeros."""
+    kg = [{**e, "train_accuracy": 0.0, "val_accuracy": 0.0, "test_accuracy": 0.0 if e["test_accuracy"] else None,
+           "val_mrr": 0.1 * (i + 4), "test_mrr": None if e["test_accuracy"] is None else 0.1 * (i + 3)}
+          for i, e in enumerate(EPOCHS)]
+    write_report(tmp_path, {"task": "link", "selection_metric": "mrr"}, [EpochRecord.from_dict(e) for e in kg], [],
+                 {"job": "j"})
+    md = (tmp_path / "report.md").read_text()
+    assert "are the mrr" in md and "| 1 | 0.8000 | - | 0.500 | 0.400 |" in md and "| 2 | 0.7000 | - | 0.600 | - |" in md
+    assert (tmp_path / "training.png").stat().st_size > 0
