@@ -36,7 +36,7 @@ from argosy.shared.malloc import trim_heap
 from argosy.shared.errors import PeerDeadError
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.config import KG_MIN_GAIN, selection_metric
-from argosy.shared.models import EarlyStopping
+from argosy.shared.early_stopping import EarlyStopping
 from argosy.shared.linkmetrics import link_metrics
 from argosy.shared.kg import kg_phase_record
 from argosy.shared.linkpred import kg_trainer_args

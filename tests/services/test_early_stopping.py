@@ -7,7 +7,7 @@ import pytest
 
 from argosy.shared.config import JobConfig, TrainerConfig
 from argosy.shared.errors import ConfigError
-from argosy.shared.models import EarlyStopping
+from argosy.shared.early_stopping import EarlyStopping
 from argosy.services.trainer.service import TrainerProc
 
 

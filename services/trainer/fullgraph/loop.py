@@ -16,7 +16,7 @@ import torch
 
 from argosy.shared import rundir
 from argosy.shared.config import JobConfig, TrainerConfig
-from argosy.shared.models import EarlyStopping
+from argosy.shared.early_stopping import EarlyStopping
 
 from argosy.shared.malloc import trim_heap
 
