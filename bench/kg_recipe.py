@@ -68,7 +68,6 @@ def main(argv=None) -> dict:
     ap.add_argument("--dropout", type=float, default=0.0, help="on entity rows")
     ap.add_argument("--rel-dropout", type=float, default=0.0)
     ap.add_argument("--label-smoothing", type=float, default=0.1)
-    ap.add_argument("--rp", type=float, default=0.0, help="relation-prediction weight (Chen et al. 2021)")
     ap.add_argument("--negatives", type=int, default=256, help="negsample mode only")
     ap.add_argument("--plateau-factor", type=float, default=0.3,
                     help="multiply the lr by this at each evaluation whose valid MRR is no better (1: off)")
@@ -109,7 +108,7 @@ def main(argv=None) -> dict:
         for lo in range(0, len(perm), a.batch):
             loss = kg_loss(scorer, emb, perm[lo:lo + a.batch], a.mode, known=train_filter,
                            label_smoothing=a.label_smoothing, num_negatives=a.negatives, dropout=a.dropout,
-                           n3=a.n3, l2=a.l2, relation_prediction=a.rp)
+                           n3=a.n3, l2=a.l2)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

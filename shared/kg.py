@@ -108,15 +108,6 @@ class KGScorer(nn.Module):
         """Scores of ``(e, r, t)`` for every row ``e`` of ``all_emb`` (reciprocal: of ``(t, r+R, e)``)."""
         return self.match(self.query(t_emb, rel_ids, "head"), all_emb)
 
-    def relation_logits(self, h_emb: Tensor, t_emb: Tensor) -> Tensor:
-        """float[B, R]: the score of ``(h, r, t)`` for every forward relation ``r`` (relation
-        prediction, Chen et al. 2021); the score is linear in ``r``: ``<rel_r, pair(h, t)>``."""
-        return self._pair(h_emb, t_emb) @ self.relations(torch.arange(self.num_relations, device=h_emb.device)).t()
-
-    def _pair(self, h: Tensor, t: Tensor) -> Tensor:
-        raise ConfigError(f"{type(self).__name__} has no relation-prediction objective (its score is not linear "
-                          "in the relation row); use kg relation_prediction 0")
-
     def factors(self, h_emb: Tensor, rel_ids: Tensor, t_emb: Tensor, inverse: bool = False) -> list[Tensor]:
         """Per-coordinate magnitudes N3/L2 regularise: |x| (real), the modulus (complex)."""
         mag = _modulus if self.complex_valued else torch.abs
@@ -137,9 +128,6 @@ class DistMult(KGScorer):
     def _head_query(self, t: Tensor, r: Tensor) -> Tensor:
         return t * r
 
-    def _pair(self, h: Tensor, t: Tensor) -> Tensor:
-        return h * t
-
 
 class ComplEx(KGScorer):
     """``Re(sum_i h_i r_i conj(t_i))``; entity and relation rows are ``[re | im]``."""
@@ -153,10 +141,6 @@ class ComplEx(KGScorer):
     def _head_query(self, t: Tensor, r: Tensor) -> Tensor:
         (e, f), (c, d) = t.chunk(2, -1), r.chunk(2, -1)
         return torch.cat([c * e + d * f, c * f - d * e], -1)        # Re(h . (r conj t)) = dot with [re | -im]
-
-    def _pair(self, h: Tensor, t: Tensor) -> Tensor:
-        (a, b), (e, f) = h.chunk(2, -1), t.chunk(2, -1)
-        return torch.cat([a * e + b * f, a * f - b * e], -1)        # Re(h r conj t) = c.(ae+bf) + d.(af-be)
 
 
 class RotatE(KGScorer):
@@ -257,8 +241,7 @@ class TripleFilter:
 # ------------------------------------------------------------------------------------------- loss
 def kg_loss(scorer: KGScorer, emb: Tensor, triples: Tensor, mode: str = "1vsAll", *, ids: Tensor | None = None,
             known: TripleFilter | None = None, label_smoothing: float = 0.0, num_negatives: int = 256,
-            dropout: float = 0.0, n3: float = 0.0, l2: float = 0.0, both: bool = True,
-            relation_prediction: float = 0.0) -> Tensor:
+            dropout: float = 0.0, n3: float = 0.0, l2: float = 0.0, both: bool = True) -> Tensor:
     """The mean training loss of a batch of triples, tail queries ``(h, r, ?)`` and (``both``) head
     queries ``(?, r, t)``, each scored against every row of ``emb``.
 
@@ -274,8 +257,6 @@ def kg_loss(scorer: KGScorer, emb: Tensor, triples: Tensor, mode: str = "1vsAll"
         label_smoothing: 1vsAll: ``F.cross_entropy``'s; KvsAll: targets ``(1 - ls) y + ls / C``.
         n3, l2: weights of the N3 (sum |x|^3, Lacroix et al. 2018) and squared-L2 penalties on each
             query's anchor, relation and answer magnitudes, averaged over the queries.
-        relation_prediction: weight of a third query per triple, ``(h, ?, t)``: softmax cross-entropy
-            over the R forward relations (Chen et al. 2021's auxiliary objective; DistMult, ComplEx).
     """
     if mode not in KG_LOSSES:
         raise ConfigError(f"kg_loss mode must be one of {', '.join(KG_LOSSES)} (got {mode!r})")
@@ -301,9 +282,6 @@ def kg_loss(scorer: KGScorer, emb: Tensor, triples: Tensor, mode: str = "1vsAll"
             y = (1.0 - label_smoothing) * y + label_smoothing / emb.shape[0]
             losses.append(F.binary_cross_entropy_with_logits(s, y, reduction="none").mean(1))
     loss = torch.cat(losses).mean()
-    if relation_prediction > 0:
-        rl = scorer.relation_logits(drop(emb[h]), drop(emb[t]))
-        loss = loss + relation_prediction * F.cross_entropy(rl, r, label_smoothing=label_smoothing)
     if n3 > 0 or l2 > 0:                                            # per query, as Lacroix et al.
         for side, anchor, other in [("tail", h, t), ("head", t, h)][: len(losses)]:
             for f in scorer.factors(emb[anchor], r, emb[other], side == "head" and scorer.reciprocal):
