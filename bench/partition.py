@@ -100,7 +100,9 @@ def _method_options(method: str) -> dict:
     """Options a method name carries after its base: ``grem-fast`` / ``grem-default`` /
     ``grem-best`` (the effort), ``grem-stream`` (streaming clustering forced on graphs that fit
     in memory), ``grem-t1`` (threads), ``grem-anytree`` (tree refinement whatever the first-level
-    clusters' share, as before ``grem.TREE_MIN_CLUSTER_SHARE``); e.g. ``grem-fast-t1``."""
+    clusters' share, as before ``grem.TREE_MIN_CLUSTER_SHARE``), ``grem-fmkeep`` (the streamed FM
+    round whatever the LP pass before it removed, as before ``grem.FM_MIN_LP_GAIN``); e.g.
+    ``grem-fast-t1``, ``grem-default-fmkeep``."""
     opts = {"threads": None} if method.startswith("grem") else {}  # every core, as the CLI
     for tok in method.split("-")[1:]:
         if tok in ("fast", "default", "best"):
@@ -111,6 +113,8 @@ def _method_options(method: str) -> dict:
             opts["threads"] = int(tok[1:])
         elif tok == "anytree":  # the tree refinement without its cluster-share gate
             opts["_any_tree"] = True
+        elif tok == "fmkeep":  # the FM round without its LP-gain gate
+            opts["fm_min_lp_gain"] = 0.0
     return opts
 
 

@@ -106,17 +106,28 @@ ML_EFFORT_ENTRIES = 1 << 21
 VCYCLE_MAX_LEVEL1_SHARE = 0.8
 
 
+# default: no streamed FM round when the LP pass right before it (the one that ends the LP-only
+# phase of step 4) removed less than this share of the cut (``stream_refine``'s
+# ``fm_min_lp_gain``; fast runs no FM, best always runs it): on the 20M-edge geometric graph the
+# FM pass found 4 of 54k cut edges after an LP pass that found 76, and made default's
+# refinement ~15 s against fast's 4-6 s (issue 43, round 4)
+FM_MIN_LP_GAIN = 0.01
+
+
 # the effort presets (``--effort``): what each level runs; an explicit keyword overrides it
 EFFORTS: Dict[str, Dict] = {
     # the paper's regime: streaming clustering, one coarse partition, streamed LP refinement
     "fast": dict(cluster_passes=2, refine_passes=2, vcycles=0, repeats=1, stream_cycles=0,
-                 fm_rounds=0, whole_graph=False, tree_refine=False, cluster_entries=1 << 21),
+                 fm_rounds=0, whole_graph=False, tree_refine=False, cluster_entries=1 << 21,
+                 fm_min_lp_gain=0.0),
     # one cycle, refined with FM: the quality of "best" on most graphs for a fraction of its time
     "default": dict(cluster_passes=3, refine_passes=2, vcycles=1, repeats=1, stream_cycles=0,
-                    fm_rounds=1, whole_graph=True, tree_refine=True, cluster_entries=1 << 22),
+                    fm_rounds=1, whole_graph=True, tree_refine=True, cluster_entries=1 << 22,
+                    fm_min_lp_gain=FM_MIN_LP_GAIN),
     # every cycle and pass GREM has (the default up to issue 43)
     "best": dict(cluster_passes=4, refine_passes=6, vcycles=2, repeats=3, stream_cycles=2,
-                 fm_rounds=2, whole_graph=True, tree_refine=True, cluster_entries=0),
+                 fm_rounds=2, whole_graph=True, tree_refine=True, cluster_entries=0,
+                 fm_min_lp_gain=0.0),
 }
 
 
@@ -241,6 +252,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                    vcycles: Optional[int] = None, repeats: Optional[int] = None,
                    stream_cycles: Optional[int] = None,
                    refine_shrink: int = 1, fm_rounds: Optional[int] = None,
+                   fm_min_lp_gain: Optional[float] = None,
                    greedy_start: bool = True,
                    initial: str = "rb", whole_graph: Optional[bool] = None,
                    tree_refine: Optional[bool] = None, edge_weighted: Optional[float] = None,
@@ -265,6 +277,10 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         refine_shrink (int): divide the cluster-size limit by this in the streamed V-cycles.
         fm_rounds (int): rounds of buffered k-way FM per chunk during streaming refinement
             (vertex-aligned streams only; 0 = label-propagation refinement only).
+        fm_min_lp_gain (float): skip those FM rounds when the LP pass right before them
+            removed less than this share of the cut (``default``: :data:`FM_MIN_LP_GAIN`,
+            0.01; 0 = never skip; see :func:`~.refine.stream_refine`).  Each cycle records
+            ``fm`` (``"ran"``, ``"skipped"``, ``"off"``) and ``lp_gain_before_fm``.
         greedy_start (bool): also compute a one-pass Fennel partition during the first
             clustering pass (same chunk reads) and start the streamed V-cycles from it if its
             cut is lower than the multilevel one (it is on hub-first orders, e.g. SNAP ids).
@@ -308,6 +324,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         fm_rounds = preset["fm_rounds"]
         if stream.stream_entries < FM_MIN_MEAN_DEGREE * max(int(stream.num_nodes), 1):
             fm_rounds = 0  # sparse meshes: LP leaves FM ~nothing (see FM_MIN_MEAN_DEGREE)
+    if fm_min_lp_gain is None:
+        fm_min_lp_gain = preset["fm_min_lp_gain"]
     whole_graph = preset["whole_graph"] if whole_graph is None else whole_graph
     tree_refine = preset["tree_refine"] if tree_refine is None else tree_refine
     cluster_entries = preset["cluster_entries"] if cluster_entries is None else cluster_entries
@@ -539,8 +557,11 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             rp, gain = edge_weighted_refine(stream, part, k, deg, ecap, order, state,
                                              refine_passes)
         else:
+            fm_stats: Dict = {}
             rp, gain = stream_refine(stream, part, size, k, cap, order, state, refine_passes,
-                                      coarse_cut, fm_rounds)
+                                      coarse_cut, fm_rounds, fm_min_lp_gain=fm_min_lp_gain,
+                                      stats=fm_stats)
+            cd.update(fm_stats)
         if stream.grouped and coarse_cut >= 0:
             cut_now = coarse_cut - 2 * gain
         else:

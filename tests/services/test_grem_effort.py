@@ -134,3 +134,39 @@ def test_clusters_without_edges_and_a_good_fennel_start_skip_the_cluster_graph(
     r = partition_stream(open_edge_stream(p16, chunk_edges=40000), 16, effort=effort,
                          whole_graph=False)
     assert "early_greedy" not in r.details["cycles"][0]
+
+
+def test_default_skips_the_fm_round_only_after_an_lp_pass_under_the_threshold(tmp_path):
+    """``default`` skips step 4's streamed FM when the LP pass right before it removed less
+    than ``FM_MIN_LP_GAIN`` of the cut (``lp_gain_before_fm``); ``best`` and an explicit
+    ``fm_min_lp_gain=0`` always run it.  One thread: every run takes the same path up to that
+    pass, so the decision follows the threshold exactly."""
+    import argosy.services.partitioner.grem as grem
+    from argosy.shared.synthetic import write_geometric_edge_list
+
+    path = tmp_path / "geo.npy"
+    write_geometric_edge_list(path, 20000, 20.0, seed=4)
+    k = 8
+
+    def run(effort="default", **kw):
+        r = partition_stream(open_edge_stream(path, chunk_edges=1 << 14), k, effort=effort,
+                             whole_graph=False, threads=1, **kw)
+        assert r.part_sizes.max() <= capacity(r.assignment.size, k, 0.03)
+        return r, r.details["cycles"][0]
+
+    keep, ck = run(fm_min_lp_gain=0.0)
+    share = ck["lp_gain_before_fm"]
+    assert ck["fm"] == "ran" and 0 < share < 0.02   # LP converged (< 2 %), with some gain
+    rule, cr = run()
+    assert cr["lp_gain_before_fm"] == share
+    assert share < grem.FM_MIN_LP_GAIN and cr["fm"] == "skipped"  # this graph: 0.87 %
+    above, ca = run(fm_min_lp_gain=share * 1.01)
+    below, cb = run(fm_min_lp_gain=share * 0.99)
+    assert ca["fm"] == "skipped" and cb["fm"] == "ran"
+    assert np.array_equal(below.assignment, keep.assignment)  # the rule did not fire: as before
+    assert ca["refine_passes"] < ck["refine_passes"]            # the FM passes did not run
+    assert above.edge_cut >= keep.edge_cut                      # FM only removes cut
+    _, cbest = run("best")
+    assert cbest["fm"] != "skipped"
+    _, cfast = run("fast")
+    assert cfast["fm"] == "off"
