@@ -72,7 +72,6 @@ import math
 import time
 from typing import Dict, Optional, Tuple
 
-import numba
 import numpy as np
 
 from .clustering import singleton_clusters, stream_cluster
@@ -80,10 +79,10 @@ from .cluster_graph import build_cluster_graph, coarsen_cluster_graph
 from .edge_balance import edge_balance_phase, edge_weighted_refine, warn_edge_limit
 from .multilevel import edge_cut_csr, improve_partition, multilevel_partition
 from .nbutil import rng_state
-from .placement import capacity, count_cut, count_degrees, force_balance, place_unseen, stream_cut
+from .placement import capacity, count_degrees, force_balance, place_unseen, stream_cut
 from .refine import stream_refine
+from .sampled_cut import estimated_cut, greedy_cut, sampled_shares
 from .stream import EdgeStream
-from .threads import map_chunks
 from .tree import bisection_tree_levels, refine_down_tree
 
 logger = logging.getLogger("argosy.partitioner")
@@ -159,91 +158,6 @@ GREEDY_EARLY = 0.72
 # below this share of the multilevel one after k-way LP (R-MAT: 0.80; tree and FM refinement
 # closed at most 8 % of such a gap in the recorded runs)
 GREEDY_CLEAR = 0.85
-
-
-def _greedy_estimate(stream, gpart, share: Optional[float] = None,
-                     exact: Optional[int] = None) -> float:
-    """Cut entries of ``gpart``: exact on short streams, from 8 evenly spaced chunks else
-    (``share`` / ``exact``: that sample's cut share / the exact cut, if already counted by
-    :func:`_sampled_shares`)."""
-    nch = stream.num_chunks
-    if exact is not None:
-        return float(exact)
-    if share is not None and stream.seekable and nch >= 16 and stream.stream_entries > 0:
-        return share * stream.stream_entries
-    if not (stream.seekable and nch >= 16 and stream.stream_entries > 0):
-        return float(stream_cut(stream, gpart))
-    idx = np.unique(np.linspace(0, nch - 1, 8).astype(np.int64))
-    c, e = 0, 0
-    for src, dst, _ in stream.iter_groups(idx):
-        c += int(count_cut(src, dst, gpart))
-        e += src.size
-    return c * stream.stream_entries / max(e, 1)
-
-
-def _sampled_shares(stream, gpart, cmap) -> Tuple[float, float, Optional[int]]:
-    """Shares of the stream's entries cut by ``gpart`` and lying between clusters of ``cmap``:
-    from 8 evenly spaced chunks of a long seekable stream, from every chunk else (and then
-    ``gpart``'s exact cut in entries as the third value, else None)."""
-    nch = stream.num_chunks
-    sampled = stream.seekable and nch >= 16
-    if stream.seekable:  # chunks on the worker threads (a full pass on a short stream)
-        idx = np.unique(np.linspace(0, nch - 1, 8).astype(np.int64)) if sampled else range(nch)
-        counts = map_chunks(lambda i: _count_two_cuts(*stream.read_chunk(int(i)), gpart, cmap),
-                            idx)
-    else:
-        counts = (_count_two_cuts(src, dst, gpart, cmap) for src, dst in stream)
-    c, q, e = 0, 0, 0
-    for ci, qi, ei in counts:
-        c += int(ci)
-        q += int(qi)
-        e += int(ei)
-    return c / max(e, 1), q / max(e, 1), (None if sampled else c)
-
-
-@numba.njit(cache=True, nogil=True)
-def _count_two_cuts(src, dst, a, b):
-    """Entries ``(u, v)`` of a chunk with ``a[u] != a[v]``, with ``b[u] != b[v]``, and all."""
-    ca = 0
-    cb = 0
-    for i in range(src.size):
-        u = src[i]
-        v = dst[i]
-        if a[u] != a[v]:
-            ca += 1
-        if b[u] != b[v]:
-            cb += 1
-    return ca, cb, src.size
-
-
-def _greedy_cut(stream, gpart, best_cut, share: Optional[float] = None,
-                exact: Optional[int] = None):
-    """Cut (entries) of the one-pass greedy partition, or a sampled estimate when that is
-    clearly worse than ``best_cut``.
-
-    Eight evenly spaced chunks of a long seekable stream estimate the cut; only if the
-    estimate comes within 25 % of ``best_cut`` is the exact cut counted (a full pass).
-
-    Returns:
-        tuple: ``(cut entries, estimated)``.
-    """
-    nch = stream.num_chunks
-    if exact is not None:  # counted on every chunk by _sampled_shares
-        return int(exact), False
-    if stream.seekable and nch >= 16 and best_cut is not None and stream.stream_entries > 0:
-        if share is not None:  # the same 8 chunks, already counted (_sampled_shares)
-            est = share * stream.stream_entries
-            return (int(est), True) if est > 1.25 * best_cut else (stream_cut(stream, gpart),
-                                                                    False)
-        idx = np.unique(np.linspace(0, nch - 1, 8).astype(np.int64))
-        c, e = 0, 0
-        for src, dst, _ in stream.iter_groups(idx):
-            c += int(count_cut(src, dst, gpart))
-            e += src.size
-        est = c * stream.stream_entries / max(e, 1)
-        if est > 1.25 * best_cut:
-            return int(est), True
-    return stream_cut(stream, gpart), False
 
 
 def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 0,
@@ -387,7 +301,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         early, gexact_cut = False, None
         if greedy is not None and stream_cycles <= 0 and not whole and deg is None and nc > k:
             tg = time.perf_counter()
-            gshare, cshare, gexact_cut = _sampled_shares(stream, gpart, cmap)
+            gshare, cshare, gexact_cut = sampled_shares(stream, gpart, cmap)
             cd.update(greedy_share=gshare, cluster_share=cshare,
                       t_shares=time.perf_counter() - tg)
             early = cshare >= GREEDY_EARLY_CLUSTER_SHARE and \
@@ -517,7 +431,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                 cd["cut_kway_lp"] = cut_kway // 2
             if greedy is not None and stream_cycles <= 0 and not whole and coarse_cut > 0 and \
                     deg is None and GREEDY_CLEAR * coarse_cut > \
-                    _greedy_estimate(stream, gpart, cd.get("greedy_share"), gexact_cut):
+                    estimated_cut(stream, gpart, cd.get("greedy_share"), gexact_cut):
                 # the one-pass Fennel partition is already far below the multilevel one (graphs
                 # with hubs first in id order, e.g. R-MAT: 11.5M against 14.3M cut edges): with
                 # no streamed V-cycle to start from it later, refine it instead of the multilevel
@@ -587,7 +501,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             del greedy
         elif greedy is not None:
             tg = time.perf_counter()
-            gcut, estimated = _greedy_cut(stream, gpart, best_cut, cd.get("greedy_share"),
+            gcut, estimated = greedy_cut(stream, gpart, best_cut, cd.get("greedy_share"),
                                           gexact_cut)
             cd["t_greedy_cut"] = time.perf_counter() - tg
             det["greedy_cut"] = gcut // 2
