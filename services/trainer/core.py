@@ -229,7 +229,7 @@ class TrainerCore:
 
     def plateau_decay(self, epochs_without_gain: int) -> float | None:
         """A knowledge graph's lr schedule: ``kg_lr_decay`` times the lr after every
-        :data:`KG_DECAY_AFTER` epochs without a better validation MRR; returns the new lr (None: unchanged).
+        :data:`KG_DECAY_AFTER` epochs without a patience-resetting validation gain; returns the new lr (None: unchanged).
         Every rank calls it with the same reduced count, so their optimizers stay alike."""
         f = self.link.kg_lr_decay
         if f >= 1 or not epochs_without_gain or epochs_without_gain % KG_DECAY_AFTER:

@@ -150,6 +150,11 @@ class TrainerProc:
         return self.cfg.trainer.task == "link"
 
     @property
+    def metric(self) -> str:
+        """The validation figure that picks the best epoch (``accuracy``, a link job's ``--link-metric``, ``mrr``)."""
+        return selection_metric("link" if self.link else "node", self.cfg.link.metric, self.kg)
+
+    @property
     def kg(self) -> bool:
         """A knowledge-graph link job (its trainer core ranks triples, :class:`~argosy.shared.scorers.KGModel`)."""
         core = getattr(self, "core", None)
@@ -393,8 +398,8 @@ class TrainerProc:
                     self._record(rec, phase, st, secs)
                 improved = self._track_best(epoch, rec)
                 if self.kg and not improved and (lr := self.core.plateau_decay(self.stopper.since_gain)):
-                    logger.info("epoch %d: %d epochs without a better validation MRR: lr now %.3g", epoch,
-                                self.stopper.since_gain, lr)
+                    logger.info("epoch %d: %d epochs without a validation MRR gain of %g: lr now %.3g", epoch,
+                                self.stopper.since_gain, KG_MIN_GAIN, lr)
                 every = cfg.trainer.checkpoint_every
                 due = bool(cfg.run_dir) and bool(every) and (epoch + 1) % every == 0
                 table = None if self.shards is None else self.shards.end_epoch(   # collective, every rank
@@ -473,8 +478,7 @@ class TrainerProc:
     def _val_score(self, rec: dict) -> float:
         """What picks the best epoch: validation accuracy, or a link job's ``--link-metric`` (AUC by default;
         filtered MRR for a knowledge graph)."""
-        metric = selection_metric("link" if self.link else "node", self.cfg.link.metric, self.kg)
-        v = rec[f"val_{metric}"]
+        v = rec[f"val_{self.metric}"]
         return -1.0 if v is None or v != v else float(v)
 
     def _improves(self, rec: dict) -> bool:
@@ -523,7 +527,7 @@ class TrainerProc:
             "seeds_redelivered": int(self.ctx.coord.metrics().get("reclaimed_seeds", 0)),
             "resumed_from_epoch": self.resumed_from, "config_fingerprint": self.cfg.fingerprint(),
             "task": self.cfg.trainer.task, "precision": self.core.precision,
-            "selection_metric": selection_metric("link" if self.link else "node", self.cfg.link.metric, self.kg),
+            "selection_metric": self.metric,
             **({"scorer": self.cfg.link.scorer, "link_loss": self.cfg.link.loss,
                 "node_embeddings": self.core.embedding_dim} if self.link and not self.kg else {}),
             **({"scorer": self.cfg.link.kg_scorer, "link_loss": "1vsAll + N3", "entity_dim": self.core.embedding_dim,
