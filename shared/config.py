@@ -237,7 +237,7 @@ LINK_SCORERS = ("dot", "mlp", "distmult")
 LINK_LOSSES = ("bce", "margin")
 KG_SCORER_NAMES = ("complex", "distmult", "rotate")
 KG_DECAY_AFTER = 3
-"""Epochs in a row without a better validation MRR after which a knowledge graph's lr decays
+"""Epochs in a row without a gain of KG_MIN_GAIN in validation MRR after which a knowledge graph's lr decays
 (``LinkConfig.kg_lr_decay``): the recipe's evaluation every 3 epochs, as the pipeline evaluates each."""
 KG_MIN_GAIN = 1e-3
 """Validation MRR a knowledge graph's new best must add to reset the patience count
@@ -304,7 +304,7 @@ class LinkConfig:
     kg_init_std: float = 1e-3
     """Entity and relation rows start N(0, kg_init_std)."""
     kg_lr_decay: float = 0.3
-    """After every ``KG_DECAY_AFTER`` (3) epochs in a row without a better validation MRR the lr is
+    """After every ``KG_DECAY_AFTER`` (3) epochs in a row without a KG_MIN_GAIN gain in validation MRR the lr is
     multiplied by this (a plateau schedule, as ``bench/kg_recipe.py``); 1 = a constant lr."""
 
     def __post_init__(self):
