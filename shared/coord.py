@@ -3,9 +3,12 @@
 This is the only module that sends Redis commands.  Work items are entries of per-partition
 Redis Streams read through one consumer group: a sampler *claims* an entry (XREADGROUP), the
 trainer *acknowledges and deletes* it after applying the batch (XACK + XDEL), and entries that
-stay claimed longer than ``claim_timeout`` (their sampler or loader died) are re-claimed by a live
-sampler (XAUTOCLAIM).  A trainer applies a batch only if ``SADD applied:{epoch}:{phase} id``
-returns 1, so a batch delivered twice is applied once.
+stay claimed past the re-claim deadline (their sampler or loader died) are re-claimed by a live
+sampler (XPENDING + XCLAIM).  The deadline is ``claim_timeout``, or :data:`RECLAIM_AGE_FACTOR`
+times the claim-to-apply age the trainers publish (:meth:`Coordinator.publish_batch_age`) when
+that is longer, and it doubles with every re-delivery of an item (:data:`RECLAIM_BACKOFF_CAP`).
+A trainer applies a batch only if ``SADD applied:{epoch}:{phase} id`` returns 1, so a batch
+delivered twice is applied once.
 """
 from __future__ import annotations
 
@@ -38,10 +41,31 @@ EPOCH_COUNTER_WINDOW = 64
 moved out by trainer rank 0 (:meth:`Coordinator.take_epoch_counters`) into the run dir."""
 EPOCH_COUNTERS_MOVED = "epoch_counters_moved_before"
 """Metrics-hash field: per-epoch counters of epochs below it were moved out of Redis."""
+RECLAIM_AGE_FACTOR = 2.5
+"""A work item is re-claimed only once idle for this many times the trainers' published batch age
+(:meth:`Coordinator.reclaim_deadline`), when that is longer than ``claim_timeout``.  The age is a
+high quantile of recent claim-to-apply times, so a healthy item is rarely that old: the factor
+covers the tail above the quantile, the seconds until the next publication, and the latency
+growing while the pipeline fills (items claimed at the start wait for every batch ahead of them).
+Under 2 a filling pipeline was re-claimed ahead of its own trainer; much over 3 only delays the
+recovery from a dead sampler or loader."""
+RECLAIM_BACKOFF_CAP = 8
+"""An item delivered ``d`` times is re-claimed only once idle for ``2**(d-1)`` times the deadline,
+at most this many times it: while a trainer is hung its unacknowledged items are re-sent after 1,
+2, 4, 8, 8, ... deadlines instead of after every one."""
+BATCH_AGE_TTL = 120.0
+"""Seconds a trainer's published batch age lives in Redis.  A trainer that stops applying (hung,
+dead, between jobs) stops publishing, and samplers fall back to ``claim_timeout`` this long after."""
+BATCH_AGE_MAX = 3600.0
+"""A published batch age is capped here (a skewed clock must not park re-claims for hours)."""
+RECLAIM_SCAN = 16
+""":meth:`Coordinator.reclaim` reads up to this many times ``count`` idle entries per stream, so items
+still backing off do not hide the due ones behind them."""
 APPLIED_PHASES = ("train", "val", "test")
 """The phases of an epoch (``argosy.shared.plan.PHASES``; not imported: it pulls in the store)."""
 
-__all__ = ["Coordinator", "redact_url", "MAX_EPOCH_RECORDS", "EPOCH_COUNTER_WINDOW", "EPOCH_COUNTERS_MOVED"]
+__all__ = ["Coordinator", "redact_url", "reclaim_backoff", "MAX_EPOCH_RECORDS", "EPOCH_COUNTER_WINDOW",
+           "EPOCH_COUNTERS_MOVED", "RECLAIM_AGE_FACTOR", "RECLAIM_BACKOFF_CAP", "BATCH_AGE_TTL"]
 
 logger = logging.getLogger(__name__)
 _PER_EPOCH_FIELD = re.compile(r"^(.+)_e(\d+)$")
@@ -55,6 +79,21 @@ def redact_url(url: str) -> str:
         url = url.replace(u.netloc, "***@" + (u.hostname or "") + (f":{u.port}" if u.port else ""), 1)
     # redis-py also takes ``?password=...`` in the query string
     return re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
+
+
+def reclaim_backoff(times_delivered: int) -> int:
+    """How many deadlines an item delivered ``times_delivered`` times must stay idle before it is
+    re-claimed: 1, 2, 4, ... up to :data:`RECLAIM_BACKOFF_CAP`.
+
+    Example:
+        >>> [reclaim_backoff(d) for d in (1, 2, 3, 4, 5, 9)]
+        [1, 2, 4, 8, 8, 8]
+    """
+    return min(2 ** max(int(times_delivered) - 1, 0), RECLAIM_BACKOFF_CAP)
+
+
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 class _NoAuthRetry(Retry):
@@ -275,27 +314,65 @@ class Coordinator:
         return self._unpack(reply)
 
     def reclaim(self, parts: list[int], consumer: str, min_idle_ms: int, count: int = 4) -> list[tuple[str, str, dict]]:
-        """Take over items claimed by others and not acknowledged for ``min_idle_ms``."""
+        """Take over up to ``count`` items per stream claimed by others and not acknowledged for long.
+
+        An item delivered ``d`` times (XPENDING's ``times_delivered``: 1 after its first claim) is
+        taken once idle for ``min_idle_ms * reclaim_backoff(d)``: a first re-claim after
+        ``min_idle_ms``, the next after twice that, ... up to :data:`RECLAIM_BACKOFF_CAP` times it.
+        XCLAIM repeats the idle test atomically, so two samplers never both take an item.  The fleet
+        event (``reclaim``) names and counts only the items actually taken."""
         out = []
         for p in parts:
             stream = keys.work_stream(self.job, p)
             # who held them and for how long (the fleet event's cost); nothing idle: nothing to take over
-            idle = self.r.xpending_range(stream, keys.WORK_GROUP, min="-", max="+", count=count, idle=min_idle_ms)
-            if not idle:
+            idle = self.r.xpending_range(stream, keys.WORK_GROUP, min="-", max="+", count=count * RECLAIM_SCAN,
+                                         idle=min_idle_ms)
+            due: dict[int, list] = {}           # idle needed -> entries idle that long
+            for x in idle:
+                wait = min_idle_ms * reclaim_backoff(x["times_delivered"])
+                if int(x["time_since_delivered"]) >= wait and sum(map(len, due.values())) < count:
+                    due.setdefault(wait, []).append(x)
+            if not due:
                 continue
-            res = self.r.xautoclaim(stream, keys.WORK_GROUP, consumer, min_idle_time=min_idle_ms, start_id="0-0", count=count)
-            entries = res[1] if len(res) > 1 else []
+            pipe = self.r.pipeline(transaction=False)
+            for wait, xs in due.items():
+                pipe.xclaim(stream, keys.WORK_GROUP, consumer, min_idle_time=wait,
+                            message_ids=[x["message_id"] for x in xs])
+            entries = [e for res in pipe.execute() for e in res if e and e[0] is not None]
             got = self._unpack([[stream.encode(), entries]])
             if got:                 # a stall of at least min_idle_ms: the report and Prometheus list each one
+                taken = {eid for _, eid, _ in got}
+                mine = [x for xs in due.values() for x in xs if _text(x["message_id"]) in taken]
                 held: dict[str, int] = {}
-                for x in idle:
-                    c = x["consumer"].decode() if isinstance(x["consumer"], bytes) else str(x["consumer"])
+                for x in mine:
+                    c = _text(x["consumer"])
                     held[c] = held.get(c, 0) + 1
                 self.record_event("reclaim", "sampler", consumer, part=p, items=len(got), held_by=held,
                                   seeds=sum(int(f.get("count", 0)) for _, _, f in got),
-                                  idle_s=round(max(int(x["time_since_delivered"]) for x in idle) / 1000, 2))
+                                  redelivered=sum(1 for x in mine if int(x["times_delivered"]) > 1),
+                                  idle_s=round(max(int(x["time_since_delivered"]) for x in mine) / 1000, 2))
             out += got
         return out
+
+    def publish_batch_age(self, rank: int, seconds: float, ttl: float = BATCH_AGE_TTL) -> None:
+        """Trainer ``rank``: its recent batches took ``seconds`` from claim to apply (a high quantile;
+        capped at :data:`BATCH_AGE_MAX`).  Kept ``ttl`` seconds: a trainer publishes every few seconds
+        while it applies batches, and a silent one stops counting."""
+        age = min(max(float(seconds), 0.0), BATCH_AGE_MAX)
+        self.r.set(keys.batch_age(self.job, rank), repr(age), px=max(1, int(ttl * 1000)))
+
+    def batch_age(self, trainers: int) -> float | None:
+        """The longest batch age trainers ``0..trainers-1`` published (None: none did lately)."""
+        raw = self.r.mget([keys.batch_age(self.job, r) for r in range(max(int(trainers), 1))])
+        ages = [float(v) for v in raw if v is not None]
+        return max(ages) if ages else None
+
+    def reclaim_deadline(self, claim_timeout: float, trainers: int) -> float:
+        """Seconds a work item may stay unacknowledged before a sampler re-claims it (before
+        :func:`reclaim_backoff`): ``max(claim_timeout, RECLAIM_AGE_FACTOR * batch age)``, or
+        ``claim_timeout`` while no trainer publishes an age."""
+        age = self.batch_age(trainers)
+        return claim_timeout if age is None else max(float(claim_timeout), RECLAIM_AGE_FACTOR * age)
 
     @staticmethod
     def _unpack(reply) -> list[tuple[str, str, dict]]:

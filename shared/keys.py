@@ -7,7 +7,7 @@ from __future__ import annotations
 
 __all__ = ["prefix", "spec", "state", "result", "service", "members", "work_stream", "WORK_GROUP",
            "applied", "metrics", "epoch_metrics", "phase", "dist", "autoscale", "AUTOSCALE_RECORDS", "exits",
-           "events"]
+           "events", "batch_age"]
 
 WORK_GROUP = "samplers"
 """Consumer group every sampler reads work streams through."""
@@ -45,6 +45,12 @@ def members(job: str, role: str) -> str:
 def work_stream(job: str, part: int) -> str:
     """Stream of work items (seed batches) for one partition."""
     return f"argosy:{job}:work:{part}"
+
+
+def batch_age(job: str, rank: int) -> str:
+    """Seconds from claim to apply of trainer ``rank``'s recent batches (a float, with a TTL): what
+    samplers size their re-claim deadline by (:meth:`~argosy.shared.coord.Coordinator.reclaim_deadline`)."""
+    return f"argosy:{job}:batch_age:{rank}"
 
 
 def applied(job: str, epoch: int, phase: str) -> str:
