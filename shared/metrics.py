@@ -146,6 +146,10 @@ GAUGES: dict[str, tuple[str, str]] = {
     "heartbeat_age": ("argosy_service_heartbeat_age_seconds", "Seconds since a service's last heartbeat."),
     "epochs": ("argosy_epochs_completed", "Epochs completed by the job."),
     "replicas": ("argosy_autoscale_replicas", "Replicas the autoscaler last asked for, per role."),
+    "reclaim_deadline": ("argosy_reclaim_deadline_seconds", "Seconds a sampler lets a work item stay unacknowledged "
+                         "before re-claiming it (claim timeout, or longer for a slow pipeline; before the backoff)."),
+    "batch_age": ("argosy_trainer_batch_age_seconds", "Claim-to-apply seconds of a trainer's recent batches "
+                  "(the high quantile it publishes for the samplers' re-claim deadline)."),
 }
 """Gauges, by short name: (Prometheus name, help)."""
 
@@ -194,7 +198,8 @@ class ServiceMetrics:
                                                  registry=self.registry)
         self._gauges = {k: _prom.Gauge(n, h, _BASE_LABELS + (("hop",) if k == "queue_depth" else ()),
                                        registry=self.registry)
-                        for k, (n, h) in GAUGES.items() if k in ("queue_depth", "heartbeat", "trainer_idle_fraction")}
+                        for k, (n, h) in GAUGES.items()
+                        if k in ("queue_depth", "heartbeat", "trainer_idle_fraction", "reclaim_deadline", "batch_age")}
         self._remote = _prom.Histogram(REMOTE_FRACTION[0], REMOTE_FRACTION[1], _BASE_LABELS, registry=self.registry,
                                        buckets=(0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0))
         self._labels = (job, role, service_id)
@@ -250,7 +255,8 @@ class ServiceMetrics:
             self._remote.labels(*self._labels).observe(float(fraction))
 
     def set_gauge(self, name: str, value: float, hop: str | None = None) -> None:
-        """Set ``queue_depth`` (give ``hop``), ``heartbeat`` or ``trainer_idle_fraction``."""
+        """Set ``queue_depth`` (give ``hop``), ``heartbeat``, ``trainer_idle_fraction``, ``reclaim_deadline``
+        (a sampler) or ``batch_age`` (a trainer)."""
         key = f"{name}:{hop}" if hop else name
         self.gauges[key] = float(value)
         if self.registry is not None and name in self._gauges:

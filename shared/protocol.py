@@ -30,13 +30,14 @@ __all__ = ["PROTOCOL_VERSION", "MsgKind", "Message", "SampledBatch", "FeatureBat
            "MESSAGE_TYPES", "StoreRequest", "StoreReply", "STORE_OPS", "STORE_STAT_FIELDS",
            "HaloRequest", "AdjacencyRows", "FeatureRows", "HALO_WHAT"]
 
-PROTOCOL_VERSION = 8
+PROTOCOL_VERSION = 9
 """2: SampledBatch carries dst_ptr (the blocks' CSR offsets); 3: and link_pairs (link prediction);
 4: edge weights (SampledBatch.edge_weight, weighted_degrees; AdjacencyRows.weights, weighted_degrees);
 5: FeatureBatch.feature_cache (rows the trainer caches are left out of ``features``);
 6: HaloRequest.values and the trainers' ``embeddings``/``embedding_grads`` requests;
 7: FeatureBatch.ring, ring_slot, ring_seq, ring_bytes (the rows wait in a shared-memory ring);
-8: relations (SampledBatch.edge_type; AdjacencyRows.types) of a typed store."""
+8: relations (SampledBatch.edge_type; AdjacencyRows.types) of a typed store;
+9: SampledBatch.claimed_at (when the work item was claimed: the trainer measures the pipeline's latency)."""
 
 
 class MsgKind(IntEnum):
@@ -108,6 +109,10 @@ class SampledBatch(Message):
     """Sampled neighbours owned by a part this sampler does not serve."""
     sampler_id: str = ""
     sample_seconds: float = 0.0
+    claimed_at: float = 0.0
+    """Wall time (``time.time()``, the sampler's clock) the sampler claimed the work item; 0 = not
+    stamped.  The trainer's batch age (apply minus claim) sizes the re-claim deadline
+    (:meth:`~shared.coord.Coordinator.reclaim_deadline`)."""
     nodes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     hop_nodes: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     degrees: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))

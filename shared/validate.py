@@ -153,6 +153,8 @@ def check_work_ref(b: SampledBatch, job: str, bounds: BatchBounds) -> None:
         v = getattr(b, name)
         if not math.isfinite(v) or v < 0:
             raise _bad(b, f"{name} {v!r} is not a finite duration")
+    if not math.isfinite(b.claimed_at) or b.claimed_at < 0:
+        raise _bad(b, f"claimed_at {b.claimed_at!r} is not a wall time (seconds since the epoch, 0 = unstamped)")
 
 
 def check_sampled_batch(b: SampledBatch, bounds: BatchBounds) -> None:

@@ -15,6 +15,7 @@ import time
 
 import zmq
 
+from argosy.shared.coord import RECLAIM_AGE_FACTOR
 from argosy.shared.errors import RequestFailedError
 from argosy.shared.holder import PartHolder
 from argosy.shared.ownership import Membership
@@ -44,6 +45,9 @@ class SamplerProc(PartHolder):
         self.push: dict[str, tuple[str, zmq.Socket]] = {}
         self.parts: list[int] = []
         self._last_reclaim = 0.0
+        self._deadline_logged = False
+        self.reclaim_deadline = ctx.cfg.coord.claim_timeout
+        """Seconds an item may stay unacknowledged before this sampler re-claims it (:meth:`step`)."""
         self.counters = {"sampler_batches": 0.0, "sampled_edges": 0.0, "remote_neighbors": 0.0,
                         "sample_seconds": 0.0, "sampled_seeds": 0.0, "sampler_send_stall_seconds": 0.0,
                         "halo_fetch_failures": 0.0}
@@ -97,18 +101,34 @@ class SamplerProc(PartHolder):
         ctx, coord, cfg = self.ctx, self.ctx.coord, self.cfg
         items = []
         if now - self._last_reclaim > cfg.coord.claim_timeout / 4:
-            items = coord.reclaim(self.parts, ctx.service_id, int(cfg.coord.claim_timeout * 1000))
+            deadline = self._update_deadline()
+            items = coord.reclaim(self.parts, ctx.service_id, int(deadline * 1000))
             if items:
-                logger.warning("re-claimed %d work items left unacknowledged for %.0f s",
-                               len(items), cfg.coord.claim_timeout)
+                logger.warning("re-claimed %d work items left unacknowledged for %.0f s or longer",
+                               len(items), deadline)
                 coord.incr(reclaimed_batches=len(items), reclaimed_seeds=sum(f["count"] for _, _, f in items))
             self._last_reclaim = now
         if not items:
             items = coord.claim(self.parts, ctx.service_id, count=1, block_ms=200)
+        claimed_at = time.time()
         for stream, entry_id, fields in items:
-            self.handle(stream, entry_id, WorkItem(**fields))
+            self.handle(stream, entry_id, WorkItem(**fields), claimed_at)
 
-    def handle(self, stream: str, entry_id: str, item: WorkItem) -> None:
+    def _update_deadline(self) -> float:
+        """The re-claim deadline: ``claim_timeout``, or longer when the trainers' batches take long
+        from claim to apply (:meth:`~shared.coord.Coordinator.reclaim_deadline`); kept as a gauge."""
+        timeout = self.cfg.coord.claim_timeout
+        self.reclaim_deadline = self.ctx.coord.reclaim_deadline(timeout, self.cfg.num_trainers)
+        self.ctx.metrics.set_gauge("reclaim_deadline", self.reclaim_deadline)
+        if self.reclaim_deadline > timeout and not self._deadline_logged:
+            self._deadline_logged = True
+            logger.info("batches take %.1f s or more from claim to apply: re-claiming work items after %.1f s "
+                        "instead of the %.1f s claim timeout", self.reclaim_deadline / RECLAIM_AGE_FACTOR,
+                        self.reclaim_deadline, timeout)
+        return self.reclaim_deadline
+
+    def handle(self, stream: str, entry_id: str, item: WorkItem, claimed_at: float = 0.0) -> None:
+        """Sample ``item`` (claimed at wall time ``claimed_at``) and send it to a loader of its part."""
         fanouts = self.cfg.fanouts_for(item.phase)
         self.epoch = item.epoch
         if not self.core.held[item.part]:
@@ -121,6 +141,7 @@ class SamplerProc(PartHolder):
             self.counters["halo_fetch_failures"] += 1
             return
         batch.job, batch.work_stream, batch.work_id, batch.sampler_id = self.ctx.coord.job, stream, entry_id, self.ctx.service_id
+        batch.claimed_at = claimed_at
         frames = encode(batch)
         t_send = time.perf_counter()
 

@@ -47,6 +47,7 @@ from argosy.shared.store import PartitionStore
 from argosy.shared.store.residency import queue_depth, tight_budget
 from argosy.shared.transport import (bind_local, bind_random, host_boot_id, local_ring_dir, make_socket,
                                      rendezvous_store, retain_large_buffers, unbind_local)
+from argosy.services.trainer.batch_age import BatchAges
 from argosy.services.trainer.core import TrainerCore, cache_budget, resolved
 from argosy.services.trainer.embedding_shards import ShardedEmbeddings
 from argosy.services.trainer.history import EpochHistory
@@ -132,6 +133,8 @@ class TrainerProc:
         self.rx = self.ingest.rx
         self._early: list[Arrival] = []
         """Batches of a later phase that arrived before this trainer reached it (used there)."""
+        self.ages = BatchAges()
+        """Claim-to-apply ages of the batches applied lately, published for the samplers' re-claim deadline."""
         self.epochs = EpochHistory()
         """Count, newest records and running sums (every record is in the run dir's HISTORY_FILE)."""
         self._trimmed = time.monotonic()
@@ -270,6 +273,7 @@ class TrainerProc:
             st.labelled += count
             st.compute_seconds += time.perf_counter() - t1
             finish(fb)
+            self._note_age(fb)
             applied_seeds.append(applied_units(fb, self.store.manifest.num_nodes))
             st.batches += 1
             st.seeds += mine[fb.batch_id].count
@@ -346,6 +350,16 @@ class TrainerProc:
             allseeds = np.concatenate(applied_seeds)
             st.duplicate_seeds = int(allseeds.shape[0] - np.unique(allseeds).shape[0])
         return st
+
+    def _note_age(self, fb: FeatureBatch) -> None:
+        """Note an applied batch's age (apply minus claim); every few seconds publish the recent
+        high quantile to Redis (:mod:`services.trainer.batch_age`) and as the ``batch_age`` gauge."""
+        now = time.monotonic()
+        self.ages.add(fb.claimed_at, time.time(), now)
+        age = self.ages.due(now)
+        if age is not None:
+            self.ctx.coord.publish_batch_age(self.rank, age)
+            self.ctx.metrics.set_gauge("batch_age", age)
 
     def _starvation_report(self, epoch, phase, missing, timeout) -> str:
         coord = self.ctx.coord
