@@ -185,7 +185,10 @@ def add_train_args(p: argparse.ArgumentParser, epochs: int | None = None) -> Non
     p.add_argument("--job", default=None, help="job id (default: generated)")
     p.add_argument("--run-dir", default=None, help="where logs, checkpoint and report go (default runs/JOB)")
     p.add_argument("--claim-timeout", type=float, default=_default(CoordConfig, "claim_timeout"),
-                   help="seconds before unacknowledged work is re-claimed")
+                   help="seconds a claimed work item may stay unacknowledged before a sampler re-claims it "
+                        "(its sampler or loader is presumed dead; default %(default)g). Samplers wait longer when the "
+                        "trainers report that healthy batches take longer from claim to apply (2.5x their recent "
+                        "90th percentile), and twice as long after each re-delivery of an item (at most 8x)")
     p.add_argument("--peer-timeout", type=float, default=_default(CoordConfig, "peer_timeout"),
                    help="seconds a trainer waits for input before failing")
     p.add_argument("--json", action="store_true", help="print one JSON line with the results at the end")
