@@ -81,7 +81,8 @@ from .multilevel import edge_cut_csr, improve_partition, multilevel_partition
 from .nbutil import rng_state
 from .placement import capacity, count_degrees, force_balance, place_unseen, stream_cut
 from .refine import stream_refine
-from .sampled_cut import estimated_cut, greedy_cut, sampled_shares
+from .sampled_cut import (FENNEL_MIN_DEGREE_SKEW, estimated_cut, greedy_cut, sampled_degree_skew,
+                          sampled_shares)
 from .stream import EdgeStream
 from .tree import bisection_tree_levels, refine_down_tree
 
@@ -197,7 +198,9 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             ``fm`` (``"ran"``, ``"skipped"``, ``"off"``) and ``lp_gain_before_fm``.
         greedy_start (bool): also compute a one-pass Fennel partition during the first
             clustering pass (same chunk reads) and start the streamed V-cycles from it if its
-            cut is lower than the multilevel one (it is on hub-first orders, e.g. SNAP ids).
+            cut is lower than the multilevel one (it is on hub-first orders, e.g. SNAP ids);
+            skipped on a graph of flat degrees (``details["degree_skew"]`` below
+            :data:`~.sampled_cut.FENNEL_MIN_DEGREE_SKEW`), where it never won.
         initial (str): initial partitioner of the cluster graph's coarsest level,
             ``"rb"`` (own, default) or ``"metis"`` (pymetis, optional).
         whole_graph (bool): when the graph has at most 2M entries (the least cluster-graph
@@ -278,6 +281,10 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         whole = whole_first and cyc == 0
         # 1. streaming size-constrained label propagation (inside blocks after a fresh start)
         greedy = None
+        if cyc == 0 and greedy_start:  # only where Fennel's start can win (FENNEL_MIN_DEGREE_SKEW)
+            skew = sampled_degree_skew(stream)
+            det["degree_skew"] = None if skew is None else round(skew, 3)
+            greedy_start = skew is None or skew >= FENNEL_MIN_DEGREE_SKEW
         if cyc == 0 and greedy_start:
             gsize = np.zeros(k, np.int64)
             galpha = math.sqrt(k) * max(stream.stream_entries / 2.0, 1.0) / max(n, 1) ** 1.5
@@ -306,6 +313,10 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                       t_shares=time.perf_counter() - tg)
             early = cshare >= GREEDY_EARLY_CLUSTER_SHARE and \
                 gshare <= GREEDY_EARLY * (1.0 - 1.0 / k)
+        elif tree_refine and stream_cycles <= 0 and not whole and deg is None and nc > k:
+            tg = time.perf_counter()  # no Fennel start: the share the tree refinement is gated by
+            cshare = sampled_shares(stream, cmap, cmap)[1]
+            cd.update(cluster_share=cshare, t_shares=time.perf_counter() - tg)
         if early:
             pass
         elif whole:
@@ -511,6 +522,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             if gcut < best_cut:  # the one-pass greedy partition is the better start
                 best_cut, best_part = gcut, gpart
             del greedy
+        elif cyc == 0:
+            det["start"] = "whole-graph" if whole else "multilevel"
         if whole:
             part = None  # the streamed-clustering start comes next
             continue

@@ -10,6 +10,7 @@ import pytest
 from argosy.services.partitioner.core import partition_stream, phase_seconds
 from argosy.services.partitioner.file_streams import open_edge_stream
 from argosy.services.partitioner.grem import EFFORTS
+from argosy.services.partitioner.sampled_cut import FENNEL_MIN_DEGREE_SKEW
 from argosy.services.partitioner.placement import capacity
 from argosy.services.partitioner.threads import map_chunks, using_threads, get_threads
 
@@ -123,6 +124,7 @@ def test_clusters_without_edges_and_a_good_fennel_start_skip_the_cluster_graph(
     assert c["early_greedy"] and c["cluster_graph_entries"] == 0
     assert c["cluster_share"] >= grem.GREEDY_EARLY_CLUSTER_SHARE
     assert early.details["start"] == "greedy-refined"
+    assert early.details["degree_skew"] >= FENNEL_MIN_DEGREE_SKEW  # power law: Fennel runs
     assert early.part_sizes.max() <= capacity(early.assignment.size, k, 0.03)
     monkeypatch.setattr(grem, "GREEDY_EARLY", -1.0)  # the full path, for comparison
     full = run()
@@ -134,6 +136,34 @@ def test_clusters_without_edges_and_a_good_fennel_start_skip_the_cluster_graph(
     r = partition_stream(open_edge_stream(p16, chunk_edges=40000), 16, effort=effort,
                          whole_graph=False)
     assert "early_greedy" not in r.details["cycles"][0]
+
+
+@pytest.mark.parametrize("effort", ["fast", "default"])
+def test_flat_degrees_skip_the_fennel_start_and_lose_nothing(tmp_path, monkeypatch, effort):
+    """A random geometric graph (every degree near the mean): the sampled degree moment is
+    ~1, the one-pass Fennel start is not computed (it never wins there), and the partition is
+    the one GREM gives with Fennel forced on (the multilevel start wins either way)."""
+    import argosy.services.partitioner.sampled_cut as sc
+    from argosy.shared.synthetic import write_geometric_edge_list
+
+    path = tmp_path / "geo.npy"
+    write_geometric_edge_list(path, 40_000, 12.0, 0)
+
+    def run():
+        with using_threads(1):
+            return partition_stream(open_edge_stream(path, chunk_edges=1 << 14), 8,
+                                    effort=effort, whole_graph=False)
+
+    skip = run()
+    assert 0.9 <= skip.details["degree_skew"] < FENNEL_MIN_DEGREE_SKEW
+    assert "greedy_cut" not in skip.details and skip.details["start"] == "multilevel"
+    assert "greedy_share" not in skip.details["cycles"][0]
+    monkeypatch.setattr(sc, "FENNEL_MIN_DEGREE_SKEW", 0.0)
+    import argosy.services.partitioner.grem as grem
+    monkeypatch.setattr(grem, "FENNEL_MIN_DEGREE_SKEW", 0.0)
+    forced = run()
+    assert "greedy_cut" in forced.details and forced.details["start"] == "multilevel"
+    assert np.array_equal(skip.assignment, forced.assignment)
 
 
 def test_default_skips_the_fm_round_only_after_an_lp_pass_under_the_threshold(tmp_path):
