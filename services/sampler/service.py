@@ -122,8 +122,9 @@ class SamplerProc(PartHolder):
         self.ctx.metrics.set_gauge("reclaim_deadline", self.reclaim_deadline)
         if self.reclaim_deadline > timeout and not self._deadline_logged:
             self._deadline_logged = True
-            logger.info("batches take %.1f s or more from claim to apply: re-claiming work items after %.1f s "
-                        "instead of the %.1f s claim timeout", self.reclaim_deadline / RECLAIM_AGE_FACTOR,
+            logger.info("batches take %.1f s from claim to apply (trainers' 90th percentile): re-claiming work "
+                        "items after %.1f s instead of the %.1f s claim timeout (logged once; gauge "
+                        "argosy_reclaim_deadline_seconds)", self.reclaim_deadline / RECLAIM_AGE_FACTOR,
                         self.reclaim_deadline, timeout)
         return self.reclaim_deadline
 
