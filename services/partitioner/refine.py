@@ -56,9 +56,17 @@ def _best_block_in(dst, a, b, part, lo, hi, lsize, lcap, lconn):
     return best if best >= 0 else emptiest
 
 
+@numba.njit(cache=True, inline="always")
+def _mark(dst, a, b, v, active, cur):
+    """Mark ``v`` and its neighbours ``dst[a:b]`` to be rated again (``active = cur``)."""
+    active[v] = cur
+    for e in range(a, b):
+        active[dst[e]] = cur
+
+
 @numba.njit(cache=True)
 def stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched, k,
-                         gmap, glo, ghi, lsize, lcap):
+                         gmap, glo, ghi, lsize, lcap, active, cur, need):
     """One LP refinement sweep over a vertex-aligned chunk, then pairwise swaps.
 
     Moves are between *groups* of blocks: vertex v is in group ``gmap[part[v]]``, group ``g``
@@ -73,6 +81,13 @@ def stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched
     positive (the two vertices trade blocks, so no size changes).  Swaps get past the capacity
     wall that stops plain LP when groups are full: with equal planted blocks, LP alone stalls
     with two blocks' vertices mixed and only FM's slower move sequences got them apart.
+
+    ``active`` (uint8 per vertex) skips the vertices nothing happened to: a vertex that moved,
+    had a neighbour move or wished for a full group is marked ``cur`` (the pass number + 1),
+    and only vertices marked at least ``need`` are rated (``need`` 0: all of them).  A vertex
+    none of whose neighbours moved sees the same counts as in the pass before, so it decides
+    the same; after the first pass most of a converging partition is skipped without its
+    neighbours' blocks being read (20M road-like graph: ~2.7 s a pass).
     """
     moved = 0
     gain = 0
@@ -87,6 +102,8 @@ def stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched
         a = starts[g]
         b = starts[g + 1]
         v = src[a]
+        if active[v] < need:
+            continue
         p = gmap[part[v]]
         for e in range(a, b):
             qs[e - a] = gmap[part[dst[e]]]
@@ -131,7 +148,9 @@ def stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched
             lsize[nb] += 1
             moved += 1
             gain += bestc - cp
+            _mark(dst, a, b, v, active, cur)
         elif full >= 0:
+            active[v] = cur          # its full group may have room next pass
             wg[nw] = g
             wq[nw] = full
             wgain[nw] = fullc - cp
@@ -177,6 +196,8 @@ def stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched
                 du = _move_gain(dst, au, bu, part, gmap, q, p)
                 if dv + du > 0:
                     part[u] = bv0                      # the two trade blocks
+                    _mark(dst, av, bv, v, active, cur)
+                    _mark(dst, au, bu, u, active, cur)
                     moved += 2
                     gain += dv + du
                     i += 1
@@ -254,12 +275,18 @@ def stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_
     # would cost a full read with random accesses for nothing
     probe = stream.num_chunks >= 16 and ref_cut > 0 and stream.stream_entries > 0
     fm_state = "ran" if use_fm else "off"
+    # who is rated again (stream_refine_chunk): after an LP-only pass only the vertices it
+    # touched; after a pass with FM (whose moves are not tracked) and on the first, every one
+    active = np.zeros(part.size, np.uint8)
+    was_fm = True
     while rp - (lp_only if can_fm else 0) < passes:
         pg, pm, seen_entries, short = 0, 0, 0, False
+        cur = min(rp + 1, 255)
+        need = 0 if was_fm or cur == 255 else cur - 1
         for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
             go = group_order(starts, order, state)
             m_, g_ = stream_refine_chunk(src, dst, starts, go, part, size, cap, conn, ktouch, k,
-                                          gmap, glo, ghi, lsize, lcap)
+                                          gmap, glo, ghi, lsize, lcap, active, cur, need)
             pm += m_
             pg += g_
             if use_fm:

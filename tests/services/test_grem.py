@@ -433,11 +433,40 @@ def test_group_move_takes_the_block_with_most_neighbours():
     lsize = np.bincount(part, minlength=4).astype(np.int64)
     gsize = np.add.reduceat(lsize, lo)
     conn, touched = np.zeros(2, np.int64), np.empty(2, np.int64)
+    active = np.zeros(6, np.uint8)
     moved, gain = stream_refine_chunk(src, dst, starts, np.arange(6), part, gsize, 10, conn,
-                                       touched, 2, gmap, lo, hi, lsize, 10)
+                                       touched, 2, gmap, lo, hi, lsize, 10, active, 1, 0)
     assert part[0] == 3 and moved == 1 and gain == 3
     assert part[1:].tolist() == [2, 3, 3, 1, 0]          # 4 and 5 share group 0: no move
     assert gsize.tolist() == [2, 4] and lsize.tolist() == [1, 1, 1, 3]
+    assert active.tolist() == [1, 1, 1, 1, 0, 0]         # the mover and its neighbours
+
+
+def test_refinement_pass_rates_only_the_vertices_the_last_pass_touched():
+    """Vertex 4's only neighbour is in the other group: rated, it moves; in a pass that rates
+    only what the pass before touched (``need`` 1) and nothing touched it, it is skipped."""
+    from argosy.services.partitioner.refine import stream_refine_chunk
+    from argosy.services.partitioner.tree import bisection_tree_levels
+
+    gmap, lo, hi = bisection_tree_levels(4)[0]
+    src = np.array([4, 5], np.int32)
+    dst = np.array([5, 4], np.int32)
+    starts = np.array([0, 1, 2], np.int64)
+
+    def run(active, need):
+        part = np.array([0, 0, 0, 0, 1, 2], np.int32)
+        lsize = np.bincount(part, minlength=4).astype(np.int64)
+        gsize = np.add.reduceat(lsize, lo)
+        moved, _ = stream_refine_chunk(src, dst, starts, np.arange(2), part, gsize, 10,
+                                       np.zeros(2, np.int64), np.empty(2, np.int64), 2, gmap,
+                                       lo, hi, lsize, 10, active, 2, need)
+        return moved, part
+    moved, part = run(np.zeros(6, np.uint8), 1)
+    assert moved == 0 and part[4] == 1                  # untouched: not rated
+    active = np.zeros(6, np.uint8)
+    active[4] = 1                                       # touched by the pass before
+    moved, part = run(active, 1)
+    assert moved >= 1 and gmap[part[4]] == gmap[part[5]]
 
 
 def test_tree_refinement_finds_few_large_blocks(tmp_path):
