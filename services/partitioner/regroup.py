@@ -171,6 +171,7 @@ class GroupedEdgeStream(EdgeStream):
         logger.info("regrouping %d entries by source into %d buckets in %s",
                     base.stream_entries, nb, self._dir)
         offsets = np.zeros(nb + 1, np.int64)
+        self._sizes = np.zeros((nb, 2), np.int64)  # per bucket: entries, group starts
         count = 0
         sym = bool(base.symmetrize)
         files = [open(self._path(b), "wb") for b in range(nb)]
@@ -192,10 +193,10 @@ class GroupedEdgeStream(EdgeStream):
             pairs = np.fromfile(self._path(b), dtype=self._dtype).reshape(-1, 2)
             src, dst, starts = _sort_bucket(pairs, v0, v1 - v0)
             del pairs
-            with open(self._path(b), "wb") as f:
-                np.save(f, src)
-                np.save(f, dst)
-                np.save(f, starts)
+            with open(self._path(b), "wb") as f:  # raw, sizes kept here: one read, no headers
+                for a in (src, dst, starts):
+                    f.write(memoryview(np.ascontiguousarray(a)))
+            self._sizes[b] = (src.size, starts.size)
             return int(src.size)
 
         workers = min(2, os.cpu_count() or 1, nb)
@@ -219,9 +220,17 @@ class GroupedEdgeStream(EdgeStream):
         return self._nb
 
     def read_groups(self, i: int) -> GroupedChunk:
-        """Chunk ``i`` as ``(src, dst, starts)`` (ids int32 when they fit)."""
-        with open(self._path(i), "rb") as f:
-            return np.load(f), np.load(f), np.load(f)
+        """Chunk ``i`` as ``(src, dst, starts)`` (ids int32 when they fit): the bucket file read
+        whole in one call and viewed as its three arrays (``np.load`` of three ``.npy`` headers
+        cost ~90 us each, ~1 s per run of the 20M road-like graph's ~10k bucket reads)."""
+        m, g = (int(x) for x in self._sizes[i])
+        w = np.dtype(self._dtype).itemsize
+        buf = np.fromfile(self._path(i), dtype=np.uint8)
+        if buf.size != 2 * m * w + 8 * g:
+            raise OSError(f"{self._path(i)}: {buf.size} bytes, expected {2 * m * w + 8 * g} "
+                          "(a scratch bucket changed on disk)")
+        return (buf[:m * w].view(self._dtype), buf[m * w:2 * m * w].view(self._dtype),
+                buf[2 * m * w:].view(np.int64))
 
     def read_chunk(self, i: int) -> Chunk:
         src, dst, _ = self.read_groups(i)
