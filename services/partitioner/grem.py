@@ -315,7 +315,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                 gshare <= GREEDY_EARLY * (1.0 - 1.0 / k)
         elif tree_refine and stream_cycles <= 0 and not whole and deg is None and nc > k:
             tg = time.perf_counter()  # no Fennel start: the share the tree refinement is gated by
-            cshare = sampled_shares(stream, cmap, cmap)[1]
+            cshare = sampled_shares(stream, cmap, cmap, 1 << 20)[1]
             cd.update(cluster_share=cshare, t_shares=time.perf_counter() - tg)
         if early:
             pass

@@ -46,16 +46,24 @@ def estimated_cut(stream, gpart, share: Optional[float] = None,
     return c * stream.stream_entries / max(e, 1)
 
 
-def sampled_shares(stream, gpart, cmap) -> Tuple[float, float, Optional[int]]:
+def sampled_shares(stream, gpart, cmap, max_entries: Optional[int] = None
+                   ) -> Tuple[float, float, Optional[int]]:
     """Shares of the stream's entries cut by ``gpart`` and lying between clusters of ``cmap``:
     from 8 evenly spaced chunks of a long seekable stream, from every chunk else (and then
-    ``gpart``'s exact cut in entries as the third value, else None)."""
+    ``gpart``'s exact cut in entries as the third value, else None).  ``max_entries``: count
+    at most about this many, the head of each sampled chunk (a share that only has to be told
+    from a threshold far from it: 8 of the 20M road-like graph's 2M-entry chunks are 0.4 of its
+    entries)."""
     nch = stream.num_chunks
-    sampled = stream.seekable and nch >= 16
+    sampled = stream.seekable and (nch >= 16 or max_entries is not None)
     if stream.seekable:  # chunks on the worker threads (a full pass on a short stream)
         idx = np.unique(np.linspace(0, nch - 1, 8).astype(np.int64)) if sampled else range(nch)
-        counts = map_chunks(lambda i: count_two_cuts(*stream.read_chunk(int(i)), gpart, cmap),
-                            idx)
+        head = None if max_entries is None else max(1, int(max_entries) // len(idx))
+
+        def count(i):
+            src, dst = stream.read_chunk(int(i))
+            return count_two_cuts(src[:head], dst[:head], gpart, cmap)
+        counts = map_chunks(count, idx)
     else:
         counts = (count_two_cuts(src, dst, gpart, cmap) for src, dst in stream)
     c, q, e = 0, 0, 0
