@@ -220,7 +220,7 @@ def partition_stream(stream: EdgeStream, k: int, method: str = "grem", order: st
         eps (float): allowed imbalance (default 0.03).
         memory_budget (int, optional): bytes; refuse to run if :func:`estimate_cost` exceeds it.
         effort (str): GREM's preset, ``"fast"``, ``"default"`` or ``"best"``
-            (:data:`~.grem.EFFORTS`; other methods ignore it).
+            (:data:`~.effort.EFFORTS`; other methods ignore it).
         threads (int, optional): threads for the streamed passes (default 1; None: the
             cores this process may use, as ``argosy partition`` does, see :mod:`.threads`).  One
             thread gives the same assignment for the same seed every time; several threads

@@ -76,6 +76,7 @@ import numpy as np
 
 from .clustering import singleton_clusters, stream_cluster
 from .cluster_graph import build_cluster_graph, coarsen_cluster_graph
+from .effort import EFFORTS, FM_MIN_LP_GAIN, FM_MIN_MEAN_DEGREE, effort_options  # noqa: F401 (re-exported)
 from .edge_balance import edge_balance_phase, edge_weighted_refine, warn_edge_limit
 from .multilevel import edge_cut_csr, improve_partition, multilevel_partition
 from .nbutil import rng_state
@@ -104,38 +105,6 @@ ML_EFFORT_ENTRIES = 1 << 21
 # no streamed V-cycles when the first cycle's first-level clusters left more than this share of
 # the stream's entries between clusters
 VCYCLE_MAX_LEVEL1_SHARE = 0.8
-
-
-# default: no streamed FM round when the LP pass right before it (the one that ends the LP-only
-# phase of step 4) removed less than this share of the cut (``stream_refine``'s
-# ``fm_min_lp_gain``; fast runs no FM, best always runs it): on the 20M-edge geometric graph the
-# FM pass found 4 of 54k cut edges after an LP pass that found 76, and made default's
-# refinement ~15 s against fast's 4-6 s (issue 43, round 4)
-FM_MIN_LP_GAIN = 0.01
-
-
-# the effort presets (``--effort``): what each level runs; an explicit keyword overrides it
-EFFORTS: Dict[str, Dict] = {
-    # the paper's regime: streaming clustering, one coarse partition, streamed LP refinement
-    "fast": dict(cluster_passes=2, refine_passes=2, vcycles=0, repeats=1, stream_cycles=0,
-                 fm_rounds=0, whole_graph=False, tree_refine=False, cluster_entries=1 << 21,
-                 fm_min_lp_gain=0.0),
-    # one cycle, refined with FM: the quality of "best" on most graphs for a fraction of its time
-    "default": dict(cluster_passes=3, refine_passes=2, vcycles=1, repeats=1, stream_cycles=0,
-                    fm_rounds=1, whole_graph=True, tree_refine=True, cluster_entries=1 << 22,
-                    fm_min_lp_gain=FM_MIN_LP_GAIN),
-    # every cycle and pass GREM has (the default up to issue 43)
-    "best": dict(cluster_passes=4, refine_passes=6, vcycles=2, repeats=3, stream_cycles=2,
-                 fm_rounds=2, whole_graph=True, tree_refine=True, cluster_entries=0,
-                 fm_min_lp_gain=0.0),
-}
-
-
-# the presets' streamed FM runs on graphs of at least this mean degree (stream entries per
-# vertex): on road-like meshes (2.6) the two FM passes after converged LP took 30 of 116 s on
-# the 20M-edge graph for 8 of 7,435 cut edges (4M edges: 0.2 % for ~5 s); an explicit
-# ``fm_rounds`` is kept
-FM_MIN_MEAN_DEGREE = 4.0
 
 
 TREE_MIN_LP_GAIN = 0.005  # tree refinement only after k-way LP removed >= 0.5 % of the projected cut
@@ -229,23 +198,15 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         tuple: ``(assignment int32 (n,), details dict)``; ``details`` holds phase timings,
         cluster counts, pass counts and cuts (in undirected edges) per cycle.
     """
-    if effort not in EFFORTS:
-        raise ValueError(f"unknown effort {effort!r}; expected one of {tuple(EFFORTS)}")
-    preset = EFFORTS[effort]
-    cluster_passes = preset["cluster_passes"] if cluster_passes is None else cluster_passes
-    refine_passes = preset["refine_passes"] if refine_passes is None else refine_passes
-    vcycles = preset["vcycles"] if vcycles is None else vcycles
-    repeats = preset["repeats"] if repeats is None else repeats
-    stream_cycles = preset["stream_cycles"] if stream_cycles is None else stream_cycles
-    if fm_rounds is None:
-        fm_rounds = preset["fm_rounds"]
-        if stream.stream_entries < FM_MIN_MEAN_DEGREE * max(int(stream.num_nodes), 1):
-            fm_rounds = 0  # sparse meshes: LP leaves FM ~nothing (see FM_MIN_MEAN_DEGREE)
-    if fm_min_lp_gain is None:
-        fm_min_lp_gain = preset["fm_min_lp_gain"]
-    whole_graph = preset["whole_graph"] if whole_graph is None else whole_graph
-    tree_refine = preset["tree_refine"] if tree_refine is None else tree_refine
-    cluster_entries = preset["cluster_entries"] if cluster_entries is None else cluster_entries
+    o = effort_options(effort, stream, cluster_passes=cluster_passes, refine_passes=refine_passes,
+                       vcycles=vcycles, repeats=repeats, stream_cycles=stream_cycles,
+                       fm_rounds=fm_rounds, fm_min_lp_gain=fm_min_lp_gain, whole_graph=whole_graph,
+                       tree_refine=tree_refine, cluster_entries=cluster_entries)
+    cluster_passes, refine_passes, vcycles, repeats = (o["cluster_passes"], o["refine_passes"],
+                                                       o["vcycles"], o["repeats"])
+    stream_cycles, fm_rounds, fm_min_lp_gain = o["stream_cycles"], o["fm_rounds"], o["fm_min_lp_gain"]
+    whole_graph, tree_refine, cluster_entries = (o["whole_graph"], o["tree_refine"],
+                                                 o["cluster_entries"])
     n = int(stream.num_nodes)
     cap = capacity(n, k, eps)
     state = rng_state(seed)

@@ -243,7 +243,7 @@ def stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_
     passes are LP only, and they do not count against ``passes`` (at most ``4 * passes`` of
     them run).  Without FM (ungrouped streams) every pass counts.
 
-    ``fm_min_lp_gain`` (``default`` effort: :data:`~.grem.FM_MIN_LP_GAIN`, 0.01; 0 = never
+    ``fm_min_lp_gain`` (``default`` effort: :data:`~.effort.FM_MIN_LP_GAIN`, 0.01; 0 = never
     skip) skips the FM passes altogether: when the LP pass that ends the LP-only phase (the
     pass right before FM would start) removed less than this share of the cut it started from
     (``2 * gain < fm_min_lp_gain * cut``, the cut being ``ref_cut`` less what the passes before

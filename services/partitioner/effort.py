@@ -1,0 +1,54 @@
+"""GREM's effort presets (``--effort fast|default|best``): which passes, cycles and checks each
+level runs, and how an explicit keyword overrides its preset.  The figures each level gives are
+in ``docs/partitioning.md`` ("Effort levels and threads")."""
+from __future__ import annotations
+
+from typing import Dict
+
+__all__ = ["EFFORTS", "FM_MIN_LP_GAIN", "FM_MIN_MEAN_DEGREE", "effort_options"]
+
+
+# default: no streamed FM round when the LP pass right before it (the one that ends the LP-only
+# phase of step 4) removed less than this share of the cut (``stream_refine``'s
+# ``fm_min_lp_gain``; fast runs no FM, best always runs it): on the 20M-edge geometric graph the
+# FM pass found 4 of 54k cut edges after an LP pass that found 76, and made default's
+# refinement ~15 s against fast's 4-6 s (issue 43, round 4)
+FM_MIN_LP_GAIN = 0.01
+
+
+# the effort presets (``--effort``): what each level runs; an explicit keyword overrides it
+EFFORTS: Dict[str, Dict] = {
+    # the paper's regime: streaming clustering, one coarse partition, streamed LP refinement
+    "fast": dict(cluster_passes=2, refine_passes=2, vcycles=0, repeats=1, stream_cycles=0,
+                 fm_rounds=0, whole_graph=False, tree_refine=False, cluster_entries=1 << 21,
+                 fm_min_lp_gain=0.0),
+    # one cycle, refined with FM: the quality of "best" on most graphs for a fraction of its time
+    "default": dict(cluster_passes=3, refine_passes=2, vcycles=1, repeats=1, stream_cycles=0,
+                    fm_rounds=1, whole_graph=True, tree_refine=True, cluster_entries=1 << 22,
+                    fm_min_lp_gain=FM_MIN_LP_GAIN),
+    # every cycle and pass GREM has (the default up to issue 43)
+    "best": dict(cluster_passes=4, refine_passes=6, vcycles=2, repeats=3, stream_cycles=2,
+                 fm_rounds=2, whole_graph=True, tree_refine=True, cluster_entries=0,
+                 fm_min_lp_gain=0.0),
+}
+
+
+# the presets' streamed FM runs on graphs of at least this mean degree (stream entries per
+# vertex): on road-like meshes (2.6) the two FM passes after converged LP took 30 of 116 s on
+# the 20M-edge graph for 8 of 7,435 cut edges (4M edges: 0.2 % for ~5 s); an explicit
+# ``fm_rounds`` is kept
+FM_MIN_MEAN_DEGREE = 4.0
+
+
+def effort_options(effort: str, stream, **given) -> Dict:
+    """The options of ``effort``'s preset, each replaced by its keyword in ``given`` unless that
+    is None; the preset's FM is off on a graph of mean degree below :data:`FM_MIN_MEAN_DEGREE`
+    (an explicit ``fm_rounds`` is kept).  Raises ValueError for an unknown level."""
+    if effort not in EFFORTS:
+        raise ValueError(f"unknown effort {effort!r}; expected one of {tuple(EFFORTS)}")
+    out = dict(EFFORTS[effort])
+    if given.get("fm_rounds") is None and \
+            stream.stream_entries < FM_MIN_MEAN_DEGREE * max(int(stream.num_nodes), 1):
+        out["fm_rounds"] = 0  # sparse meshes: LP leaves FM ~nothing (see FM_MIN_MEAN_DEGREE)
+    out.update({key: v for key, v in given.items() if v is not None})
+    return out
