@@ -277,11 +277,12 @@ class BucketedGraph:
     def load(self, b: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         return _load_arrays(self.files[b], 3)
 
-    def to_csr(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The whole graph in memory (rows of consecutive buckets are consecutive)."""
+    def to_csr(self, dtype=np.int64) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The whole graph in memory (rows of consecutive buckets are consecutive); ``adj`` and
+        ``ew`` as ``dtype`` (the caller checks that ids and weights fit)."""
         xadj = np.zeros(self.nc + 1, np.int64)
-        adj = np.empty(self.entries, np.int64)
-        ew = np.empty(self.entries, np.int64)
+        adj = np.empty(self.entries, dtype)
+        ew = np.empty(self.entries, dtype)
         pos = 0
         for b in range(self.nb):
             bx, ba, be = self.load(b)
@@ -439,6 +440,13 @@ def _lp_bucket(xadj, adj, ew, lo, label, lw, vw, maxw, rating, touched, state, c
     return moved
 
 
+@numba.njit(cache=True)
+def _remap(cmap, lab):
+    """``cmap[i] = lab[cmap[i]]`` in place."""
+    for i in range(cmap.size):
+        cmap[i] = lab[cmap[i]]
+
+
 def _coarsen_in_memory(xadj, adj, ew, vw, cmap, nc, maxw, maxw_cap, budget, state, part, info,
                        total):
     """The levels of :func:`coarsen_cluster_graph` on a cluster graph held in memory:
@@ -471,12 +479,12 @@ def _coarsen_in_memory(xadj, adj, ew, vw, cmap, nc, maxw, maxw_cap, budget, stat
                 continue
         levels += 1
         info["levels"] = levels
-        cmap = lab.astype(np.int32)[cmap]
+        _remap(cmap, lab)  # in place: a second vertex map is n more ids at the peak
         logger.info("GREM coarsening level %d (in memory): %d -> %d clusters, %d entries",
                     levels, nc, nl, ca.size)
         xadj, adj, ew, vw, nc = cx, ca, ce, cv, nl
         del lab, cx, ca, ce, cv
-    return cmap, nc, maxw, info, (xadj, adj, ew, total)
+    return cmap, nc, maxw, info, (xadj, adj.astype(np.int64), ew.astype(np.int64), total)
 
 
 def _bucket_count(entries: int, budget: int, nc: int) -> int:
@@ -563,7 +571,10 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
         vw = np.bincount(cmap, minlength=nc).astype(np.int64)
         if budget < g.entries <= memory_entries:
             # over the effort's size but within the O(n) memory budget: coarsen in memory
-            xadj, adj, ew = g.to_csr()
+            # 32-bit ids and weights while they fit (weights count stream entries): the
+            # 20M road-like graph's 16M-entry level peaked at 904 MB with 64-bit ones
+            narrow = max(nc, total) < 2 ** 31
+            xadj, adj, ew = g.to_csr(np.int32 if narrow else np.int64)
             g.remove()
             return _coarsen_in_memory(xadj, adj, ew, vw, cmap, nc, maxw, maxw_cap, budget,
                                       state, part, info, total)

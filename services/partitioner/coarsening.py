@@ -128,12 +128,14 @@ def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks):
     n = vw.size
     label = np.arange(n).astype(np.int32)  # int32: half the cache lines of the random reads
     cw = vw.copy()
-    rating = np.zeros(n, np.int64)
     maxdeg = 0
     for v in range(n):
         d = xadj[v + 1] - xadj[v]
         if d > maxdeg:
             maxdeg = d
+    # the rating array only for rows too long for the short list (n int64s: 40 MB on the 20M
+    # road-like graph's first cluster graph, whose rows all fit the list)
+    rating = np.zeros(n if maxdeg > LP_SHORT_LIST or not ew.size else 1, np.int64)
     touched = np.empty(maxdeg + 1, np.int64)
     ll = np.empty(LP_SHORT_LIST, np.int32)
     lr = np.empty(LP_SHORT_LIST, np.int64)
@@ -224,7 +226,7 @@ def contract(xadj, adj, ew, vw, label):
         start[cmap[v] + 1] += 1
     for c in range(nc):
         start[c + 1] += start[c]
-    members = np.empty(n, np.int64)
+    members = np.empty(n, adj.dtype)  # vertex ids: int32 with int32 ids
     fill = start[:-1].copy()
     for v in range(n):
         c = cmap[v]
@@ -232,8 +234,8 @@ def contract(xadj, adj, ew, vw, label):
         fill[c] += 1
     m = adj.size
     cxadj = np.zeros(nc + 1, np.int64)
-    cadj = np.empty(m, np.int64)
-    cew = np.empty(m, np.int64)
+    cadj = np.empty(m, adj.dtype)  # int32 ids and weights stay int32 (the caller checks they fit)
+    cew = np.empty(m, ew.dtype)
     acc = np.zeros(nc, np.int64)
     touched = np.empty(nc, np.int64)
     pos = 0
