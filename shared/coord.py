@@ -47,8 +47,9 @@ RECLAIM_AGE_FACTOR = 2.5
 high quantile of recent claim-to-apply times, so a healthy item is rarely that old: the factor
 covers the tail above the quantile, the seconds until the next publication, and the latency
 growing while the pipeline fills (items claimed at the start wait for every batch ahead of them).
-Under 2 a filling pipeline was re-claimed ahead of its own trainer; much over 3 only delays the
-recovery from a dead sampler or loader."""
+Reasoned, not tuned: at 2.5 no healthy item was re-claimed in the slow-pipeline runs of
+docs/reliability.md (Cora at a simulated 1 s step, CoDEx-S); a larger factor only delays the
+recovery from a dead sampler or loader in a slow pipeline."""
 RECLAIM_BACKOFF_CAP = 8
 """An item delivered ``d`` times is re-claimed only once idle for ``2**(d-1)`` times the deadline,
 at most this many times it: while a trainer is hung its unacknowledged items are re-sent after 1,
@@ -324,7 +325,7 @@ class Coordinator:
         out = []
         for p in parts:
             stream = keys.work_stream(self.job, p)
-            # who held them and for how long (the fleet event's cost); nothing idle: nothing to take over
+            # the idle entries: who held them, how long (the fleet event's cost), how often delivered
             idle = self.r.xpending_range(stream, keys.WORK_GROUP, min="-", max="+", count=count * RECLAIM_SCAN,
                                          idle=min_idle_ms)
             due: dict[int, list] = {}           # idle needed -> entries idle that long
