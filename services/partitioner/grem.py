@@ -256,7 +256,9 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                                                         1 if whole else cluster_passes, seen,
                                                         part,
                                                         1 if part is None else refine_shrink,
-                                                        greedy)
+                                                        greedy, cd)
+        if gpart is None:
+            greedy = None  # not run: the first pass's clusters caught the structure
         if greedy is not None:
             place_unseen(gpart, gsize, k)
         cd["t_lp"] = time.perf_counter() - t0

@@ -159,8 +159,37 @@ def test_flat_degrees_skip_the_fennel_start_and_lose_nothing(tmp_path, monkeypat
     assert "greedy_cut" not in skip.details and skip.details["start"] == "multilevel"
     assert "greedy_share" not in skip.details["cycles"][0]
     monkeypatch.setattr(sc, "FENNEL_MIN_DEGREE_SKEW", 0.0)
+    import argosy.services.partitioner.clustering as cl
     import argosy.services.partitioner.grem as grem
     monkeypatch.setattr(grem, "FENNEL_MIN_DEGREE_SKEW", 0.0)
+    monkeypatch.setattr(cl, "FENNEL_MIN_PASS1_SHARE", 0.0)  # its other gate (geometric: ~0.4)
+    forced = run()
+    assert "greedy_cut" in forced.details and forced.details["start"] == "multilevel"
+    assert np.array_equal(skip.assignment, forced.assignment)
+
+
+def test_fennel_waits_for_the_first_pass_and_is_dropped_where_clusters_hold_structure(
+        tmp_path, monkeypatch):
+    """A DC-SBM (power-law degrees, so the degree test keeps Fennel): after the first clustering
+    pass its clusters leave ~0.5 of the entries between them, so the second pass runs without
+    Fennel; the partition is the one GREM gives with Fennel run (the multilevel start wins)."""
+    import argosy.services.partitioner.clustering as cl
+    from argosy.shared.synthetic import write_dcsbm_edge_list
+
+    path = tmp_path / "dcsbm.npy"
+    write_dcsbm_edge_list(path, 100_000, 1_000_000, 1024, 0.1, 1.5, 0)
+
+    def run():
+        with using_threads(1):
+            return partition_stream(open_edge_stream(path, chunk_edges=1 << 15), 8,
+                                    effort="fast")
+
+    skip = run()
+    c = skip.details["cycles"][0]
+    assert skip.details["degree_skew"] >= FENNEL_MIN_DEGREE_SKEW
+    assert c["pass1_cluster_share"] < cl.FENNEL_MIN_PASS1_SHARE
+    assert "greedy_cut" not in skip.details and skip.details["start"] == "multilevel"
+    monkeypatch.setattr(cl, "FENNEL_MIN_PASS1_SHARE", 0.0)
     forced = run()
     assert "greedy_cut" in forced.details and forced.details["start"] == "multilevel"
     assert np.array_equal(skip.assignment, forced.assignment)
