@@ -13,6 +13,9 @@ with ``--plot`` (needs matplotlib), soak_rss.png (log axis), soak_rss_change.png
 soak_fds.png, soak_throughput.png; soak_redis.json: Redis memory by key group after warm-up and at
 the end (which keys grow with the epochs).  ``--name NAME`` writes NAME.jsonl ... instead of soak*.
 Usage: python bench/faults_soak.py --minutes 60 [--every 150] [--hosts 2] [--name soak60]
+       PROBE_DIR=D PYTHONPATH=bench/memprobe python bench/faults_soak.py --minutes 13 --faults none --name N
+           # the short fault-free run that shows the trainer's heap spreading (bench/results/soak_rss_issue44.md),
+           # with each trainer's and loader's heap in use / extent, CPU and page faults per epoch in N.md
        python bench/faults_soak.py --plot [--name soak60]   # plots and table from the files above
 """
 from __future__ import annotations
@@ -172,7 +175,7 @@ def run(args) -> None:
         if "error" not in f:
             f.update(faults.timings(job, f))
     (OUT / f"{NAME}_faults.json").write_text(json.dumps(log, indent=1))
-    print(summarize(), file=sys.stderr)
+    print(summarize(args.probe), file=sys.stderr)
 
 
 def _slope_pct_per_10min(ts, ys) -> float:
@@ -207,7 +210,32 @@ def _peak_slope(w: list[dict], key: str, per_mb: bool = False) -> float | None:
     return _slope_pct_per_10min([(k + 0.5) * PEAK_BLOCK_S for k, _ in blocks], [y for _, y in blocks])
 
 
-def summarize() -> str:
+def probe_rows(probe_dir: Path, t0: float, t_stop: float, epoch_ends: list[float]) -> list[str]:
+    """A table of the memory probe's files (``bench/memprobe/sitecustomize.py``, one per trainer or loader
+    process) over the same window as the RSS slopes: glibc's heap in use (``uordblks``) and extent
+    (``arena - keepcost``: what the heap spans below its trimmable top), their peak slopes in MB per 10 min,
+    and the process's CPU milliseconds and minor page faults per epoch (the throughput side of a heap
+    setting: fresh pages cost faults and CPU)."""
+    rows = ["| probe file | glibc settings | heap in use MB first / last, MB/10 min | heap extent MB first / last, MB/10 min "
+            "| CPU ms / epoch | minor faults / epoch |", "|---|---|---|---|---|---|"]
+    for f in sorted(probe_dir.glob("*.jsonl")):
+        ss = [json.loads(ln) for ln in f.read_text().splitlines() if ln.strip()]
+        for s in ss:
+            if "uordblks" in s:
+                s["inuse"], s["extent"] = s["uordblks"], s["arena"] - s["keepcost"]
+        w = [s for s in ss if "inuse" in s and s["t"] >= max(t0 + WARMUP_S, ss[0]["t"] + PROC_WARMUP_S) and s["t"] < t_stop]
+        if len(w) < 3:
+            continue
+        n_ep = sum(w[0]["t"] <= t < w[-1]["t"] for t in epoch_ends)
+        fmt = lambda x: "-" if x is None else f"{x:+.1f}"  # noqa: E731
+        per = lambda k, scale: f"{(w[-1][k] - w[0][k]) * scale / n_ep:.1f}" if n_ep else "-"  # noqa: E731
+        rows.append(f"| {f.name} | {w[-1].get('mallopt') or 'as shipped'} | {w[0]['inuse'] / 2**20:.0f} / {w[-1]['inuse'] / 2**20:.0f}, "
+                    f"{fmt(_peak_slope(w, 'inuse', per_mb=True))} | {w[0]['extent'] / 2**20:.0f} / {w[-1]['extent'] / 2**20:.0f}, "
+                    f"{fmt(_peak_slope(w, 'extent', per_mb=True))} | {per('cpu_s', 1000.0)} | {per('minflt', 1.0)} |")
+    return rows
+
+
+def summarize(probe_dir: Path | None = None) -> str:
     samples = [json.loads(ln) for ln in (OUT / f"{NAME}.jsonl").read_text().splitlines() if ln.strip()]
     ep = json.loads((OUT / f"{NAME}_epochs.json").read_text())
     flt = json.loads((OUT / f"{NAME}_faults.json").read_text())
@@ -281,6 +309,9 @@ def summarize() -> str:
     for m, x, ld in windows:
         lines.append(f"| {m:.0f} | {x:.1f} | {x / med if med else 0:.2f} | "
                      f"{'-' if ld is None else f'{ld[0]:.1f} / {ld[1]:.1f} / {ld[2]:.1f}'} |")
+    if probe_dir is not None and probe_dir.is_dir():
+        lines += ["", f"## Heap (memory probe, {probe_dir.name}; same window)", "",
+                  *probe_rows(probe_dir, t0, t_stop, [e["t_end"] for e in epochs])]
     rpath = OUT / f"{NAME}_redis.json"
     snaps = json.loads(rpath.read_text()) if rpath.exists() else []
     if len(snaps) >= 2:
@@ -383,6 +414,8 @@ def main() -> None:
     ap.add_argument("--faults", default=",".join(SOAK_FAULTS),
                     help="comma-separated scenarios to draw from (default: all of the soak's); 'none': no fault")
     ap.add_argument("--plot", action="store_true", help="only the plots and the table, from the files written")
+    ap.add_argument("--probe", type=Path, default=Path(os.environ["PROBE_DIR"]) if os.environ.get("PROBE_DIR") else None,
+                    help="the memory probe's directory (default: $PROBE_DIR): adds its heap table to NAME.md")
     ap.add_argument("--name", default="soak", help="file names under bench/results: NAME.jsonl, NAME.md, NAME_rss.png ...")
     args = ap.parse_args()
     global NAME
@@ -391,7 +424,7 @@ def main() -> None:
     if any(f not in SOAK_FAULTS for f in args.faults):
         ap.error(f"--faults: one of {', '.join(SOAK_FAULTS)} or none")
     if args.plot:
-        print(summarize())
+        print(summarize(args.probe))
         plot()
         return
     sys.path.insert(0, str(ROOT))

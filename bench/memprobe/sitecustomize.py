@@ -8,7 +8,10 @@ the heaps hold, ``uordblks`` in use, ``fordblks`` free, ``hblkhd`` in mmapped ch
 trimmable top) and ``sys.getallocatedblocks()``.  With PROBE_TRACE=1, tracemalloc (4 frames) starts
 after PROBE_WARM s (default 150) and each line also has the traced bytes and the top allocation
 sites against the first snapshot.  With PROBE_TRIM_EVERY_S the trainer's heap-trim period
-(``HEAP_TRIM_EVERY_S``) is set for the run, and each trim's seconds and RSS before/after are recorded.  Usage: ``PROBE_DIR=/tmp/p PYTHONPATH=bench/memprobe python bench/faults_soak.py ...``
+(``HEAP_TRIM_EVERY_S``) is set for the run, and each trim's seconds and RSS before/after are recorded.  With
+PROBE_MALLOPT="arena_max=N,mmap_threshold=BYTES,trim_threshold=BYTES,top_pad=BYTES" the trainer's glibc settings are changed for
+the run (arena_max at start, before any thread; the thresholds again at every sample, so they override what the
+trainer set itself).  Usage: ``PROBE_DIR=/tmp/p PYTHONPATH=bench/memprobe python bench/faults_soak.py ...``
 """
 import os
 import sys
@@ -52,6 +55,16 @@ if _ROLE and os.environ.get("PROBE_DIR"):
         return {"minflt": int(v[7]), "cpu_s": (int(v[11]) + int(v[12])) / tck}
 
     trims: list = []
+    _OPTS = {"arena_max": -8, "mmap_threshold": -3, "trim_threshold": -1, "top_pad": -2}
+    _MALLOPT = {k: int(v) for k, _, v in (kv.partition("=") for kv in os.environ.get("PROBE_MALLOPT", "").split(",") if kv)}
+    _MALLOPT = _MALLOPT if _ROLE == "trainer" else {}
+
+    def _mallopt(names) -> None:
+        lib = ctypes.CDLL("libc.so.6")
+        for k in names:
+            if k in _MALLOPT:
+                lib.mallopt(_OPTS[k], _MALLOPT[k])
+    _mallopt(["arena_max"])
 
     def _patch_trim() -> None:
         """PROBE_TRIM_EVERY_S: the trainer's heap-trim period for this run (0: every epoch); each trim's
@@ -83,8 +96,9 @@ if _ROLE and os.environ.get("PROBE_DIR"):
         t0 = time.time()
         base = None
         while True:
+            _mallopt(["mmap_threshold", "trim_threshold", "top_pad"])
             rec = {"t": time.time(), "age": time.time() - t0, **_status(), **_mallinfo(), **_stat(),
-                   "blocks": sys.getallocatedblocks(), "trims": trims[:]}
+                   "blocks": sys.getallocatedblocks(), "trims": trims[:], "mallopt": _MALLOPT}
             del trims[:len(rec["trims"])]
             if trace and rec["age"] >= warm:
                 import tracemalloc
