@@ -213,13 +213,15 @@ def test_demo_trains_scales_and_stages_parts_in_local(stack_env):
     report = _compose("run", "--rm", "--no-deps", "--entrypoint", "cat", "submit", f"/data/runs/{JOB}/report.json",
                       check=False).stdout
     summary = json.loads(report)["result"]
-    assert summary["services_lost"] == 1 and summary["reclaims"] >= 1, summary
+    assert summary["services_lost"] == 1, summary
     events = json.loads(report)["events"]
     lost = next(e for e in events if e["event"] == "lost")
     # the killed sampler's cost is the wait until the batches it had claimed were re-claimed; killed
-    # between claims it held none, and then no re-claim names it and its cost is None (not 0)
+    # between claims it held none, and then no re-claim names it and its cost is None (not 0).  (Healthy
+    # items are no longer re-claimed while the pipeline is slow, so there may be no re-claim at all.)
     mine = [e for e in events if e["event"] == "reclaim" and lost["sid"] in (e.get("held_by") or {})]
     if mine:
+        assert summary["reclaims"] >= 1, summary
         assert lost["cost_s"] is not None and lost["cost_s"] >= 5 and lost["reclaimed"] > 0, lost
     else:
         assert lost["cost_s"] is None and lost["reclaimed"] == 0, lost
