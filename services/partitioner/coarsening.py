@@ -16,7 +16,7 @@ import math
 import numba
 import numpy as np
 
-from .nbutil import visit_order, compact_labels, permutation, rand_below
+from .nbutil import atomic_add, visit_order, compact_labels, permutation, rand_below, xorshift
 from .placement import block_weights
 
 __all__ = ["lp_best_label", "lp_cluster", "hem_cluster", "contract"]
@@ -54,6 +54,10 @@ def lp_best_label(adj, ew, e0, e1, v, label, lw, wv, maxw, rating, touched, part
         rating[touched[t]] = 0
     return best
 
+
+# per-thread scratch arrays as long as the graph (lp_cluster's rating array, contract's
+# accumulators) take at most this many bytes in all: fewer threads otherwise
+THREAD_SCRATCH_BYTES = 256 << 20
 
 # lp_cluster rates a vertex of at most this many entries in a short list instead of the rating
 # array indexed by label: on the 15M-vertex road-like graph's first cluster graph (5.0M
@@ -109,8 +113,8 @@ def _short_list_best(adj, ew, e0, e1, v, label, lw, wv, maxw, part, state, ll, l
     return best
 
 
-@numba.njit(cache=True)
-def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks):
+@numba.njit(cache=True, parallel=True)
+def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks, threads=1):
     """Size-constrained label propagation clustering.
 
     Args:
@@ -121,6 +125,10 @@ def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks):
         part (np.ndarray): int64 (n,) block per vertex; clusters never span two blocks
             (pass zeros and ``nblocks=1`` for unconstrained clustering).
         nblocks (int): number of distinct values in ``part``.
+        threads (int): slices of each round's visiting order run at once, each with its own
+            random stream, reading the labels the others write as they go (as the streamed
+            passes do), and the cluster weights moved atomically, so none passes ``maxw``.
+            One thread: the same labels for the same seed every time.
 
     Returns:
         np.ndarray: int64 (n,) cluster label per vertex (a vertex id of the cluster).
@@ -135,29 +143,46 @@ def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks):
             maxdeg = d
     # the rating array only for rows too long for the short list (n int64s: 40 MB on the 20M
     # road-like graph's first cluster graph, whose rows all fit the list)
-    rating = np.zeros(n if maxdeg > LP_SHORT_LIST or not ew.size else 1, np.int64)
-    touched = np.empty(maxdeg + 1, np.int64)
-    ll = np.empty(LP_SHORT_LIST, np.int32)
-    lr = np.empty(LP_SHORT_LIST, np.int64)
-    order = visit_order(n, seed_state)
+    nr = n if maxdeg > LP_SHORT_LIST or not ew.size else 1
+    threads = max(1, min(threads, n // 4096 + 1, THREAD_SCRATCH_BYTES // (8 * nr + 8)))
+    rating = np.zeros((threads, nr), np.int64)
+    touched = np.empty((threads, maxdeg + 1), np.int64)
+    ll = np.empty((threads, LP_SHORT_LIST), np.int32)
+    lr = np.empty((threads, LP_SHORT_LIST), np.int64)
+    states = np.empty((threads, 1), np.uint64)
+    states[0, 0] = seed_state[0]
+    for t in range(1, threads):  # the other threads' streams: drawn from the first
+        states[t, 0] = xorshift(seed_state) | np.uint64(1)
+    order = visit_order(n, states[0])
+    moved_by = np.zeros(threads, np.int64)
     for _ in range(rounds):
-        moved = 0
-        for idx in range(n):
-            v = order[idx]
-            cur = label[v]
-            if xadj[v + 1] - xadj[v] <= LP_SHORT_LIST and ew.size:
-                best = _short_list_best(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v],
-                                        maxw, part, seed_state, ll, lr)
-            else:
-                best = lp_best_label(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v], maxw,
-                                     rating, touched, part, True, seed_state)
-            if best != cur:
-                cw[cur] -= vw[v]
-                cw[best] += vw[v]
+        moved_by[:] = 0
+        for t in numba.prange(threads):
+            st = states[t]
+            for idx in range(n * t // threads, n * (t + 1) // threads):
+                v = order[idx]
+                cur = label[v]
+                if xadj[v + 1] - xadj[v] <= LP_SHORT_LIST and ew.size:
+                    best = _short_list_best(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v],
+                                            maxw, part, st, ll[t], lr[t])
+                else:
+                    best = lp_best_label(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v],
+                                         maxw, rating[t], touched[t], part, True, st)
+                if best == cur:
+                    continue
+                if threads > 1:  # another thread may have filled the cluster since the rating
+                    if atomic_add(cw, best, vw[v]) + vw[v] > maxw:
+                        atomic_add(cw, best, -vw[v])
+                        continue
+                    atomic_add(cw, cur, -vw[v])
+                else:
+                    cw[cur] -= vw[v]
+                    cw[best] += vw[v]
                 label[v] = best
-                moved += 1
-        if moved <= n // 1000:
+                moved_by[t] += 1
+        if moved_by.sum() <= n // 1000:
             break
+    seed_state[0] = states[0, 0]
     # pack isolated / leftover singleton vertices whose cluster is themselves and which have no
     # neighbours into shared clusters so coarsening does not stall on them
     open_c = np.full(nblocks, -1, np.int64)
@@ -208,9 +233,14 @@ def hem_cluster(xadj, adj, ew, vw, maxw, state, part):
     return label
 
 
-@numba.njit(cache=True)
-def contract(xadj, adj, ew, vw, label):
+@numba.njit(cache=True, parallel=True)
+def contract(xadj, adj, ew, vw, label, threads=1):
     """Contract clusters into a coarse weighted graph.
+
+    With ``threads > 1`` (and their scratch, two coarse-vertex arrays each, within
+    :data:`THREAD_SCRATCH_BYTES`) slices of the coarse vertices of about equal entries are
+    contracted at once, each into its own stretch of the output, then packed: the same graph
+    as one thread gives, row for row (each row lists its neighbours in the order met).
 
     Returns:
         tuple: ``(cmap, cxadj, cadj, cew, cvw)`` where ``cmap`` (n,) maps each vertex to its
@@ -221,11 +251,14 @@ def contract(xadj, adj, ew, vw, label):
     nc = compact_labels(label, cmap)
     cvw = np.zeros(nc, np.int64)
     start = np.zeros(nc + 1, np.int64)
+    bound = np.zeros(nc + 1, np.int64)  # entries of each coarse vertex's members (its most)
     for v in range(n):
         cvw[cmap[v]] += vw[v]
         start[cmap[v] + 1] += 1
+        bound[cmap[v] + 1] += xadj[v + 1] - xadj[v]
     for c in range(nc):
         start[c + 1] += start[c]
+        bound[c + 1] += bound[c]
     members = np.empty(n, adj.dtype)  # vertex ids: int32 with int32 ids
     fill = start[:-1].copy()
     for v in range(n):
@@ -233,29 +266,44 @@ def contract(xadj, adj, ew, vw, label):
         members[fill[c]] = v
         fill[c] += 1
     m = adj.size
-    cxadj = np.zeros(nc + 1, np.int64)
+    threads = max(1, min(threads, nc // 1024 + 1, THREAD_SCRATCH_BYTES // (16 * nc + 16)))
+    cut = np.zeros(threads + 1, np.int64)  # slice t: coarse vertices cut[t] .. cut[t + 1] - 1
+    for t in range(1, threads):
+        cut[t] = np.searchsorted(bound, m * t // threads)
+    cut[threads] = nc
+    rowlen = np.zeros(nc + 1, np.int64)
     cadj = np.empty(m, adj.dtype)  # int32 ids and weights stay int32 (the caller checks they fit)
     cew = np.empty(m, ew.dtype)
-    acc = np.zeros(nc, np.int64)
-    touched = np.empty(nc, np.int64)
-    pos = 0
-    for c in range(nc):
-        nt = 0
-        for i in range(start[c], start[c + 1]):
-            v = members[i]
-            for e in range(xadj[v], xadj[v + 1]):
-                d = cmap[adj[e]]
-                if d == c:
-                    continue
-                if acc[d] == 0:
-                    touched[nt] = d
-                    nt += 1
-                acc[d] += ew[e]
-        for t in range(nt):
-            d = touched[t]
-            cadj[pos] = d
-            cew[pos] = acc[d]
-            acc[d] = 0
-            pos += 1
-        cxadj[c + 1] = pos
-    return cmap, cxadj, cadj[:pos].copy(), cew[:pos].copy(), cvw
+    for t in numba.prange(threads):
+        acc = np.zeros(nc, np.int64)
+        touched = np.empty(nc, np.int64)
+        pos = bound[cut[t]]
+        for c in range(cut[t], cut[t + 1]):
+            nt = 0
+            for i in range(start[c], start[c + 1]):
+                v = members[i]
+                for e in range(xadj[v], xadj[v + 1]):
+                    d = cmap[adj[e]]
+                    if d == c:
+                        continue
+                    if acc[d] == 0:
+                        touched[nt] = d
+                        nt += 1
+                    acc[d] += ew[e]
+            for j in range(nt):
+                d = touched[j]
+                cadj[pos] = d
+                cew[pos] = acc[d]
+                acc[d] = 0
+                pos += 1
+            rowlen[c + 1] = nt
+    cxadj = np.cumsum(rowlen)
+    out_adj = np.empty(cxadj[nc], adj.dtype)
+    out_ew = np.empty(cxadj[nc], ew.dtype)
+    for t in numba.prange(threads):
+        a = bound[cut[t]]
+        b = cxadj[cut[t]]
+        for i in range(cxadj[cut[t + 1]] - b):
+            out_adj[b + i] = cadj[a + i]
+            out_ew[b + i] = cew[a + i]
+    return cmap, cxadj, out_adj, out_ew, cvw

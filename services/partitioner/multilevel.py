@@ -24,6 +24,7 @@ from .bisection import recursive_bisection
 from .coarsening import contract, lp_cluster
 from .kway import fm_kway, rebalance, refine_kway
 from .nbutil import rng_state
+from .threads import get_threads
 
 __all__ = ["edge_cut_csr", "multilevel_partition", "improve_partition"]
 
@@ -52,6 +53,7 @@ FM_MAX_VERTICES = 1 << 20
 def _coarsen(xadj, adj, ew, vw, k, eps, total, coarsen_to, lp_rounds, state, part=None):
     levels: List[Tuple] = [(xadj, adj, ew, vw, None)]
     cpart = part
+    threads = get_threads()
     while True:
         gx, ga, ge, gv, _ = levels[-1]
         n = gv.size
@@ -60,10 +62,11 @@ def _coarsen(xadj, adj, ew, vw, k, eps, total, coarsen_to, lp_rounds, state, par
         kk = min(k, max(2, n // 160))
         maxw = max(int(eps * total / kk), int(gv.max()), 1)
         if cpart is None:
-            label = lp_cluster(gx, ga, ge, gv, maxw, lp_rounds, state, np.zeros(n, np.int64), 1)
+            label = lp_cluster(gx, ga, ge, gv, maxw, lp_rounds, state, np.zeros(n, np.int64), 1,
+                               threads)
         else:
-            label = lp_cluster(gx, ga, ge, gv, maxw, lp_rounds, state, cpart, k)
-        cmap, cx, ca, ce, cv = contract(gx, ga, ge, gv, label)
+            label = lp_cluster(gx, ga, ge, gv, maxw, lp_rounds, state, cpart, k, threads)
+        cmap, cx, ca, ce, cv = contract(gx, ga, ge, gv, label, threads)
         if cv.size > 0.95 * n:
             break
         if cpart is not None:

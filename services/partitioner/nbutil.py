@@ -1,5 +1,5 @@
-"""Numba utilities shared by the partitioner's kernels: a seeded xorshift RNG and an
-indexed binary max-heap.
+"""Numba utilities shared by the partitioner's kernels: a seeded xorshift RNG, an
+indexed binary max-heap and an atomic add.
 
 Why this module exists: the multilevel partitioner, GREM's streaming kernels, the cluster-graph
 coarsening and the one-pass baselines all draw random numbers from the same ``uint64[1]`` state
@@ -11,9 +11,31 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-__all__ = ["xorshift", "rand_below", "permutation", "visit_order", "rng_state", "heap_push_or_update",
+__all__ = ["atomic_add", "xorshift", "rand_below", "permutation", "visit_order", "rng_state", "heap_push_or_update",
            "heap_pop", "compact_labels"]
+
+
+@intrinsic
+def atomic_add(typingctx, arr, idx, val):
+    """``arr[idx] += val`` as one atomic instruction (``lock xadd``); returns the old value.
+    For counters that several threads of a ``prange`` update (numba has no CPU atomics)."""
+    if not (isinstance(arr, types.Array) and isinstance(arr.dtype, types.Integer)
+            and isinstance(idx, types.Integer) and isinstance(val, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        i = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [i], wraparound=False)
+        v = context.cast(builder, args[2], sig.args[2], aryty.dtype)
+        return builder.atomic_rmw("add", ptr, v, "monotonic")
+
+    return arr.dtype(arr, idx, val), codegen
 
 
 @numba.njit(cache=True)

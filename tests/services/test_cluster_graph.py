@@ -49,6 +49,57 @@ def test_bucketed_build_equals_in_memory_build(random_graph, tmp_path, nb, spill
     assert not any(f.suffix == ".bin" for f in tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_scattered_build_equals_the_sorted_keys_build(random_graph, dtype):
+    """The in-memory build by rows (one scatter pass, rows sorted and counted on threads) is the
+    reference build, entry for entry, also with clusters that have no entries."""
+    stream, n = random_graph
+    cmap = np.random.default_rng(1).integers(0, 700, n).astype(np.int32)
+    cmap[cmap == 5] = 6
+    ref = cg.build_cluster_graph(stream, cmap, 700, 1 << 20)
+    xadj, adj, ew = cg.scatter_cluster_graph(stream, cmap, 700, dtype)
+    assert adj.dtype == ew.dtype == dtype and xadj[6] == xadj[5]
+    for got, want in zip((xadj, adj, ew), ref[:3]):
+        np.testing.assert_array_equal(got, want)
+
+
+def _random_csr(n, m, seed):
+    rng = np.random.default_rng(seed)
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    keep = u != v
+    src, dst = np.r_[u[keep], v[keep]], np.r_[v[keep], u[keep]]
+    o = np.lexsort((dst, src))
+    xadj = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=xadj[1:])
+    return xadj, dst[o].astype(np.int64), rng.integers(1, 5, o.size), rng.integers(1, 3, n)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_contraction_on_threads_is_the_one_thread_contraction(threads):
+    xadj, adj, ew, vw = _random_csr(20000, 80000, 7)
+    label = np.random.default_rng(8).integers(0, 6000, 20000) * 3
+    one = contract(xadj, adj, ew, vw, label)
+    many = contract(xadj, adj, ew, vw, label, threads)
+    for a, b in zip(one, many):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_label_propagation_on_threads_keeps_its_limits():
+    """On threads: every label is a vertex of the same block, no cluster passes the size limit
+    (its weight moves atomically), and the clusters shrink the graph about as one thread does;
+    one thread repeats itself for a seed."""
+    from argosy.services.partitioner.coarsening import lp_cluster
+
+    xadj, adj, ew, vw = _random_csr(30000, 90000, 9)
+    part = np.random.default_rng(3).integers(0, 2, 30000)
+    one = lp_cluster(xadj, adj, ew, vw, 20, 3, rng_state(1), part, 2, 1)
+    assert np.array_equal(one, lp_cluster(xadj, adj, ew, vw, 20, 3, rng_state(1), part, 2, 1))
+    two = lp_cluster(xadj, adj, ew, vw, 20, 3, rng_state(1), part, 2, 2)
+    assert np.array_equal(part[two], part)
+    assert np.bincount(two, weights=vw).max() <= 20
+    assert 0.8 < np.unique(two).size / np.unique(one).size < 1.25
+
+
 def test_bucketed_contraction_equals_in_memory_contraction(random_graph, tmp_path):
     stream, n = random_graph
     cmap = np.random.default_rng(2).integers(0, 900, n).astype(np.int32)
@@ -69,10 +120,11 @@ def test_bucketed_contraction_equals_in_memory_contraction(random_graph, tmp_pat
     assert g2.entries == ra.size
 
 
-def test_coarsening_fits_the_budget_and_matches_its_cmap(tmp_path, caplog):
+@pytest.mark.parametrize("memory_entries", [None, 1 << 20])
+def test_coarsening_fits_the_budget_and_matches_its_cmap(tmp_path, caplog, memory_entries):
     """Over the budget, the coarsened cluster graph fits it, respects the cluster-size limit,
     equals the cluster graph of the returned map, keeps communities together, and leaves no
-    scratch files."""
+    scratch files: out of core (the stream over the memory budget) and in memory."""
     import logging
 
     n, k = 20000, 4
@@ -85,8 +137,10 @@ def test_coarsening_fits_the_budget_and_matches_its_cmap(tmp_path, caplog):
     work.mkdir()
     with caplog.at_level(logging.INFO, logger="argosy.partitioner"):
         cm, nc, mw, info, built = cg.coarsen_cluster_graph(stream, cmap, n, maxw, n // k,
-                                                             budget, rng_state(0), str(work))
+                                                             budget, rng_state(0), str(work),
+                                                             memory_entries=memory_entries)
     assert built is not None and info["levels"] >= 1 and "coarsening level" in caplog.text
+    assert ("in memory" in caplog.text) == (memory_entries is not None)
     xadj, adj, ew, _ = built
     assert adj.size <= budget and xadj.size == nc + 1 and cm.max() == nc - 1
     assert np.bincount(cm).max() <= mw
