@@ -29,10 +29,10 @@ import numpy as np
 from argosy.shared.graphio import csr_from_keys
 
 from .coarsening import contract, lp_best_label, lp_cluster
-from .nbutil import permutation, visit_order
+from .nbutil import atomic_add, permutation, visit_order
 from .sampled_cut import sampled_shares
 from .stream import EdgeStream, sort_range
-from .threads import get_threads
+from .threads import get_threads, map_chunks
 
 logger = logging.getLogger("argosy.partitioner")
 
@@ -150,30 +150,31 @@ GATHER = 4096  # entries whose clusters are looked up before they are used (the 
 
 
 @numba.njit(cache=True, nogil=True)
-def _count_by_source(src, cmap, cnt):
-    """``cnt[cmap[u] + 1] += 1`` for every entry of a chunk (sources grouped: sequential)."""
-    for i in range(src.size):
-        cnt[cmap[src[i]] + 1] += 1
-
-
-@numba.njit(cache=True, nogil=True)
-def _count_between(src, dst, cmap, cnt):
-    """``cnt[cmap[u] + 1] += 1`` for every entry ``(u, v)`` of a chunk between two clusters."""
+def _count_rows_of(src, dst, cmap, cnt, between, atomic):
+    """``cnt[cmap[u] + 1] += 1`` for every entry ``(u, v)`` of a chunk (``between``: only those
+    between two clusters; else ``cmap`` is read in order, sources being grouped).  ``atomic``:
+    other threads count other chunks into ``cnt`` at the same time."""
     blk = np.empty(GATHER, np.int64)
     for i0 in range(0, src.size, GATHER):
         i1 = min(i0 + GATHER, src.size)
-        for i in range(i0, i1):
-            blk[i - i0] = cmap[dst[i]]
+        if between:
+            for i in range(i0, i1):  # gather first: the random loads overlap
+                blk[i - i0] = cmap[dst[i]]
         for i in range(i0, i1):
             a = cmap[src[i]]
-            if a != blk[i - i0]:
+            if between and a == blk[i - i0]:
+                continue
+            if atomic:
+                atomic_add(cnt, a + 1, 1)
+            else:
                 cnt[a + 1] += 1
 
 
 @numba.njit(cache=True, nogil=True)
-def _scatter_between(src, dst, cmap, pos, out):
+def _scatter_between(src, dst, cmap, pos, out, atomic):
     """Append ``cmap[v]`` to row ``cmap[u]`` of ``out`` (its next slot ``pos[cmap[u]]``) for
-    every entry ``(u, v)`` of a chunk between two clusters."""
+    every entry ``(u, v)`` of a chunk between two clusters (``atomic``: as other threads append
+    other chunks' entries; a row's order then varies, and the rows are sorted after)."""
     blk = np.empty(GATHER, np.int64)
     for i0 in range(0, src.size, GATHER):
         i1 = min(i0 + GATHER, src.size)
@@ -183,8 +184,11 @@ def _scatter_between(src, dst, cmap, pos, out):
             a = cmap[src[i]]
             b = blk[i - i0]
             if a != b:
-                out[pos[a]] = b
-                pos[a] += 1
+                if atomic:
+                    out[atomic_add(pos, a, 1)] = b
+                else:
+                    out[pos[a]] = b
+                    pos[a] += 1
 
 
 @numba.njit(cache=True, parallel=True)
@@ -232,19 +236,25 @@ def scatter_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, dtype=n
     Returns:
         tuple: ``(xadj int64, adj, ew)``, ``adj`` and ``ew`` of ``dtype``, or ``None``.
     """
-    start = np.zeros(nc + 1, np.int64)
-    for src, dst in stream:
-        if limit is None:
-            _count_by_source(src, cmap, start)
+    threads = get_threads() if stream.seekable and stream.num_chunks >= 2 else 1
+    atomic = threads > 1
+
+    def each_chunk(fn) -> None:  # on the worker threads, chunk by chunk
+        if atomic:
+            for _ in map_chunks(lambda i: fn(*stream.read_chunk(i)), range(stream.num_chunks)):
+                pass
         else:
-            _count_between(src, dst, cmap, start)
+            for src, dst in stream:
+                fn(src, dst)
+
+    start = np.zeros(nc + 1, np.int64)
+    each_chunk(lambda src, dst: _count_rows_of(src, dst, cmap, start, limit is not None, atomic))
     np.cumsum(start, out=start)
     if limit is not None and start[-1] > limit:
         return None
     out = np.empty(int(start[-1]), dtype)
     end = start[:-1].copy()
-    for src, dst in stream:
-        _scatter_between(src, dst, cmap, end, out)
+    each_chunk(lambda src, dst: _scatter_between(src, dst, cmap, end, out, atomic))
     distinct = np.zeros(nc + 1, np.int64)
     _sort_rows(start, end, out, distinct)
     np.cumsum(distinct, out=distinct)
@@ -671,12 +681,11 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
             return cmap, nc, maxw, dict(levels=0, level1_entries=int(built[1].size)), built
     total = int(stream.stream_entries)
     narrow = max(nc, total) < 2 ** 31  # 32-bit ids and weights (weights count stream entries)
-    # in memory while one id per entry between clusters fits where the in-memory coarsening may
-    # hold memory_entries (16-20 bytes each): no buckets, no files.  Exactly counted where one id
-    # per stream entry would not fit
-    # (estimated first from ~1M sampled entries, so a graph whose clusters leave more between
-    # them, the 20M geometric graph's 22 %, costs no counting pass)
-    ids = (8 * memory_entries) // (4 if narrow else 8)
+    # in memory while one id per entry between clusters takes no more than the in-memory
+    # coarsening may hold (memory_entries at 16 bytes or more each): no buckets, no files.
+    # Counted exactly where one id per stream entry would not fit, if ~1M sampled entries say
+    # they will (a graph whose clusters leave more between them costs no counting pass)
+    ids = (16 * memory_entries) // (4 if narrow else 8)
     dtype = np.int32 if narrow else np.int64
     if total <= ids:
         built = scatter_cluster_graph(stream, cmap, nc, dtype)
