@@ -133,10 +133,44 @@ def dropout_scale(rng: np.random.Generator, shape: tuple[int, ...], p: float) ->
     return np.multiply(keep, np.float32(1.0 / (1.0 - p)), dtype=np.float32)
 
 
+DROPOUT_CHUNK = 1 << 18
+"""Entries per chunk of :func:`_dropout_into` (a multiple of 4: one PCG64 draw is 4 uint16s)."""
+
+
+def _dropout_into(rng: np.random.Generator, x: np.ndarray, p: float, out: np.ndarray) -> None:
+    """``out = x * dropout_scale(rng, x.shape, p)`` (bit for bit, the same stream), flat, by chunks.
+
+    Why: a train step's input dropout is as wide as the batch's features (1-6 MB on Cora batches),
+    and building the float mask whole took four such buffers of a new size every step (raw bits,
+    the comparison, the mask, the product).  In a trainer that keeps its heap (:mod:`shared.malloc`)
+    that churn spread glibc's main arena for the whole run (``bench/results/soak_rss_issue44.md``).
+    Chunk-sized temporaries (the same size every step, 0.8 MB) leave only the product."""
+    thr = np.uint16(min(65535, round(p * 65536)))
+    c = np.float32(1.0 / (1.0 - p))
+    n = x.shape[0]
+    keep = np.empty(min(n, DROPOUT_CHUNK), np.bool_)
+    for s in range(0, n, DROPOUT_CHUNK):
+        m = min(DROPOUT_CHUNK, n - s)
+        u = rng.bit_generator.random_raw((m + 3) // 4).view(np.uint16)[:m]
+        np.greater_equal(u, thr, out=keep[:m])
+        np.multiply(x[s:s + m], keep[:m], out=out[s:s + m])
+        out[s:s + m] *= c
+
+
+def _size_class(n: int) -> int:
+    """``n`` rounded up to 1/8 of an octave (at most +9 %): a fresh buffer whose size varies with every
+    batch then comes in a few sizes, so a freed one fits the next exactly (less spread in a kept heap)."""
+    if n <= 4096:
+        return n
+    step = 1 << max(0, n.bit_length() - 4)
+    return -(-n // step) * step
+
+
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """``F.dropout``'s function. On CPU the mask is :func:`dropout_scale`'s, from a PCG64 stream
     seeded by one draw of torch's generator (so ``torch.manual_seed`` still makes runs repeat);
-    elsewhere (CUDA) torch's fused kernel."""
+    elsewhere (CUDA) torch's fused kernel.  An input with no gradient (a batch's features) is masked
+    in one pass into its output (:func:`_dropout_into`); a hidden layer's keeps the mask for backward."""
     if not training or p == 0.0:
         return x
     if p == 1.0:
@@ -144,7 +178,13 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     if x.device.type != "cpu":
         return F.dropout(x, p, True)
     seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
-    scale = torch.from_numpy(dropout_scale(np.random.default_rng(seed), tuple(x.shape), p))
+    rng = np.random.default_rng(seed)
+    if not x.requires_grad and x.dtype == torch.float32 and x.is_contiguous():
+        n = x.numel()
+        out = torch.empty(_size_class(n), dtype=torch.float32)[:n]
+        _dropout_into(rng, x.detach().numpy().reshape(-1), p, out.numpy())
+        return out.view(x.shape)
+    scale = torch.from_numpy(dropout_scale(rng, tuple(x.shape), p))
     return x * (scale if x.dtype == torch.float32 else scale.to(x.dtype))
 
 
