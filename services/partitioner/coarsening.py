@@ -113,7 +113,58 @@ def _short_list_best(adj, ew, e0, e1, v, label, lw, wv, maxw, part, state, ll, l
     return best
 
 
+# graphs below this many vertices are clustered and contracted on one thread whatever ``threads``
+# says: waking the pool for them cost more than it saved (Cora to email-enron, 2.7k-37k vertices:
+# GREM 1.3-1.9x slower with every small level on two threads)
+PARALLEL_MIN_VERTICES = 1 << 16
+
+
+@numba.njit(cache=True, nogil=True)
+def _lp_slice(xadj, adj, ew, vw, maxw, order, lo, hi, label, cw, part, state, ll, lr, rating,
+              touched, atomic):
+    """One LP round over ``order[lo:hi]``; returns the moves.  ``atomic``: other threads run
+    other slices at once, so a cluster's weight moves by atomic adds (a move that would pass
+    ``maxw`` after all is undone)."""
+    moved = 0
+    for idx in range(lo, hi):
+        v = order[idx]
+        cur = label[v]
+        if xadj[v + 1] - xadj[v] <= LP_SHORT_LIST and ew.size:
+            best = _short_list_best(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v], maxw,
+                                    part, state, ll, lr)
+        else:
+            best = lp_best_label(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v], maxw,
+                                 rating, touched, part, True, state)
+        if best == cur:
+            continue
+        if atomic:  # another thread may have filled the cluster since the rating
+            if atomic_add(cw, best, vw[v]) + vw[v] > maxw:
+                atomic_add(cw, best, -vw[v])
+                continue
+            atomic_add(cw, cur, -vw[v])
+        else:
+            cw[cur] -= vw[v]
+            cw[best] += vw[v]
+        label[v] = best
+        moved += 1
+    return moved
+
+
 @numba.njit(cache=True, parallel=True)
+def _lp_round_threads(xadj, adj, ew, vw, maxw, order, label, cw, part, states, ll, lr, rating,
+                      touched):
+    """One LP round on ``states.shape[0]`` threads, a slice of ``order`` each."""
+    threads = states.shape[0]
+    n = order.size
+    moved_by = np.zeros(threads, np.int64)
+    for t in numba.prange(threads):
+        moved_by[t] = _lp_slice(xadj, adj, ew, vw, maxw, order, n * t // threads,
+                                n * (t + 1) // threads, label, cw, part, states[t], ll[t], lr[t],
+                                rating[t], touched[t], True)
+    return moved_by.sum()
+
+
+@numba.njit(cache=True)
 def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks, threads=1):
     """Size-constrained label propagation clustering.
 
@@ -125,10 +176,11 @@ def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks, threa
         part (np.ndarray): int64 (n,) block per vertex; clusters never span two blocks
             (pass zeros and ``nblocks=1`` for unconstrained clustering).
         nblocks (int): number of distinct values in ``part``.
-        threads (int): slices of each round's visiting order run at once, each with its own
-            random stream, reading the labels the others write as they go (as the streamed
-            passes do), and the cluster weights moved atomically, so none passes ``maxw``.
-            One thread: the same labels for the same seed every time.
+        threads (int): slices of each round's visiting order run at once (graphs of at least
+            :data:`PARALLEL_MIN_VERTICES`), each with its own random stream, reading the labels
+            the others write as they go (as the streamed passes do); cluster weights move
+            atomically, so none passes ``maxw``.  One thread: the same labels for the same seed
+            every time.
 
     Returns:
         np.ndarray: int64 (n,) cluster label per vertex (a vertex id of the cluster).
@@ -144,7 +196,9 @@ def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks, threa
     # the rating array only for rows too long for the short list (n int64s: 40 MB on the 20M
     # road-like graph's first cluster graph, whose rows all fit the list)
     nr = n if maxdeg > LP_SHORT_LIST or not ew.size else 1
-    threads = max(1, min(threads, n // 4096 + 1, THREAD_SCRATCH_BYTES // (8 * nr + 8)))
+    if n < PARALLEL_MIN_VERTICES:
+        threads = 1
+    threads = max(1, min(threads, THREAD_SCRATCH_BYTES // (8 * nr + 8)))
     rating = np.zeros((threads, nr), np.int64)
     touched = np.empty((threads, maxdeg + 1), np.int64)
     ll = np.empty((threads, LP_SHORT_LIST), np.int32)
@@ -154,33 +208,14 @@ def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks, threa
     for t in range(1, threads):  # the other threads' streams: drawn from the first
         states[t, 0] = xorshift(seed_state) | np.uint64(1)
     order = visit_order(n, states[0])
-    moved_by = np.zeros(threads, np.int64)
     for _ in range(rounds):
-        moved_by[:] = 0
-        for t in numba.prange(threads):
-            st = states[t]
-            for idx in range(n * t // threads, n * (t + 1) // threads):
-                v = order[idx]
-                cur = label[v]
-                if xadj[v + 1] - xadj[v] <= LP_SHORT_LIST and ew.size:
-                    best = _short_list_best(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v],
-                                            maxw, part, st, ll[t], lr[t])
-                else:
-                    best = lp_best_label(adj, ew, xadj[v], xadj[v + 1], v, label, cw, vw[v],
-                                         maxw, rating[t], touched[t], part, True, st)
-                if best == cur:
-                    continue
-                if threads > 1:  # another thread may have filled the cluster since the rating
-                    if atomic_add(cw, best, vw[v]) + vw[v] > maxw:
-                        atomic_add(cw, best, -vw[v])
-                        continue
-                    atomic_add(cw, cur, -vw[v])
-                else:
-                    cw[cur] -= vw[v]
-                    cw[best] += vw[v]
-                label[v] = best
-                moved_by[t] += 1
-        if moved_by.sum() <= n // 1000:
+        if threads == 1:
+            moved = _lp_slice(xadj, adj, ew, vw, maxw, order, 0, n, label, cw, part, states[0],
+                              ll[0], lr[0], rating[0], touched[0], False)
+        else:
+            moved = _lp_round_threads(xadj, adj, ew, vw, maxw, order, label, cw, part, states,
+                                      ll, lr, rating, touched)
+        if moved <= n // 1000:
             break
     seed_state[0] = states[0, 0]
     # pack isolated / leftover singleton vertices whose cluster is themselves and which have no
@@ -233,14 +268,61 @@ def hem_cluster(xadj, adj, ew, vw, maxw, state, part):
     return label
 
 
+@numba.njit(cache=True, nogil=True)
+def _contract_slice(c0, c1, pos, start, members, xadj, adj, ew, cmap, acc, touched, cadj, cew,
+                    rowlen):
+    """Rows ``c0 .. c1 - 1`` of the coarse graph, written from ``cadj[pos]`` on; each row's
+    neighbours in the order met, their length in ``rowlen[c + 1]``.  ``acc`` (zeros, left
+    zero) and ``touched``: one entry per coarse vertex."""
+    for c in range(c0, c1):
+        nt = 0
+        for i in range(start[c], start[c + 1]):
+            v = members[i]
+            for e in range(xadj[v], xadj[v + 1]):
+                d = cmap[adj[e]]
+                if d == c:
+                    continue
+                if acc[d] == 0:
+                    touched[nt] = d
+                    nt += 1
+                acc[d] += ew[e]
+        for j in range(nt):
+            d = touched[j]
+            cadj[pos] = d
+            cew[pos] = acc[d]
+            acc[d] = 0
+            pos += 1
+        rowlen[c + 1] = nt
+
+
 @numba.njit(cache=True, parallel=True)
+def _contract_threads(cut, bound, start, members, xadj, adj, ew, cmap, cadj, cew, rowlen, nc):
+    """:func:`_contract_slice` of slice ``t`` (coarse vertices ``cut[t] .. cut[t + 1] - 1``,
+    written from ``bound[cut[t]]``) on thread ``t``."""
+    for t in numba.prange(cut.size - 1):
+        _contract_slice(cut[t], cut[t + 1], bound[cut[t]], start, members, xadj, adj, ew, cmap,
+                        np.zeros(nc, np.int64), np.empty(nc, np.int64), cadj, cew, rowlen)
+
+
+@numba.njit(cache=True, parallel=True)
+def _pack_slices(cut, bound, cxadj, cadj, cew, out_adj, out_ew):
+    for t in numba.prange(cut.size - 1):
+        a = bound[cut[t]]
+        b = cxadj[cut[t]]
+        for i in range(cxadj[cut[t + 1]] - b):
+            out_adj[b + i] = cadj[a + i]
+            out_ew[b + i] = cew[a + i]
+
+
+@numba.njit(cache=True)
 def contract(xadj, adj, ew, vw, label, threads=1):
     """Contract clusters into a coarse weighted graph.
 
-    With ``threads > 1`` (and their scratch, two coarse-vertex arrays each, within
-    :data:`THREAD_SCRATCH_BYTES`) slices of the coarse vertices of about equal entries are
-    contracted at once, each into its own stretch of the output, then packed: the same graph
-    as one thread gives, row for row (each row lists its neighbours in the order met).
+    With ``threads > 1`` (graphs of at least :data:`PARALLEL_MIN_VERTICES`, and per-thread
+    scratch, two coarse-vertex arrays each, within :data:`THREAD_SCRATCH_BYTES`) slices of the
+    coarse vertices of about equal entries are contracted at once, each into its own stretch of
+    the output, then packed: the same graph as one thread gives, row for row (each row lists its
+    neighbours in the order met).
 
     Returns:
         tuple: ``(cmap, cxadj, cadj, cew, cvw)`` where ``cmap`` (n,) maps each vertex to its
@@ -266,7 +348,9 @@ def contract(xadj, adj, ew, vw, label, threads=1):
         members[fill[c]] = v
         fill[c] += 1
     m = adj.size
-    threads = max(1, min(threads, nc // 1024 + 1, THREAD_SCRATCH_BYTES // (16 * nc + 16)))
+    if n < PARALLEL_MIN_VERTICES:
+        threads = 1
+    threads = max(1, min(threads, THREAD_SCRATCH_BYTES // (16 * nc + 16)))
     cut = np.zeros(threads + 1, np.int64)  # slice t: coarse vertices cut[t] .. cut[t + 1] - 1
     for t in range(1, threads):
         cut[t] = np.searchsorted(bound, m * t // threads)
@@ -274,36 +358,14 @@ def contract(xadj, adj, ew, vw, label, threads=1):
     rowlen = np.zeros(nc + 1, np.int64)
     cadj = np.empty(m, adj.dtype)  # int32 ids and weights stay int32 (the caller checks they fit)
     cew = np.empty(m, ew.dtype)
-    for t in numba.prange(threads):
-        acc = np.zeros(nc, np.int64)
-        touched = np.empty(nc, np.int64)
-        pos = bound[cut[t]]
-        for c in range(cut[t], cut[t + 1]):
-            nt = 0
-            for i in range(start[c], start[c + 1]):
-                v = members[i]
-                for e in range(xadj[v], xadj[v + 1]):
-                    d = cmap[adj[e]]
-                    if d == c:
-                        continue
-                    if acc[d] == 0:
-                        touched[nt] = d
-                        nt += 1
-                    acc[d] += ew[e]
-            for j in range(nt):
-                d = touched[j]
-                cadj[pos] = d
-                cew[pos] = acc[d]
-                acc[d] = 0
-                pos += 1
-            rowlen[c + 1] = nt
+    if threads == 1:
+        _contract_slice(0, nc, 0, start, members, xadj, adj, ew, cmap, np.zeros(nc, np.int64),
+                        np.empty(nc, np.int64), cadj, cew, rowlen)
+        cxadj = np.cumsum(rowlen)
+        return cmap, cxadj, cadj[:cxadj[nc]].copy(), cew[:cxadj[nc]].copy(), cvw
+    _contract_threads(cut, bound, start, members, xadj, adj, ew, cmap, cadj, cew, rowlen, nc)
     cxadj = np.cumsum(rowlen)
     out_adj = np.empty(cxadj[nc], adj.dtype)
     out_ew = np.empty(cxadj[nc], ew.dtype)
-    for t in numba.prange(threads):
-        a = bound[cut[t]]
-        b = cxadj[cut[t]]
-        for i in range(cxadj[cut[t + 1]] - b):
-            out_adj[b + i] = cadj[a + i]
-            out_ew[b + i] = cew[a + i]
+    _pack_slices(cut, bound, cxadj, cadj, cew, out_adj, out_ew)
     return cmap, cxadj, out_adj, out_ew, cvw

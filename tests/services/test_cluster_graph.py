@@ -85,8 +85,11 @@ def _random_csr(n, m, seed):
 
 @pytest.mark.parametrize("threads", [2, 3])
 def test_contraction_on_threads_is_the_one_thread_contraction(threads):
-    xadj, adj, ew, vw = _random_csr(20000, 80000, 7)
-    label = np.random.default_rng(8).integers(0, 6000, 20000) * 3
+    from argosy.services.partitioner.coarsening import PARALLEL_MIN_VERTICES
+
+    n = PARALLEL_MIN_VERTICES + 5000  # below it, one thread whatever is asked
+    xadj, adj, ew, vw = _random_csr(n, 4 * n, 7)
+    label = np.random.default_rng(8).integers(0, n // 4, n) * 3
     one = contract(xadj, adj, ew, vw, label)
     many = contract(xadj, adj, ew, vw, label, threads)
     for a, b in zip(one, many):
@@ -97,10 +100,11 @@ def test_label_propagation_on_threads_keeps_its_limits():
     """On threads: every label is a vertex of the same block, no cluster passes the size limit
     (its weight moves atomically), and the clusters shrink the graph about as one thread does;
     one thread repeats itself for a seed."""
-    from argosy.services.partitioner.coarsening import lp_cluster
+    from argosy.services.partitioner.coarsening import PARALLEL_MIN_VERTICES, lp_cluster
 
-    xadj, adj, ew, vw = _random_csr(30000, 90000, 9)
-    part = np.random.default_rng(3).integers(0, 2, 30000)
+    n = PARALLEL_MIN_VERTICES + 5000
+    xadj, adj, ew, vw = _random_csr(n, 3 * n, 9)
+    part = np.random.default_rng(3).integers(0, 2, n)
     one = lp_cluster(xadj, adj, ew, vw, 20, 3, rng_state(1), part, 2, 1)
     assert np.array_equal(one, lp_cluster(xadj, adj, ew, vw, 20, 3, rng_state(1), part, 2, 1))
     two = lp_cluster(xadj, adj, ew, vw, 20, 3, rng_state(1), part, 2, 2)
