@@ -40,6 +40,8 @@ logger = logging.getLogger("argosy.partitioner")
 DENSE_CLUSTER_GRAPH_BYTES = 64 << 20
 # chunk entries keyed, sorted and counted at a time while building a sparse cluster graph
 CLUSTER_KEY_BLOCK = 1 << 20
+# entries whose clusters the kernels look up before using them (the random loads overlap)
+GATHER = 4096
 
 
 @numba.njit(cache=True)
@@ -93,9 +95,9 @@ def _merge_runs(runs) -> Tuple[np.ndarray, np.ndarray]:
 @numba.njit(cache=True)
 def _accumulate_dense(src, dst, cmap, w, nc):
     """Add one chunk's entries to the dense cluster adjacency ``w`` (``nc * nc``, flat)."""
-    blk = np.empty(4096, np.int64)
-    for i0 in range(0, src.size, 4096):
-        i1 = min(i0 + 4096, src.size)
+    blk = np.empty(GATHER, np.int64)
+    for i0 in range(0, src.size, GATHER):
+        i1 = min(i0 + GATHER, src.size)
         for i in range(i0, i1):  # gather first: the random loads overlap
             blk[i - i0] = cmap[dst[i]]
         for i in range(i0, i1):
@@ -131,10 +133,10 @@ def _cluster_pair_keys(src, dst, cmap, nc, out):
     """Write ``cmap[u] * nc + cmap[v]`` of the chunk's entries between two different clusters
     to ``out`` and return how many (no per-chunk temporaries: the peak of building the
     cluster graph stays one int64 per chunk entry)."""
-    blk = np.empty(4096, np.int64)
+    blk = np.empty(GATHER, np.int64)
     j = 0
-    for i0 in range(0, src.size, 4096):
-        i1 = min(i0 + 4096, src.size)
+    for i0 in range(0, src.size, GATHER):
+        i1 = min(i0 + GATHER, src.size)
         for i in range(i0, i1):  # gather first: the random loads overlap
             blk[i - i0] = cmap[dst[i]]
         for i in range(i0, i1):
@@ -144,9 +146,6 @@ def _cluster_pair_keys(src, dst, cmap, nc, out):
                 out[j] = a * nc + b
                 j += 1
     return j
-
-
-GATHER = 4096  # entries whose clusters are looked up before they are used (the loads overlap)
 
 
 @numba.njit(cache=True, nogil=True)
