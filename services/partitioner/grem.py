@@ -75,7 +75,8 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from .clustering import singleton_clusters, stream_cluster
-from .cluster_graph import build_cluster_graph, coarsen_cluster_graph
+from .cluster_build import build_cluster_graph
+from .cluster_graph import coarsen_cluster_graph
 from .effort import EFFORTS, FM_MIN_LP_GAIN, FM_MIN_MEAN_DEGREE, effort_options  # noqa: F401 (re-exported)
 from .edge_balance import edge_balance_phase, edge_weighted_refine, warn_edge_limit
 from .multilevel import edge_cut_csr, improve_partition, multilevel_partition

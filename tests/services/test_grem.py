@@ -342,7 +342,7 @@ def test_cluster_budget_counts_vertices_with_edges(tmp_path, monkeypatch):
 def test_cluster_graph_sparse_path_matches_reference(planted_graph, monkeypatch, block, merge_every):
     """The sparse cluster-graph builder (blocks of sorted runs, merged linearly) gives the exact
     weighted cluster adjacency, also when chunks span many blocks and runs are merged often."""
-    from argosy.services.partitioner import cluster_graph
+    from argosy.services.partitioner import cluster_build as cluster_graph
 
     indptr, indices, truth, _ = planted_graph
     n = truth.size
