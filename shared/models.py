@@ -122,6 +122,12 @@ class Blocks:
         return ei, torch.cat(et)
 
 
+def keep_threshold(p: float) -> int:
+    """Dropout keeps an entry whose 16-bit uniform is at least this (``round(p * 65536)``, at most
+    65535): the one rule of every CPU mask (:func:`dropout_scale`, the full-graph bit masks)."""
+    return min(65535, round(p * 65536))
+
+
 def dropout_scale(rng: np.random.Generator, shape: tuple[int, ...], p: float) -> np.ndarray:
     """Inverted-dropout scale mask: ``float32[shape]`` of ``0`` (probability ``p``, quantised to
     1/65536) and ``1 / (1 - p)``. 16-bit uniforms sliced from raw PCG64 output, compared, and
@@ -129,7 +135,7 @@ def dropout_scale(rng: np.random.Generator, shape: tuple[int, ...], p: float) ->
     ``rand_like`` alone took 60 ms (and ``bernoulli_`` more; docs/compute.md)."""
     n = int(np.prod(shape))
     u = rng.bit_generator.random_raw((n + 3) // 4).view(np.uint16)[:n].reshape(shape)
-    keep = u >= np.uint16(min(65535, round(p * 65536)))
+    keep = u >= np.uint16(keep_threshold(p))
     return np.multiply(keep, np.float32(1.0 / (1.0 - p)), dtype=np.float32)
 
 
@@ -142,10 +148,10 @@ def _dropout_into(rng: np.random.Generator, x: np.ndarray, p: float, out: np.nda
 
     Why: a train step's input dropout is as wide as the batch's features (1-6 MB on Cora batches),
     and building the float mask whole took four such buffers of a new size every step (raw bits,
-    the comparison, the mask, the product).  In a trainer that keeps its heap (:mod:`shared.malloc`)
-    that churn spread glibc's main arena for the whole run (``bench/results/soak_rss_issue44.md``).
-    Chunk-sized temporaries (the same size every step, 0.8 MB) leave only the product."""
-    thr = np.uint16(min(65535, round(p * 65536)))
+    the comparison, the mask, the product); chunk-sized temporaries (the same size every step,
+    0.8 MB) leave only the product (4.8M entries: 7.4 -> 6.9 ms).  Whether that churn was what grew
+    the trainer's kept heap is not shown (``bench/results/soak_rss_issue44.md``)."""
+    thr = np.uint16(keep_threshold(p))
     c = np.float32(1.0 / (1.0 - p))
     n = x.shape[0]
     keep = np.empty(min(n, DROPOUT_CHUNK), np.bool_)
@@ -155,15 +161,6 @@ def _dropout_into(rng: np.random.Generator, x: np.ndarray, p: float, out: np.nda
         np.greater_equal(u, thr, out=keep[:m])
         np.multiply(x[s:s + m], keep[:m], out=out[s:s + m])
         out[s:s + m] *= c
-
-
-def _size_class(n: int) -> int:
-    """``n`` rounded up to 1/8 of an octave (at most +9 %): a fresh buffer whose size varies with every
-    batch then comes in a few sizes, so a freed one fits the next exactly (less spread in a kept heap)."""
-    if n <= 4096:
-        return n
-    step = 1 << max(0, n.bit_length() - 4)
-    return -(-n // step) * step
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
@@ -180,10 +177,9 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
     rng = np.random.default_rng(seed)
     if not x.requires_grad and x.dtype == torch.float32 and x.is_contiguous():
-        n = x.numel()
-        out = torch.empty(_size_class(n), dtype=torch.float32)[:n]
-        _dropout_into(rng, x.detach().numpy().reshape(-1), p, out.numpy())
-        return out.view(x.shape)
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+        _dropout_into(rng, x.detach().numpy().reshape(-1), p, out.numpy().reshape(-1))
+        return out
     scale = torch.from_numpy(dropout_scale(rng, tuple(x.shape), p))
     return x * (scale if x.dtype == torch.float32 else scale.to(x.dtype))
 

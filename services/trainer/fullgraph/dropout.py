@@ -18,12 +18,9 @@ import numba
 import numpy as np
 import torch
 
+from argosy.shared.models import keep_threshold
+
 __all__ = ["dropout_bits", "apply_dropout", "ReluDropout", "relu_dropout", "relu_dropout_grad"]
-
-
-def _threshold(prob: float) -> int:
-    """:func:`argosy.shared.models.dropout_scale`'s: keep ``u16 >= round(p * 65536)`` (at most 65535)."""
-    return min(65535, round(prob * 65536))
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -75,7 +72,7 @@ def dropout_bits(shape: tuple[int, int], prob: float, seed: int, epoch: int, lay
     rng = np.random.default_rng([seed, epoch, layer, part])
     u = rng.bit_generator.random_raw((n + 3) // 4).view(np.uint16)[:n].reshape(shape)
     out = np.empty((int(shape[0]), (int(shape[1]) + 7) // 8), np.uint8)
-    _pack_keep(u, np.uint16(_threshold(prob)), out)
+    _pack_keep(u, np.uint16(keep_threshold(prob)), out)
     return out
 
 
