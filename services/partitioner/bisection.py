@@ -271,8 +271,8 @@ def ml_bisect(xadj, adj, ew, vw, target0: int, maxw0: int, maxw1: int, tries: in
         if BISECT_HEM:
             label = hem_cluster(gx, ga, ge, gv, maxw, state, np.zeros(gv.size, np.int64))
         else:
-            label = lp_cluster(gx, ga, ge, gv, maxw, 5, state, np.zeros(gv.size, np.int64), 1)
-        cmap, cx, ca, ce, cv = contract(gx, ga, ge, gv, label)
+            label = lp_cluster(gx, ga, ge, gv, maxw, 5, state, np.zeros(gv.size, np.int64), 1, 1)
+        cmap, cx, ca, ce, cv = contract(gx, ga, ge, gv, label, 1)
         if cv.size > 0.9 * gv.size:
             break
         levels.append((cx, ca, ce, cv, cmap))

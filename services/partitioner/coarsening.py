@@ -165,7 +165,7 @@ def _lp_round_threads(xadj, adj, ew, vw, maxw, order, label, cw, part, states, l
 
 
 @numba.njit(cache=True)
-def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks, threads=1):
+def lp_cluster(xadj, adj, ew, vw, maxw, rounds, seed_state, part, nblocks, threads):
     """Size-constrained label propagation clustering.
 
     Args:
@@ -315,7 +315,7 @@ def _pack_slices(cut, bound, cxadj, cadj, cew, out_adj, out_ew):
 
 
 @numba.njit(cache=True)
-def contract(xadj, adj, ew, vw, label, threads=1):
+def contract(xadj, adj, ew, vw, label, threads):
     """Contract clusters into a coarse weighted graph.
 
     With ``threads > 1`` (graphs of at least :data:`PARALLEL_MIN_VERTICES`, and per-thread

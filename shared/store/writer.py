@@ -41,7 +41,7 @@ SLAB_ENTRIES = 1 << 22
 
 
 @njit(cache=True, nogil=True)
-def _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered, slots, drop_loops=True):
+def _bucket_by_part(src, dst, assign, local_index, k, pairs, last, ordered, slots, drop_loops):
     """Counting-sort one chunk's entries by their source's part into ``pairs`` (local row,
     neighbour), self loops dropped; return the ``k + 1`` part offsets.
 

@@ -90,7 +90,7 @@ def test_contraction_on_threads_is_the_one_thread_contraction(threads):
     n = PARALLEL_MIN_VERTICES + 5000  # below it, one thread whatever is asked
     xadj, adj, ew, vw = _random_csr(n, 4 * n, 7)
     label = np.random.default_rng(8).integers(0, n // 4, n) * 3
-    one = contract(xadj, adj, ew, vw, label)
+    one = contract(xadj, adj, ew, vw, label, 1)
     many = contract(xadj, adj, ew, vw, label, threads)
     for a, b in zip(one, many):
         np.testing.assert_array_equal(a, b)
@@ -124,10 +124,10 @@ def test_bucketed_contraction_equals_in_memory_contraction(random_graph, tmp_pat
     new_id, _ = cg._hash_ids(nl, 3)
     lab = new_id[lab].astype(np.int32)
     g2 = cg._contract_buckets(g, lab, nl, 3, "b", 100)
-    _, rx, ra, re, _ = contract(xadj, adj, ew, np.ones(900, np.int64), lab)
+    _, rx, ra, re, _ = contract(xadj, adj, ew, np.ones(900, np.int64), lab, 1)
     # contract() numbers coarse vertices by first appearance; map them to lab's ids
     coarse_of = np.empty(nl, np.int64)
-    coarse_of[lab] = contract(xadj, adj, ew, np.ones(900, np.int64), lab)[0]
+    coarse_of[lab] = contract(xadj, adj, ew, np.ones(900, np.int64), lab, 1)[0]
     ref = dense(rx, ra, re, nl)[np.ix_(coarse_of, coarse_of)]
     np.testing.assert_array_equal(dense(*g2.to_csr(), nl), ref)
     assert g2.entries == ra.size
@@ -258,6 +258,6 @@ def test_short_list_lp_chooses_what_the_rating_array_chooses(use_part):
     vw = rng.integers(1, 3, n).astype(np.int64)
     part = (np.arange(n) * 4 // n).astype(np.int64) if use_part else np.zeros(n, np.int64)
     assert np.diff(xadj).max() > LP_SHORT_LIST >= np.diff(xadj).min()
-    got = lp_cluster(xadj, adj, ew, vw, 12, 1, rng_state(3), part, 4 if use_part else 1)
+    got = lp_cluster(xadj, adj, ew, vw, 12, 1, rng_state(3), part, 4 if use_part else 1, 1)
     want = rating_array_lp(xadj, adj, ew, vw, 12, rng_state(3), part)
     np.testing.assert_array_equal(got, want)
