@@ -35,7 +35,9 @@ OUT = ROOT / "bench" / "results"
 SOAK_FAULTS = ("host-kill", "link-10", "link-flap", "loss-5", "loss-20", "slow-link", "redis-link",
                "stop-trainer", "stop-loader", "hang-trainer", "hang-loader")
 WARMUP_S = 300.0
-PROC_WARMUP_S = 120.0   # and a replacement process's own start-up (loading its parts, its model) is not growth
+PROC_WARMUP_S = WARMUP_S  # a replacement gets the warm-up the job's first processes get: a fresh trainer's heap
+                          # fills over its first minutes as the first one's did (soak60e: trainer-0-r1 1,203 ->
+                          # 1,356 MB from minute 2 to 12 of its life; trainer-0 1,050 -> 1,217 MB in the job's first 5)
 PEAK_BLOCK_S = 120.0    # the peak-slope's blocks: twice the trainer's heap-trim period (HEAP_TRIM_EVERY_S)
 NAME = "soak"           # file names under bench/results (--name)
 

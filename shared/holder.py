@@ -3,7 +3,7 @@
 :class:`PartHolder` owns what both roles have: the parts this process holds, its tier's membership,
 the halo client and server for the rows it does not hold, the wire and metric counters, and the
 busy loop (:meth:`PartHolder.run`): register, wait for the tier, then every second re-read the
-registry (:meth:`refresh`) and flush the metrics, and in between run the role's :meth:`step`
+registry (:meth:`refresh`) and flush the metrics (and every minute hand the free heap back), and in between run the role's :meth:`step`
 (claim and sample, or receive and load).  A role supplies the hooks; its pure logic is its core.
 
 **The one retry rule** (:meth:`PartHolder.send`): a batch goes to the peer :meth:`~PartHolder.send`'s
@@ -27,7 +27,7 @@ from argosy.shared.halo import HaloClient, HaloServer
 from argosy.shared.ownership import Membership, host_label
 from argosy.shared.records import STOP_STATES
 from argosy.shared.rss import memory_fields, rss_bytes
-from argosy.shared.malloc import keep_heap
+from argosy.shared.malloc import HeapTrimmer, keep_heap
 from argosy.shared.store.residency import DiskCounters, tight_budget
 from argosy.shared.traffic import WireCounter
 
@@ -187,6 +187,7 @@ class PartHolder:
         self.on_start()
         self.members.wait_for(self.expected_members(), ctx.stop)
         last_refresh = last_flush = 0.0
+        heap = HeapTrimmer()
         try:
             while not ctx.stop.is_set():
                 now = time.monotonic()
@@ -198,6 +199,7 @@ class PartHolder:
                 if now - last_flush > 1.0:
                     self.flush_metrics()
                     last_flush = now
+                    heap.maybe(now)     # the freed heap a burst (a fault's send queues) left, back every minute
                 self.step(now)
         finally:
             self.flush_metrics()

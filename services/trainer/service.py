@@ -32,7 +32,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from argosy.shared.records import JobState
 from argosy.shared import envs, rundir
 from argosy.shared.coord import EPOCH_COUNTER_WINDOW
-from argosy.shared.malloc import trim_heap
+from argosy.shared.malloc import HeapTrimmer
 from argosy.shared.errors import PeerDeadError
 from argosy.shared.lifecycle import ServiceContext
 from argosy.shared.config import KG_MIN_GAIN, selection_metric
@@ -60,15 +60,6 @@ logger = logging.getLogger(__name__)
 HISTORY_FILE = rundir.HISTORY_FILE
 """Beside ``checkpoint.pt`` in the run dir: every epoch record of the run, one JSON line each (rank 0);
 the checkpoint holds how many belong to it (``epochs_n``)."""
-HEAP_TRIM_EVERY_S = 60.0
-"""Every this many seconds, at an epoch's end, the trainer hands its free heap pages back (``malloc_trim``).
-Its heap is kept on purpose (:func:`~argosy.shared.transport.retain_large_buffers`: freed batches are
-reused, not unmapped), but fragmentation makes that heap spread: in a fault-free 2-host soak (Cora) glibc
-counted 705-730 MB in use throughout while the heap's extent grew 1,050 -> 1,217 MB in 5 min (34,000 free
-chunks), and RSS follows the extent as freed chunks are touched again.  Measured per trim period
-(``bench/results/trainer_trim.md``): every epoch, 4 ms a trim plus ~6,700 page faults an epoch, +13 %
-trainer CPU (147 vs 130 ms an epoch), RSS flat at 1.10-1.14 GB; every 60 s, 0.07 s a trim and 330 faults
-an epoch, CPU as without (131 ms), RSS 1.24-1.33 GB; every 5 min, a 1.22-1.40 GB sawtooth."""
 COUNTERS_MOVE_EVERY = 16
 """Every this many epochs, trainer rank 0 moves the per-epoch counters of epochs older than
 ``EPOCH_COUNTER_WINDOW`` from Redis's metrics hash to the run dir (``EPOCH_COUNTERS_FILE``)."""
@@ -137,8 +128,8 @@ class TrainerProc:
         """Claim-to-apply ages of the batches applied lately, published for the samplers' re-claim deadline."""
         self.epochs = EpochHistory()
         """Count, newest records and running sums (every record is in the run dir's HISTORY_FILE)."""
-        self._trimmed = time.monotonic()
-        """When the free heap was last handed back (:data:`HEAP_TRIM_EVERY_S`)."""
+        self.heap = HeapTrimmer()
+        """Hands the free heap back every minute, at an epoch's end (:data:`~argosy.shared.malloc.HEAP_TRIM_EVERY_S`)."""
         self._history_end: int | None = None
         """Resumed: the history file's size after the checkpoint's records (what follows is cut)."""
         self._old_records: list[dict] = []
@@ -419,11 +410,8 @@ class TrainerProc:
                 table = None if self.shards is None else self.shards.end_epoch(   # collective, every rank
                     improved and bool(cfg.run_dir), cfg.run_dir if due else None, epoch, rec)
                 self.epochs.append(rec)
-                if time.monotonic() - self._trimmed >= HEAP_TRIM_EVERY_S:
-                    t_trim = time.perf_counter()
-                    trim_heap()
-                    self._trimmed = time.monotonic()
-                    logger.debug("epoch %d: heap trimmed in %.3f s", epoch, time.perf_counter() - t_trim)
+                if (t_trim := self.heap.maybe()) is not None:
+                    logger.debug("epoch %d: heap trimmed in %.3f s", epoch, t_trim)
                 if self.rank == 0:
                     self._append_history(rec)
                     coord.append_epoch(rec)
