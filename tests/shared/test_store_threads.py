@@ -42,3 +42,42 @@ def test_threaded_writer_reports_a_bad_chunk(tmp_path):
     with pytest.raises(GraphFormatError, match="out of range"):
         write_store_from_edges(bad(), 10, np.zeros(10, np.int32), tmp_path / "s", num_parts=1, threads=2)
     assert not (tmp_path / "s").exists()
+
+
+def test_prefetch_holds_at_most_one_item_ahead_and_passes_errors_on():
+    """The store writer's read-ahead: items in order, at most ``depth + 1`` produced and not yet
+    released (each is an edge chunk of the writer's peak), the producer's error raised here."""
+    import threading
+    import time
+
+    from argosy.shared.store.writer import _prefetch
+
+    produced, lock = [], threading.Lock()
+
+    def items():
+        for i in range(8):
+            with lock:
+                produced.append(i)
+            yield i
+
+    got = []
+    for x in _prefetch(items(), depth=1):
+        time.sleep(0.05)               # the helper has time to run ahead as far as it may
+        with lock:
+            ahead = len(produced) - len(got)
+        assert ahead <= 2, (x, produced, got)
+        got.append(x)
+    assert got == list(range(8))
+
+    def bad():
+        yield 1
+        raise ValueError("chunk 2 is malformed")
+
+    out = []
+    try:
+        for x in _prefetch(bad()):
+            out.append(x)
+    except ValueError as e:
+        assert "malformed" in str(e) and out == [1]
+    else:
+        raise AssertionError("the producer's error was lost")
