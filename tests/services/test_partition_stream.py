@@ -363,7 +363,7 @@ def test_store_from_regrouped_buckets_is_the_same(tmp_path, monkeypatch):
 
     from argosy.services.partitioner import file_streams as stream_mod
     from argosy.services.partitioner.__main__ import main
-    from argosy.shared.store import writer
+    from argosy.shared.store import part_csr
     g = _graph_with_data(n=3000)
     files = _write_all_formats(g, tmp_path / "in")
     ref_out = tmp_path / "store-ref"
@@ -371,10 +371,11 @@ def test_store_from_regrouped_buckets_is_the_same(tmp_path, monkeypatch):
     ref = _store_arrays(ref_out)
     real_open = stream_mod.open_edge_stream
     monkeypatch.setattr(stream_mod, "open_edge_stream", functools.partial(real_open, chunk_edges=700))
-    monkeypatch.setattr(writer, "SLAB_ENTRIES", 1000)        # the ordered path in several slabs too
+    monkeypatch.setattr(part_csr, "SLAB_ENTRIES", 1000)
+    monkeypatch.setattr(part_csr, "ORDERED_SLAB_ENTRIES", 1000)   # the ordered path in several slabs too
     sorts = []
-    real_sort = writer._sorted_unique_slab
-    monkeypatch.setattr(writer, "_sorted_unique_slab", lambda *a: sorts.append(1) or real_sort(*a))
+    real_sort = part_csr._sorted_unique_slab
+    monkeypatch.setattr(part_csr, "_sorted_unique_slab", lambda *a: sorts.append(1) or real_sort(*a))
     tmp = tmp_path / "buckets"
     tmp.mkdir()
     for fmt in ("npy", "text"):

@@ -14,7 +14,7 @@ import torch
 
 from argosy.shared.graphio.typed import TypedGraph
 from argosy.shared.store import PartitionStore
-from argosy.shared.store import writer as store_writer
+from argosy.shared.store import part_csr
 from argosy.shared.store.typed import write_typed_store
 from tests.conftest import DATASETS
 
@@ -58,7 +58,7 @@ def stored_entries(store: PartitionStore) -> set:
 @pytest.mark.parametrize("slab", [None, 50])
 def test_typed_store_keeps_every_typed_entry_once(tmp_path, monkeypatch, reverse, slab):
     if slab:                                   # the multi-slab path of a part's CSR
-        monkeypatch.setattr(store_writer, "SLAB_ENTRIES", slab)
+        monkeypatch.setattr(part_csr, "SLAB_ENTRIES", slab)
     tg = small_typed()
     assign = np.random.default_rng(1).integers(0, 3, tg.total_nodes)
     m = write_typed_store(tg, assign, tmp_path / "s", num_parts=3, reverse=reverse)
@@ -417,7 +417,7 @@ def test_sampler_reads_relations_as_stored_int16_or_int32(tmp_path, monkeypatch)
     assign = np.random.default_rng(2).integers(0, 2, tg.total_nodes)
     got = {}
     for dt in (np.int16, np.int32):
-        monkeypatch.setattr(store_writer, "edge_type_dtype", lambda R, dt=dt: np.dtype(dt))
+        monkeypatch.setattr(part_csr, "edge_type_dtype", lambda R, dt=dt: np.dtype(dt))
         monkeypatch.setattr(sampler_core, "edge_type_dtype", lambda R, dt=dt: np.dtype(dt))
         write_typed_store(tg, assign, tmp_path / f"s{dt.__name__}", num_parts=2)
         st = PartitionStore(tmp_path / f"s{dt.__name__}")

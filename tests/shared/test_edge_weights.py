@@ -9,6 +9,7 @@ import pytest
 from argosy.shared.errors import GraphFormatError
 from argosy.shared.graphio import csr_from_edges, load_graph
 from argosy.shared.store import PartitionStore, write_store
+import argosy.shared.store.part_csr as part_csr
 import argosy.shared.store.writer as writer
 
 
@@ -68,7 +69,7 @@ def test_text_weight_column_faults_name_the_line(tmp_path):
 
 @pytest.mark.parametrize("slab", [1 << 22, 500])
 def test_store_keeps_weights_aligned_with_indices(tmp_path, monkeypatch, slab):
-    monkeypatch.setattr(writer, "SLAB_ENTRIES", slab)     # 500: every part is built in several slabs
+    monkeypatch.setattr(part_csr, "SLAB_ENTRIES", slab)     # 500: every part is built in several slabs
     u, v, w, n = _random_weighted()
     g = csr_from_edges(u, v, n, weights=w)
     assign = np.random.default_rng(1).integers(0, 3, n)

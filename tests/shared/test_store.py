@@ -104,14 +104,14 @@ def test_verify_scans_neighbour_ids_in_windows_and_unmaps(small_store, monkeypat
 def test_parts_larger_than_a_slab_are_built_in_slabs(tmp_path, monkeypatch):
     """A part with more entries than ``SLAB_ENTRIES`` is sorted in row-range slabs (bounded
     memory on skewed parts) and gives the same store, byte for byte, as one in-memory sort."""
-    import argosy.shared.store.writer as writer
+    import argosy.shared.store.part_csr as part_csr
 
     g = random_graph(600, 3600, seed=3)
     rng = np.random.default_rng(0)
     assign = rng.integers(0, 3, g.num_nodes).astype(np.int32)
     assign[:400] = 0                                    # one part holds most of the edges
     write_store(g, assign, tmp_path / "whole", num_parts=3)
-    monkeypatch.setattr(writer, "SLAB_ENTRIES", 257)   # ~5000 entries in part 0: ~20 slabs
+    monkeypatch.setattr(part_csr, "SLAB_ENTRIES", 257)   # ~5000 entries in part 0: ~20 slabs
     write_store(g, assign, tmp_path / "slabs", num_parts=3)
     a, b = PartitionStore(tmp_path / "whole"), PartitionStore(tmp_path / "slabs")
     assert a.manifest.num_edges == b.manifest.num_edges
