@@ -264,7 +264,8 @@ def summarize(probe_dir: Path | None = None) -> str:
                     f"{w[-1]['rss'] / 2**20:.0f} | {slope:+.2f} / {fmt(peak)} | {fmt(anon)} | {split} | "
                     f"{min(s['fds'] for s in w)}-{max(s['fds'] for s in w)} | "
                     f"{min(s['sockets'] for s in w)}-{max(s['sockets'] for s in w)} |")
-    epochs = [e for e in ep["epochs"] if e.get("t_end")]
+    # epochs that ended after the SIGTERM were cut short by the shutdown (soak60f: 3, all at its last second)
+    epochs = [e for e in ep["epochs"] if e.get("t_end") and e["t_end"] < t_stop]
     faulted = []
     for e in epochs:
         start = e["t_end"] - (e.get("epoch_seconds") or 0) - (e.get("val_seconds") or 0) - (e.get("test_seconds") or 0)
@@ -278,9 +279,11 @@ def summarize(probe_dir: Path | None = None) -> str:
         xs = sorted(e["batches_per_second"] for e in epochs if not e["faulted"] and lo <= e["t_end"] - t0 < hi)
         if not xs and lo > (epochs[-1]["t_end"] - t0 if epochs else 0):
             break
+        if lo > t_stop - t0 - 150:      # under half a window before the stop: not a window (soak60f: 2 epochs)
+            break
         ld = sorted(s["load1"] for s in by.get("launcher", []) if "load1" in s and lo <= s["t"] - t0 < hi)
         if xs:
-            windows.append((lo / 60, xs[len(xs) // 2], (ld[0], ld[len(ld) // 2], ld[-1]) if ld else None))
+            windows.append((lo / 60, xs[len(xs) // 2], (ld[0], ld[len(ld) // 2], ld[-1]) if ld else None, len(xs)))
     bad = [e for e in ep["epochs"] if e.get("seeds_trained") != e.get("seeds_planned") or e.get("duplicates")
            or e.get("seeds_dropped")]
     complete = [e for e in ep["epochs"]]
@@ -306,10 +309,10 @@ def summarize(probe_dir: Path | None = None) -> str:
               f"epochs touched by a fault: {sum(faulted)}.", "",
               f"Load: the machine's 1-minute load average ({os.cpu_count()} cores here), sampled with the RSS: the job's "
               "own processes and any other work on the machine.", "",
-              "| window start (min) | median batches/s of fault-free epochs | / overall median | load min / median / max |",
-              "|---|---|---|---|"]
-    for m, x, ld in windows:
-        lines.append(f"| {m:.0f} | {x:.1f} | {x / med if med else 0:.2f} | "
+              "| window start (min) | fault-free epochs | median batches/s of fault-free epochs | / overall median | load min / median / max |",
+              "|---|---|---|---|---|"]
+    for m, x, ld, count in windows:
+        lines.append(f"| {m:.0f} | {count} | {x:.1f} | {x / med if med else 0:.2f} | "
                      f"{'-' if ld is None else f'{ld[0]:.1f} / {ld[1]:.1f} / {ld[2]:.1f}'} |")
     if probe_dir is not None and probe_dir.is_dir():
         lines += ["", f"## Heap (memory probe, {probe_dir.name}; same window)", "",
