@@ -1,8 +1,8 @@
 """Write a partitioned store atomically and in bounded memory.
 
 Edges are streamed once and bucketed by the part of their source vertex into per-part spill
-files on disk (local row, neighbour); then each part's CSR is built from its bucket in slabs of
-at most ``SLAB_ENTRIES`` entries (row ranges cut from a row histogram), so peak memory is
+files on disk (local row, neighbour); then each part's CSR is built from its bucket
+(:mod:`.part_csr`) in slabs of at most ``SLAB_ENTRIES`` entries (row ranges cut from a row histogram), so peak memory is
 O(n + slab), not O(m) and not O(largest part): on a power-law graph one part can hold half the
 edges (R-MAT, 20M edges, k = 16: 20M of 38M entries in one part).  Node data (features, labels, masks) is streamed the same
 way, column by column in row blocks: each block's rows are appended to their parts' ``.npy``
@@ -35,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 NODE_ARRAYS = ("features", "labels", "train_mask", "val_mask", "test_mask")
 _NODE_BLOCK_ROWS = 1 << 16
+
+
 @njit(cache=True, nogil=True)
 def _part_local_ids(assign, k, local_index, order):
     """Each vertex's row in its part (its rank among the part's ids, ascending) into ``local_index``, and
