@@ -31,6 +31,9 @@ fi
 case "${1:-}" in
     sampler|loader|trainer)
         role=$1; shift
+        # jemalloc preloaded where installed, as the local launcher does (shared/malloc.py: allocator_env)
+        alloc=$(python -m argosy.shared.malloc --shell) || exit 64
+        eval "$alloc"
         exec python -m "argosy.services.$role" --id "${ARGOSY_SERVICE_ID:-$role-$host}" "$@" ;;
     offload)
         shift

@@ -224,7 +224,10 @@ def spawn(cmd: list[str], log_path: Path, env: dict | None = None, tie_to_parent
 
 
 def service_env(redis_url: str, launcher_pid: int | None = None) -> dict:
-    env = {**os.environ, envs.REDIS_URL: redis_url, "PYTHONUNBUFFERED": "1"}
+    """The environment of a job's trainers, samplers and loaders: this one, the job's Redis, and the
+    allocator they run with (:func:`~argosy.shared.malloc.allocator_env`: jemalloc where installed)."""
+    from argosy.shared.malloc import allocator_env
+    env = allocator_env({**os.environ, envs.REDIS_URL: redis_url, "PYTHONUNBUFFERED": "1"})
     if launcher_pid is not None:
         env[envs.LAUNCHER_PID] = str(launcher_pid)
     return env

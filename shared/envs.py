@@ -12,7 +12,7 @@ from pathlib import Path
 
 __all__ = ["REDIS_URL", "PARTITION_THREADS", "TORCH_THREADS", "LOG_LEVEL", "ADVERTISE_HOST", "BIND_HOST", "SPEC_WAIT", "PORT", "RANK",
            "DIST_URL", "CURVE_KEYS", "JOB", "HOST_LABEL", "LOCAL_STORE", "HOME", "LAUNCHER_PID", "METRICS_PORT",
-           "REDIS_RETRIES", "AFTER_JOB", "NAMESPACE", "ROLE", "SERVICE_ID", "RELEASE", "DATASETS", "COMPOSE_PROJECT", "LOCAL_RANK", "HOSTNAME",
+           "REDIS_RETRIES", "AFTER_JOB", "NAMESPACE", "ROLE", "SERVICE_ID", "RELEASE", "DATASETS", "COMPOSE_PROJECT", "LOCAL_RANK", "HOSTNAME", "ALLOCATOR",
            "EnvVar", "TABLE", "get", "torch_threads", "host_cores", "datasets_dir"]
 
 REDIS_URL = "ARGOSY_REDIS_URL"
@@ -25,6 +25,10 @@ TORCH_THREADS = "ARGOSY_TORCH_THREADS"
 (default 0 = the cores the process may use, or 1 when other work already keeps them busy;
 ``argosy train`` gives each of the N trainers it starts on one host a 1/N share).  See
 docs/compute.md for the split between tiers on one host."""
+ALLOCATOR = "ARGOSY_ALLOCATOR"
+"""The malloc of trainers, samplers and loaders: ``auto`` (default: jemalloc where ``libjemalloc.so.2`` is
+installed, else glibc's, with a warning in the service's log), ``jemalloc`` (an error where it is not
+installed) or ``glibc``.  See :func:`argosy.shared.malloc.allocator_env`."""
 LOG_LEVEL = "ARGOSY_LOG_LEVEL"
 """Python logging level of services (default INFO)."""
 ADVERTISE_HOST = "ARGOSY_ADVERTISE_HOST"
@@ -101,7 +105,7 @@ TABLE: dict[str, EnvVar] = {v.name: v for v in (
     EnvVar(HOST_LABEL), EnvVar(LOCAL_STORE), EnvVar(HOME), EnvVar(LAUNCHER_PID, None, int),
     EnvVar(METRICS_PORT, "0", int), EnvVar(REDIS_RETRIES, "35", int), EnvVar(AFTER_JOB, "exit"), EnvVar(NAMESPACE), EnvVar(RELEASE),
     EnvVar(DATASETS), EnvVar(COMPOSE_PROJECT), EnvVar(LOCAL_RANK, "0", int), EnvVar(HOSTNAME), EnvVar(ROLE),
-    EnvVar(SERVICE_ID), EnvVar(PARTITION_THREADS, None, int),
+    EnvVar(SERVICE_ID), EnvVar(PARTITION_THREADS, None, int), EnvVar(ALLOCATOR, "auto"),
 )}
 """Every variable read anywhere; a new constant above needs its entry here (tests check it)."""
 

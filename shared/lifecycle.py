@@ -20,7 +20,7 @@ from argosy.shared import envs
 from argosy.shared.config import JobConfig
 from argosy.shared.coord import Coordinator
 from argosy.shared.errors import ConfigError, GraphFormatError, MemoryBudgetError, StoreFormatError
-from argosy.shared.malloc import keep_heap
+from argosy.shared.malloc import allocator, jemalloc_path, keep_heap
 from argosy.shared.records import FINAL_STATES, JobState
 
 if TYPE_CHECKING:
@@ -72,6 +72,8 @@ def start_service(role: str, args: argparse.Namespace, info: dict | None = None)
         setproctitle.setproctitle(f"argosy-{sid}")
     except ImportError:
         pass
+    if role in THROUGHPUT_ROLES:
+        _log_allocator()
     coord = Coordinator(args.redis, args.job)
     cfg = _job_to_run(coord, role, sid)
     ctx = ServiceContext(role=role, service_id=sid, coord=coord, cfg=cfg, port=args.port)
@@ -87,6 +89,20 @@ def start_service(role: str, args: argparse.Namespace, info: dict | None = None)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return ctx
+
+
+def _log_allocator() -> None:
+    """Say which malloc this process runs with; warn when jemalloc was wanted (the default) but is missing."""
+    name = allocator()
+    if name == "jemalloc" or envs.get(envs.ALLOCATOR) == "glibc":
+        logger.info("allocator: %s", "jemalloc" if name == "jemalloc" else "glibc (ARGOSY_ALLOCATOR=glibc)")
+    elif jemalloc_path() is None:
+        logger.warning("allocator: glibc, jemalloc is not installed (apt-get install libjemalloc2): a long job's "
+                       "trainer heap can spread under faults (docs/reliability.md); ARGOSY_ALLOCATOR=glibc "
+                       "silences this")
+    else:
+        logger.warning("allocator: glibc, although jemalloc is installed: this process was started without "
+                       "argosy.shared.malloc.allocator_env (LD_PRELOAD)")
 
 
 class JobOver(Exception):

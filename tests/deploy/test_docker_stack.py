@@ -230,6 +230,7 @@ def test_demo_trains_scales_and_stages_parts_in_local(stack_env):
     # finding 2: /local (an anonymous volume) is writable by uid 10001, so parts are staged there
     service_logs = _compose("logs", "sampler", "loader", check=False).stdout
     assert "Permission denied" not in service_logs, service_logs[-3000:]
+    assert "allocator: jemalloc" in service_logs, service_logs[-3000:]     # the image's (docker/Dockerfile)
     for svc in ("sampler", "loader"):
         staged = _compose("run", "--rm", "--no-deps", "--entrypoint", "sh", svc, "-c",
                           "touch /local/probe && echo writable", check=False)

@@ -122,6 +122,9 @@ def test_malformed_message_does_not_kill_loader(cora_store, redis_url, tmp_path)
     assert res["seeds_trained"] == res["seeds_planned"]
     log = "".join(p.read_text() for p in (tmp_path / "logs").glob("loader-*.log"))
     assert "dropped a malformed message" in log and "protocol version mismatch" in log
+    # the allocator the launcher gave it: jemalloc where installed (CI installs it), else a warning
+    from argosy.shared.malloc import jemalloc_path
+    assert ("allocator: jemalloc" if jemalloc_path() else "jemalloc is not installed") in log, log[-2000:]
 
 
 def test_cli_errors_are_clear(tmp_path):
