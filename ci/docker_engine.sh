@@ -6,7 +6,7 @@
 #
 # Steps, each skipped when already done: apt-get install docker.io + debootstrap; start dockerd (no
 # systemd here: started by hand, data under $ARGOSY_DOCKER_ROOT, default /var/lib/argosy-docker);
-# when `python:3.11-slim` cannot be pulled, build a local base image `debian-py:bookworm-jemalloc` with
+# when `python:3.11-slim` cannot be pulled, build a local base image `debian-py:bookworm` with
 # debootstrap and a Redis image from it (docker/redis.Dockerfile). Progress goes to stderr; stdout
 # carries only the exports. Any step that fails says why on stderr and exits 1: the caller prints it,
 # the test then fails (ARGOSY_REQUIRE_DOCKER=1), nothing passes silently.
@@ -35,7 +35,7 @@ log "engine $(docker version --format '{{.Server.Version}}')"
 
 BASE=python:3.11-slim REDIS=redis:7.4-alpine
 if ! docker image inspect "$BASE" > /dev/null 2>&1 && ! timeout 60 docker pull -q "$BASE" > /dev/null 2>&1; then
-    BASE=debian-py:bookworm-jemalloc
+    BASE=debian-py:bookworm
     if ! docker image inspect "$BASE" > /dev/null 2>&1; then
         log "no registry: building $BASE with debootstrap (about 2 minutes)"
         rm -rf "$ROOT/rootfs"

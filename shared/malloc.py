@@ -2,8 +2,8 @@
 
 * :func:`allocator_env`, the environment trainers, samplers and loaders start with: jemalloc preloaded
   where it is installed.  Under faults glibc's heap spread in a long-lived trainer (soak60f: heap in use
-  flat, its extent +22-47 MB per 10 min, RSS +1.5-2.3 %/10 min); jemalloc's size classes and time-decayed
-  purging keep it flat (``docs/reliability.md``).  Where it is missing, the service says so in its log.
+  flat, its extent +22-47 MB per 10 min, RSS +1.5-2.3 %/10 min); on jemalloc it stayed flat
+  (``docs/reliability.md``).  Where it is missing, the service says so in its log.
 * :func:`keep_heap`, throughput processes (trainer, sampler, loader): freed tensors stay in the heap
   and the next batch's tensors reuse their pages instead of faulting fresh ones in.
   A :class:`HeapTrimmer` hands what fragmentation strands back every minute.
@@ -33,10 +33,12 @@ JEMALLOC_LIBS = ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64
                  "/usr/lib64/libjemalloc.so.2", "/usr/lib/libjemalloc.so.2", "/usr/local/lib/libjemalloc.so.2")
 """Where Debian/Ubuntu (``libjemalloc2``), Fedora/RHEL (``jemalloc``) and a source build put jemalloc."""
 
-JEMALLOC_CONF = "background_thread:true"
-"""jemalloc's settings (``MALLOC_CONF``, unless the environment sets its own): a background thread hands
-pages freed for 10 s (jemalloc's default decay) back to the OS, so a process that goes quiet (a stalled
-peer, a paused job) shrinks without allocating again."""
+JEMALLOC_CONF = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
+"""jemalloc's settings (``MALLOC_CONF``, unless the environment sets its own): freed pages stay in the process
+for the next batch, and :class:`HeapTrimmer` hands them back once a minute (:func:`trim_heap`), as on glibc.
+jemalloc's default time decay returned a train step's freed tensors between steps: a 3-layer step on
+soc-slashdot batches of 1,024 seeds then faulted 20,000-100,000 pages back in and took 1.42-1.75x the CPU
+of glibc with its heap kept; with decay off, 0 faults and 0.83-1.01x (``bench/results/allocator_step.md``)."""
 
 _CHOICES = ("auto", "jemalloc", "glibc")
 
@@ -77,14 +79,20 @@ def allocator_env(env: dict[str, str] | None = None) -> dict[str, str]:
     return out
 
 
+_ALLOCATOR: str | None = None
+
+
 def allocator() -> str:
     """The malloc this process runs with: ``jemalloc`` when libjemalloc is mapped into it, else ``system``
-    (glibc's on Linux)."""
-    try:
-        with open("/proc/self/maps") as f:
-            return "jemalloc" if any("libjemalloc" in line for line in f) else "system"
-    except OSError:
-        return "system"
+    (glibc's on Linux).  Read once: a preload cannot change while the process runs."""
+    global _ALLOCATOR
+    if _ALLOCATOR is None:
+        try:
+            with open("/proc/self/maps") as f:
+                _ALLOCATOR = "jemalloc" if any("libjemalloc" in line for line in f) else "system"
+        except OSError:
+            _ALLOCATOR = "system"
+    return _ALLOCATOR
 
 
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -2, -3, -8
@@ -159,14 +167,23 @@ def huge_page_env(env: dict[str, str] | None = None) -> dict[str, str]:
     return out
 
 
+MALLCTL_ARENAS_ALL = 4096
+"""jemalloc's index for "every arena" in ``arena.<i>.purge``."""
+
+
 def trim_heap() -> None:
-    """Return free heap pages to the OS (``malloc_trim(0)``); a no-op off glibc.
+    """Return free heap pages to the OS: jemalloc's ``arena.<all>.purge`` when this process runs on jemalloc,
+    else glibc's ``malloc_trim(0)``; a no-op on neither.
 
     Called by the offloaded trainer when a layer's blocks are released, so
     peak RSS tracks live data rather than the allocator's high-water mark.
     """
     try:
-        _libc().malloc_trim(0)
+        if allocator() == "jemalloc":
+            import ctypes
+            ctypes.CDLL(None).mallctl(f"arena.{MALLCTL_ARENAS_ALL}.purge".encode(), None, None, None, 0)
+        else:
+            _libc().malloc_trim(0)
     except (OSError, AttributeError):
         pass
 
@@ -185,7 +202,7 @@ faults an epoch, CPU as without (131 ms), RSS 1.24-1.33 GB; every 5 min, a 1.22-
 
 class HeapTrimmer:
     """:func:`trim_heap` at most every ``every_s`` seconds: call :meth:`maybe` from a loop at a quiet point
-    (an epoch's end, between batches).  One per process."""
+    (an epoch's end, between batches).  One per process; on glibc and on jemalloc alike (:func:`trim_heap`)."""
 
     def __init__(self, every_s: float = HEAP_TRIM_EVERY_S):
         self.every_s = every_s

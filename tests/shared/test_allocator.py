@@ -56,3 +56,29 @@ def test_shell_lines_for_the_container_entrypoint():
     bad = subprocess.run([sys.executable, "-m", "argosy.shared.malloc", "--shell"], capture_output=True, text=True,
                          env={**os.environ, "ARGOSY_ALLOCATOR": "nope"})
     assert bad.returncode == 2 and "ARGOSY_ALLOCATOR='nope'" in bad.stderr and not bad.stdout
+
+
+PURGE = """
+import numpy as np
+from argosy.shared.malloc import allocator, trim_heap
+from argosy.shared.rss import rss_bytes
+a = [np.ones(1 << 20) for _ in range(32)]          # 256 MB in 8 MB arrays
+top = rss_bytes()
+del a
+kept = rss_bytes()
+trim_heap()
+print(allocator(), top >> 20, kept >> 20, rss_bytes() >> 20)
+"""
+
+
+def test_freed_pages_stay_until_the_trim_hands_them_back():
+    """On jemalloc (JEMALLOC_CONF: no time decay) freed tensors stay for the next batch and the periodic trim
+    (arena purge) hands them back; on glibc, 8 MB arrays are mapped and go back when freed."""
+    env = service_env("redis://127.0.0.1:1/0")
+    out = subprocess.run([sys.executable, "-c", PURGE], env=env, capture_output=True, text=True, check=True)
+    name, top, kept, after = out.stdout.split()
+    top, kept, after = int(top), int(kept), int(after)
+    assert name == ("jemalloc" if malloc.jemalloc_path() else "system")
+    if name == "jemalloc":
+        assert kept > top - 32, out.stdout            # kept for reuse
+    assert after < top - 200, out.stdout              # handed back
