@@ -13,8 +13,9 @@ stack file, and breaks them:
 ``link-flap``          ``h1``'s link down 3 s / up 3 s for 60 s
 ``loss-5``/``loss-20`` 5 % / 20 % of ``h1``'s packets dropped both ways for 40 s (iptables
                        ``statistic`` in the namespace: this kernel has no ``netem``)
-``slow-link``          ``h1``'s link limited to 2 Mbit/s for 40 s (``tc tbf``; stands in for netem
-                       delay, which this kernel lacks)
+``slow-link``          ``h1``'s link limited to 2 Mbit/s for 40 s (``tc tbf``)
+``delay``              ``h1``'s packets held 100 ms +- 20 ms each way for 40 s (this kernel has no netem:
+                       iptables NFQUEUE and ``bench/nfq_delay.py``, which needs ``NetfilterQueue``)
 ``redis-link``         ``h1``'s link down, Redis SIGKILLed (the launcher restarts it from its
                        append-only file), link back up 10 s later
 ``stop-trainer``       SIGSTOP the trainer for 60 s, then SIGCONT
@@ -63,11 +64,12 @@ from argosy.shared.envs import datasets_dir  # noqa: E402
 from argosy.shared.ownership import assign_parts  # noqa: E402
 
 DATA = datasets_dir()
-SCENARIOS = ("host-kill", "link-10", "link-flap", "loss-5", "loss-20", "slow-link", "redis-link",
+SCENARIOS = ("host-kill", "link-10", "link-flap", "loss-5", "loss-20", "slow-link", "delay", "redis-link",
              "stop-trainer", "stop-loader", "hang-trainer", "hang-loader", "disk-full", "partitioner-kill")
 # epochs per scenario: the job must outlast the fault (an epoch of this job takes ~0.3-0.6 s here); a hung
 # loader does not stall the job, so hang-loader's job must outlast the hang timeout (--peer-timeout 60 s + 5 s)
-LONG = {"link-flap": 200, "stop-trainer": 200, "stop-loader": 200, "hang-trainer": 200, "hang-loader": 500, "loss-5": 100, "loss-20": 100, "slow-link": 100}
+LONG = {"link-flap": 200, "stop-trainer": 200, "stop-loader": 200, "hang-trainer": 200, "hang-loader": 500, "loss-5": 100, "loss-20": 100, "slow-link": 100,
+        "delay": 100}
 EPOCHS = 40
 
 
@@ -305,6 +307,36 @@ def f_slow(job: Job, rng, rate: str = "2mbit", seconds: float = 40) -> dict:
     return {"t_inject": t, "t_end": time.time(), "note": f"h1 link {rate} for {seconds:g} s (tbf, both ways)"}
 
 
+def f_delay(job: Job, rng, ms: float = 100, jitter: float = 20, seconds: float = 40, queue: int = 7) -> dict:
+    """``h1``'s packets held ``ms`` +- ``jitter`` ms each way (netem's ``delay 100ms 20ms``, which this kernel
+    lacks): iptables sends them to NFQUEUE ``queue`` in the namespace and ``bench/nfq_delay.py`` releases them."""
+    pre = job.sim.exec_prefix("h1")
+    delayer = subprocess.Popen([*pre, sys.executable, str(ROOT / "bench" / "nfq_delay.py"), str(queue), str(ms),
+                                str(jitter)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = delayer.stdout.readline()
+    if not first.startswith("nfq_delay:"):
+        delayer.kill()
+        raise RuntimeError(f"the packet delayer did not start (pip install NetfilterQueue?): {first}"
+                           f"{delayer.stdout.read()[-1500:]}")
+
+    def rules(op: str) -> None:
+        for chain, iface in (("INPUT", "-i"), ("OUTPUT", "-o")):
+            subprocess.run([*pre, "iptables", op, chain, "!", iface, "lo", "-j", "NFQUEUE", "--queue-num", str(queue),
+                            "--queue-bypass"], check=op == "-I" or job.proc.poll() is None, capture_output=True)
+    t = time.time()
+    rules("-I")
+    try:
+        _sleep_while(job, seconds)
+    finally:
+        rules("-D")
+        delayer.terminate()                            # releases what it still holds, then exits
+        out = delayer.communicate(timeout=15)[0]
+    passed = out.strip().splitlines()[-1] if out.strip() else "?"
+    return {"t_inject": t, "t_end": time.time(),
+            "note": f"h1 packets delayed {ms:g} +- {jitter:g} ms each way (NFQUEUE, bench/nfq_delay.py) for "
+                    f"{seconds:g} s; {passed.removeprefix('nfq_delay: ')}"}
+
+
 def f_redis_link(job: Job, rng) -> dict:
     t = time.time()
     job.sim.link("h1", False)
@@ -401,7 +433,7 @@ def _sleep_while(job: Job, seconds: float) -> None:
 
 
 FAULTS = {"host-kill": f_host_kill, "link-10": f_link(10), "link-flap": f_flap, "loss-5": f_loss(0.05),
-          "loss-20": f_loss(0.20), "slow-link": f_slow, "redis-link": f_redis_link,
+          "loss-20": f_loss(0.20), "slow-link": f_slow, "delay": f_delay, "redis-link": f_redis_link,
           "stop-trainer": f_stop("trainer", None), "stop-loader": f_stop("loader", "h1"),
           "hang-trainer": f_hang("trainer", None), "hang-loader": f_hang("loader", "h1"), "disk-full": f_disk_full}
 
