@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["allocator_env", "allocator", "jemalloc_path", "JEMALLOC_LIBS", "JEMALLOC_CONF", "keep_heap", "configure_malloc", "trim_heap", "HeapTrimmer", "HEAP_TRIM_EVERY_S", "huge_page_env",
-           "THP_ENV"]
+__all__ = ["allocator_env", "allocator", "jemalloc_path", "JEMALLOC_LIBS", "JEMALLOC_CONF", "keep_heap",
+           "configure_malloc", "trim_heap", "HeapTrimmer", "HEAP_TRIM_EVERY_S", "huge_page_env", "THP_ENV"]
 
 
 def _libc():
@@ -69,8 +69,8 @@ def allocator_env(env: dict[str, str] | None = None) -> dict[str, str]:
     lib = jemalloc_path()
     if lib is None:
         if choice == "jemalloc":
-            raise ConfigError(f"{envs.ALLOCATOR}=jemalloc, but libjemalloc.so.2 is in none of {', '.join(JEMALLOC_LIBS)} "
-                              "(Debian/Ubuntu: apt-get install libjemalloc2)")
+            raise ConfigError(f"{envs.ALLOCATOR}=jemalloc, but libjemalloc.so.2 is in none of "
+                              f"{', '.join(JEMALLOC_LIBS)} (Debian/Ubuntu: apt-get install libjemalloc2)")
         return out
     preload = [p for p in out.get("LD_PRELOAD", "").replace(" ", ":").split(":") if p]
     if lib not in preload:
