@@ -36,8 +36,9 @@ LP_STOP_MOVED = 0.01
 @numba.njit(cache=True, nogil=True)
 def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, first, state,
                      part, cpart, use_part, active, p, greedy, gpart, gsize, k, gcap, galpha,
-                     gconn, gtouch):
-    """One chunk of size-constrained label propagation (pass ``p``).
+                     gconn, gtouch, lp):
+    """One chunk of size-constrained label propagation (pass ``p``; ``lp`` False: only the
+    Fennel placement below, no label is rated).
 
     Each vertex gathers its neighbours' labels into ``labs`` (independent loads, so the CPU
     overlaps the cache misses), sorts that short list in cache and counts runs: no counter
@@ -70,7 +71,7 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, f
         if greedy and gpart[v] < 0:
             greedy_place(v, a, b, dst, gpart, gsize, k, gcap, 1, galpha, 1.5, gconn, gtouch,
                           pen, qs)
-        if p >= 2 and active[v] < p - 1:
+        if not lp or (p >= 2 and active[v] < p - 1):
             continue
         cur = label[v]
         d = b - a
@@ -142,7 +143,7 @@ def _compact(label):
 
 
 def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1,
-                    greedy=None, stats=None):
+                    greedy=None, stats=None, stop_moved=LP_STOP_MOVED, early=None):
     """Streaming LP clustering.
 
     If ``greedy`` = ``(size, cap, alpha)``, one pass also places every vertex by one-pass
@@ -150,6 +151,14 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
     the first pass when only one runs; with more, the second, and only if the first pass's
     clusters leave at least :data:`FENNEL_MIN_PASS1_SHARE` of the entries between them (sampled;
     ``stats["pass1_cluster_share"]``), else Fennel is not run and ``None`` is returned.
+
+    ``early`` = ``(share, take)``: where the first pass's clusters leave at least ``share`` of
+    the entries between them, Fennel places every vertex in a pass of its own before the
+    second LP pass, and ``take(label, gpart)`` True ends the clustering there (GREM's early
+    Fennel start: its clusters are not used).  Passes stop once one moves fewer than
+    ``stop_moved`` of the vertices, or, from the second on, fewer than that share of the
+    vertices it rated in its first eighth (the rest of such a pass would cost a read with
+    random accesses for clusters the cluster graph's partitioner sees through anyway).
 
     Returns:
         tuple: ``(cmap, nc, passes, maxw, greedy_part)``.
@@ -179,9 +188,28 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
     nthreads = get_threads() if stream.seekable and stream.num_chunks >= 4 else 1
     # the pass that runs Fennel (the second waits for a sampled share: seekable streams only)
     gp = -1 if greedy is None else (1 if passes > 1 and stream.seekable else 0)
-    for p in range(max(1, passes)):
-        moved = 0
+    probe = stream.num_chunks >= 8  # an eighth of the stream is at least a chunk
+
+    def sweep(p, fennel, lp, stop):
+        """One pass over the stream (``fennel``: with the Fennel placement; ``lp``: rating
+        labels).  ``stop`` > 0: the pass ends after its first eighth of the entries if it moved
+        fewer than that share of the vertices it rated there.  Returns ``(moved, stopped)``."""
+        nonlocal labs
         co = chunk_order(stream, order, state)
+        halt = threading.Event()
+        first_p = first and p == 0
+
+        def work(chunk, st, scratch):
+            src, dst, starts = chunk
+            if scratch.labs.size < src.size + 1:
+                scratch.labs = np.empty(src.size + 1, np.int32)
+            go = group_order(starts, order, st)
+            mv = _stream_lp_chunk(src, dst, starts, go, label, csize, seen, maxw, scratch.labs,
+                                  first_p, st, partarr, cpart, use_part, active, p, fennel,
+                                  gpart, gsize, k, gcap, galpha, scratch.gconn, scratch.gtouch,
+                                  lp)
+            return mv, starts.size - 1, src.size
+
         if nthreads > 1:
             # chunks on several threads at once, each with its own scratch and random state;
             # they share the labels (a vertex sees the latest label its neighbours got in any
@@ -189,38 +217,49 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
             local = threading.local()
             seeds = rng_state(int(state[0] % (1 << 62)) + p)
 
-            def one(i, p=p):
+            def run(i):
+                if halt.is_set():
+                    return 0, 0, 0
                 if not hasattr(local, "labs"):
                     local.labs = np.empty(0, np.int32)
                     local.state = rng_state(int(seeds[0] % (1 << 62)) + threading.get_ident())
                     local.gconn = np.zeros(k, np.int64)
                     local.gtouch = np.empty(k, np.int64)
-                src, dst, starts = read_groups(stream, i)
-                if local.labs.size < src.size + 1:
-                    local.labs = np.empty(src.size + 1, np.int32)
-                go = group_order(starts, order, local.state)
-                return _stream_lp_chunk(src, dst, starts, go, label, csize, seen, maxw,
-                                        local.labs, first and p == 0, local.state, partarr,
-                                        cpart, use_part, active, p, p == gp, gpart, gsize, k,
-                                        gcap, galpha, local.gconn, local.gtouch)
+                return work(read_groups(stream, i), local.state, local)
 
             idx = range(stream.num_chunks) if co is None else [int(i) for i in co]
-            moved = sum(map_chunks(one, idx, nthreads))
+            results = map_chunks(run, idx, nthreads)
+        else:
+            scratch = threading.local()  # a plain namespace here
+            scratch.labs, scratch.gconn, scratch.gtouch = labs, gconn, gtouch
+            results = (work(c, state, scratch) for c in stream.iter_groups(co))
+        moved = rated = entries = 0
+        for mv, nv, ne in results:
+            moved, rated, entries = moved + mv, rated + nv, entries + ne
+            if stop > 0 and probe and not halt.is_set() and \
+                    entries >= 0.125 * stream.stream_entries and moved < stop * rated:
+                halt.set()  # the chunks still queued return at once
+                if nthreads == 1:
+                    break
+        if nthreads > 1:
             csize[:] = np.bincount(label, minlength=csize.size)[:csize.size]
-            if p == gp:
+            if fennel:
                 gsize[:] = np.bincount(gpart[gpart >= 0], minlength=k)
         else:
-            for src, dst, starts in stream.iter_groups(co):
-                if labs.size < src.size + 1:
-                    labs = np.empty(src.size + 1, np.int32)
-                go = group_order(starts, order, state)
-                moved += _stream_lp_chunk(src, dst, starts, go, label, csize, seen, maxw, labs,
-                                          first and p == 0, state, partarr, cpart, use_part,
-                                          active, p, p == gp, gpart, gsize, k, gcap, galpha,
-                                          gconn, gtouch)
+            labs = scratch.labs
+        return moved, halt.is_set()
+
+    for p in range(max(1, passes)):
+        # a pass that places by Fennel runs to its end: every vertex needs its block
+        moved, stopped = sweep(p, p == gp, True, stop_moved if p >= 1 and p != gp else 0.0)
         done += 1
-        logger.info("GREM clustering pass %d: %d vertices moved (%.1f%%)", p + 1, moved,
-                    100.0 * moved / max(n, 1))
+        logger.info("GREM clustering pass %d: %d vertices moved (%.1f%%)%s", p + 1, moved,
+                    100.0 * moved / max(n, 1),
+                    " (stopped after the first eighth of the stream)" if stopped else "")
+        if stopped:
+            if stats is not None:
+                stats["cluster_pass_stopped"] = p + 1
+            break
         if p == 0 and gp == 1:  # Fennel in pass 2 only where its start can win
             share = sampled_shares(stream, label, label, 1 << 20)[1]
             if stats is not None:
@@ -230,7 +269,17 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
                 logger.info("GREM: no Fennel start (the first pass's clusters leave %.2f of "
                             "the entries between them, under %.2f)", share,
                             FENNEL_MIN_PASS1_SHARE)
-        if moved <= LP_STOP_MOVED * n and gp <= p:
+            elif early is not None and share >= early[0]:
+                # clusters this poor may leave the multilevel start nothing to win with: place
+                # by Fennel alone first, and stop clustering if ``early`` takes that start
+                sweep(1, True, False, 0.0)
+                gp = -1
+                if stats is not None:
+                    stats["fennel_alone"] = True
+                if early[1](label, gpart):
+                    logger.info("GREM clustering: Fennel's start taken after pass 1")
+                    break
+        if moved <= stop_moved * n and gp <= p:
             break
         if p == 0:
             # renumber the surviving clusters 0..nc-1: the per-cluster arrays shrink from n

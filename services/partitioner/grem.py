@@ -142,6 +142,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                    initial: str = "rb", whole_graph: Optional[bool] = None,
                    tree_refine: Optional[bool] = None, edge_weighted: Optional[float] = None,
                    degrees: Optional[np.ndarray] = None, cluster_entries: Optional[int] = None,
+                   cluster_stop_moved: Optional[float] = None,
                    workdir: Optional[str] = None) -> Tuple[np.ndarray, Dict]:
     """Partition a streamed graph with GREM.
 
@@ -192,6 +193,8 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             memory (0: the O(n) budget :func:`cluster_budget`); a smaller one is reached by
             coarsening out of core first (a 15M-vertex road-like graph left 5M clusters and
             16M entries after 2 LP passes, whose in-memory multilevel run took 420 s of 505).
+        cluster_stop_moved (float): the clustering passes stop once one moves fewer than this
+            share of the vertices (from the second pass on, checked after its first eighth too).
         workdir (str, optional): scratch directory for the out-of-core cluster graph (default:
             the stream's own ``workdir``, else the system temp dir).
 
@@ -202,12 +205,14 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
     o = effort_options(effort, stream, cluster_passes=cluster_passes, refine_passes=refine_passes,
                        vcycles=vcycles, repeats=repeats, stream_cycles=stream_cycles,
                        fm_rounds=fm_rounds, fm_min_lp_gain=fm_min_lp_gain, whole_graph=whole_graph,
-                       tree_refine=tree_refine, cluster_entries=cluster_entries)
+                       tree_refine=tree_refine, cluster_entries=cluster_entries,
+                       cluster_stop_moved=cluster_stop_moved)
     cluster_passes, refine_passes, vcycles, repeats = (o["cluster_passes"], o["refine_passes"],
                                                        o["vcycles"], o["repeats"])
     stream_cycles, fm_rounds, fm_min_lp_gain = o["stream_cycles"], o["fm_rounds"], o["fm_min_lp_gain"]
     whole_graph, tree_refine, cluster_entries = (o["whole_graph"], o["tree_refine"],
                                                  o["cluster_entries"])
+    cluster_stop_moved = o["cluster_stop_moved"]
     n = int(stream.num_nodes)
     cap = capacity(n, k, eps)
     state = rng_state(seed)
@@ -253,16 +258,31 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             greedy = (gsize, cap, galpha)
         # whole graph: one pass only, for Fennel and for packing isolated vertices (its label
         # propagation clusters are then dropped for singletons)
+        early_check = None
+        if greedy is not None and stream_cycles <= 0 and not whole and deg is None:
+            def take_fennel(label, gpart, cd=cd):
+                """The early Fennel start (below), decided before a second clustering pass."""
+                if np.count_nonzero(np.bincount(label)) <= k:
+                    return False
+                tg = time.perf_counter()
+                gshare, cshare, gexact = sampled_shares(stream, gpart, label)
+                cd.update(greedy_share=gshare, cluster_share=cshare, greedy_exact_cut=gexact,
+                          t_shares=time.perf_counter() - tg)
+                return cshare >= GREEDY_EARLY_CLUSTER_SHARE and \
+                    gshare <= GREEDY_EARLY * (1.0 - 1.0 / k)
+            early_check = (GREEDY_EARLY_CLUSTER_SHARE, take_fennel)
         cmap, nc, passes, maxw, gpart = stream_cluster(stream, n, k, eps, order, state,
                                                         1 if whole else cluster_passes, seen,
                                                         part,
                                                         1 if part is None else refine_shrink,
-                                                        greedy, cd)
+                                                        greedy, cd, cluster_stop_moved,
+                                                        early_check)
         if gpart is None:
             greedy = None  # not run: the first pass's clusters caught the structure
         if greedy is not None:
             place_unseen(gpart, gsize, k)
-        cd["t_lp"] = time.perf_counter() - t0
+        # without take_fennel's sample, counted as the greedy check (phase_seconds)
+        cd["t_lp"] = time.perf_counter() - t0 - cd.get("t_shares", 0.0)
         if cyc == 0:  # per vertex with an edge: empty ids of a sparse id space buy nothing
             budget = memory_budget = cluster_budget(int(np.count_nonzero(seen)))
             if cluster_entries:  # below "best": coarsen out of core down to this size first
@@ -270,11 +290,17 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         nc1 = nc
         built, info = None, dict(levels=0, level1_entries=0)
         early, gexact_cut = False, None
-        if greedy is not None and stream_cycles <= 0 and not whole and deg is None and nc > k:
+        taken = cd.pop("greedy_exact_cut", False)  # take_fennel's count, if it ran
+        if greedy is not None and taken is not False and passes == 1:
+            # decided in the clustering (take_fennel): the same sample, not counted twice
+            gshare, cshare, gexact_cut = cd["greedy_share"], cd["cluster_share"], taken
+            early = cshare >= GREEDY_EARLY_CLUSTER_SHARE and \
+                gshare <= GREEDY_EARLY * (1.0 - 1.0 / k)
+        elif greedy is not None and stream_cycles <= 0 and not whole and deg is None and nc > k:
             tg = time.perf_counter()
             gshare, cshare, gexact_cut = sampled_shares(stream, gpart, cmap)
             cd.update(greedy_share=gshare, cluster_share=cshare,
-                      t_shares=time.perf_counter() - tg)
+                      t_shares=cd.get("t_shares", 0.0) + time.perf_counter() - tg)
             early = cshare >= GREEDY_EARLY_CLUSTER_SHARE and \
                 gshare <= GREEDY_EARLY * (1.0 - 1.0 / k)
         elif tree_refine and stream_cycles <= 0 and not whole and deg is None and nc > k:

@@ -14,8 +14,10 @@ import numba
 import numpy as np
 
 from .kway import fm_rounds
+from .nbutil import atomic_add, rng_state
 from .placement import chunk_order, group_order
-from .stream import max_group_size
+from .stream import max_group_size, read_groups
+from .threads import get_threads, map_chunks
 
 logger = logging.getLogger("argosy.partitioner")
 
@@ -64,9 +66,9 @@ def _mark(dst, a, b, v, active, cur):
         active[dst[e]] = cur
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched, k,
-                         gmap, glo, ghi, lsize, lcap, active, cur, need):
+                         gmap, glo, ghi, lsize, lcap, active, cur, need, atomic=False):
     """One LP refinement sweep over a vertex-aligned chunk, then pairwise swaps.
 
     Moves are between *groups* of blocks: vertex v is in group ``gmap[part[v]]``, group ``g``
@@ -88,6 +90,11 @@ def stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched
     none of whose neighbours moved sees the same counts as in the pass before, so it decides
     the same; after the first pass most of a converging partition is skipped without its
     neighbours' blocks being read (20M road-like graph: ~2.7 s a pass).
+
+    ``atomic``: other threads refine other chunks at once (k-way only: every block its own
+    group).  A vertex is in one chunk, so only its own thread moves it; the group sizes they
+    share move by atomic adds, and a move whose target filled up meanwhile is undone (the
+    vertex is rated again next pass), so no group passes ``cap``.
     """
     moved = 0
     gain = 0
@@ -137,7 +144,18 @@ def stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched
                     (c == bestc and best == p and size[q] + 1 < size[p]):
                 best = q
                 bestc = c
-        if best != p:
+        if best != p and atomic:
+            if atomic_add(size, best, 1) + 1 > cap:  # filled by another thread since
+                atomic_add(size, best, -1)
+                active[v] = cur
+                best = p
+            else:
+                atomic_add(size, p, -1)
+                part[v] = glo[best]
+                moved += 1
+                gain += bestc - cp
+                _mark(dst, a, b, v, active, cur)
+        elif best != p:
             old = part[v]
             nb = glo[best] if ghi[best] - glo[best] == 1 else \
                 _best_block_in(dst, a, b, part, glo[best], ghi[best], lsize, lcap, lconn)
@@ -233,6 +251,60 @@ def chunk_fm(src, dst, starts, part, size, k, cap, local, rounds, stall, state):
     return moved, gain
 
 
+def _lp_pass(stream, part, size, cap, k, groups, active, cur, need, order, state, conn,
+             ktouch, fm_rounds, local):
+    """One refinement pass on this thread, chunk by chunk (LP, then ``fm_rounds`` of FM per
+    chunk): yields ``(moves, gain, entries)`` per chunk."""
+    gmap, glo, ghi, lsize, lcap = groups
+    for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
+        go = group_order(starts, order, state)
+        m_, g_ = stream_refine_chunk(src, dst, starts, go, part, size, cap, conn, ktouch, k,
+                                      gmap, glo, ghi, lsize, lcap, active, cur, need)
+        if fm_rounds:
+            stall = max(50, (starts.size - 1) // 50)
+            m2, g2 = chunk_fm(src, dst, starts, part, size, k, cap, local, fm_rounds, stall,
+                              state)
+            m_, g_ = m_ + m2, g_ + g2
+        yield m_, g_, src.size
+
+
+def _lp_pass_threaded(stream, part, size, cap, k, groups, active, cur, need, order, state,
+                      threads):
+    """One k-way LP pass with ``threads`` chunks at once (each with its own scratch and random
+    state; sizes by atomic adds): yields ``(moves, gain, entries)`` per chunk, in chunk order.
+    Closing the generator early lets the chunks not yet started return unread."""
+    import threading
+
+    gmap, glo, ghi, lsize, lcap = groups
+    local = threading.local()
+    seeds = rng_state(int(state[0] % (1 << 62)) + cur)
+    halt = threading.Event()
+
+    def one(i):
+        if halt.is_set():
+            return 0, 0, 0
+        if not hasattr(local, "conn"):
+            local.conn = np.zeros(k, np.int64)
+            local.ktouch = np.empty(k, np.int64)
+            local.state = rng_state(int(seeds[0] % (1 << 62)) + threading.get_ident())
+        src, dst, starts = read_groups(stream, i)
+        go = group_order(starts, order, local.state)
+        m_, g_ = stream_refine_chunk(src, dst, starts, go, part, size, cap, local.conn,
+                                      local.ktouch, k, gmap, glo, ghi, lsize, lcap, active, cur,
+                                      need, True)
+        return m_, g_, src.size
+
+    co = chunk_order(stream, order, state)
+    results = map_chunks(one, range(stream.num_chunks) if co is None else [int(i) for i in co],
+                         threads)
+    try:
+        yield from results
+    finally:
+        halt.set()
+        for _ in results:  # let the pool finish (the rest return at once)
+            pass
+
+
 def stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_rounds,
                    min_gain=0.001, groups=None, fm_min_lp_gain=0.0, stats=None):
     """Streaming refinement passes: label-propagation moves, then buffered FM per chunk.
@@ -259,6 +331,10 @@ def stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_
     ``fm_rounds`` must be 0); a pass stops the loop once it gains less than ``min_gain`` of
     ``ref_cut``.
     """
+    # k-way LP passes run on several threads (chunks at once; stream_refine_chunk's atomic
+    # sizes); FM passes and the tree's groups of blocks (their block sizes) on one
+    threads = get_threads() if groups is None and stream.seekable and stream.num_chunks >= 4 \
+        else 1
     if groups is None:
         ident = np.arange(k, dtype=np.int64)
         groups = (ident.astype(np.int32), ident, ident + 1, np.zeros(k, np.int64), 0)
@@ -283,22 +359,20 @@ def stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_
         pg, pm, seen_entries, short = 0, 0, 0, False
         cur = min(rp + 1, 255)
         need = 0 if was_fm or cur == 255 else cur - 1
-        for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
-            go = group_order(starts, order, state)
-            m_, g_ = stream_refine_chunk(src, dst, starts, go, part, size, cap, conn, ktouch, k,
-                                          gmap, glo, ghi, lsize, lcap, active, cur, need)
+        if threads > 1 and not use_fm:
+            chunks = _lp_pass_threaded(stream, part, size, cap, k, groups, active, cur, need,
+                                       order, state, threads)
+        else:
+            chunks = _lp_pass(stream, part, size, cap, k, groups, active, cur, need, order,
+                              state, conn, ktouch, fm_rounds if use_fm else 0, local)
+        for m_, g_, e_ in chunks:
             pm += m_
             pg += g_
-            if use_fm:
-                stall = max(50, (starts.size - 1) // 50)
-                m_, g_ = chunk_fm(src, dst, starts, part, size, k, cap, local, fm_rounds,
-                                   stall, state)
-                pm += m_
-                pg += g_
-            seen_entries += src.size
+            seen_entries += e_
             frac = seen_entries / stream.stream_entries
             if probe and frac >= 0.125 and pg * 2 < 0.0005 * cut_est * frac:
                 short = True
+                chunks.close()  # the chunks not started are not read
                 break
         rp += 1
         total_gain += pg

@@ -122,6 +122,8 @@ def test_clusters_without_edges_and_a_good_fennel_start_skip_the_cluster_graph(
     early = run()
     c = early.details["cycles"][0]
     assert c["early_greedy"] and c["cluster_graph_entries"] == 0
+    # decided after the first clustering pass, Fennel placing alone: no second LP pass
+    assert c["fennel_alone"] and c["cluster_passes"] == 1
     assert c["cluster_share"] >= grem.GREEDY_EARLY_CLUSTER_SHARE
     assert early.details["start"] == "greedy-refined"
     assert early.details["degree_skew"] >= FENNEL_MIN_DEGREE_SKEW  # power law: Fennel runs
@@ -129,6 +131,7 @@ def test_clusters_without_edges_and_a_good_fennel_start_skip_the_cluster_graph(
     monkeypatch.setattr(grem, "GREEDY_EARLY", -1.0)  # the full path, for comparison
     full = run()
     assert "early_greedy" not in full.details["cycles"][0]
+    assert full.details["cycles"][0]["cluster_passes"] >= 2  # not taken: LP goes on
     assert full.details["start"] == "greedy-refined"
     assert early.edge_cut <= 1.01 * full.edge_cut
     # clusters that hold the structure (planted blocks): the cluster graph is built as before
@@ -229,3 +232,58 @@ def test_default_skips_the_fm_round_only_after_an_lp_pass_under_the_threshold(tm
     assert cbest["fm"] != "skipped"
     _, cfast = run("fast")
     assert cfast["fm"] == "off"
+
+
+def test_fast_stops_a_clustering_pass_that_moves_little_after_its_first_eighth(tmp_path):
+    """A road-like graph: the first LP pass leaves ~3-vertex clusters and a second moves few
+    vertices; under ``fast`` it stops after the first eighth of the stream (recorded), where
+    ``default``'s second pass runs to its end, at a cut as low."""
+    from argosy.services.partitioner.effort import FAST_CLUSTER_STOP_MOVED
+    from argosy.shared.synthetic import road_edge_chunks
+
+    src, dst = (np.concatenate(a) for a in zip(*road_edge_chunks(200_000, seed=1)))
+    path = tmp_path / "road.npy"
+    np.save(path, np.stack([src, dst], 1).astype(np.int32))
+
+    def run(effort):
+        return partition_stream(open_edge_stream(path, chunk_edges=1 << 14), 8, effort=effort,
+                                whole_graph=False, threads=2)
+
+    fast, default = run("fast"), run("default")
+    c = fast.details["cycles"][0]
+    assert c["cluster_pass_stopped"] == 2 and c["cluster_passes"] == 2
+    # default (1 %) runs its second pass to the end; its third may stop the same way
+    assert default.details["cycles"][0].get("cluster_pass_stopped", 3) >= 3
+    assert 0.0 < FAST_CLUSTER_STOP_MOVED < 0.5
+    assert fast.part_sizes.max() <= capacity(fast.assignment.size, 8, 0.03)
+    assert fast.edge_cut <= 1.10 * default.edge_cut
+
+
+def test_threaded_lp_refinement_keeps_every_block_under_its_capacity(planted16):
+    """k-way LP refinement on two threads (chunks at once, sizes by atomic adds) from a
+    scrambled start with every block at its capacity: no block passes it, the sizes it keeps
+    are the true counts, and the cut falls."""
+    from argosy.services.partitioner.core import evaluate_partition
+    from argosy.services.partitioner.nbutil import rng_state
+    from argosy.services.partitioner.refine import stream_refine
+
+    path, truth = planted16
+    n, k = truth.size, 16
+    st = open_edge_stream(path, chunk_edges=8000)
+    from argosy.services.partitioner.regroup import GroupedEdgeStream
+
+    with GroupedEdgeStream(st, str(path.parent / "rg"), 8000) as g:
+        part = truth.astype(np.int32).copy()
+        rng = np.random.default_rng(0)
+        flip = rng.random(n) < 0.3
+        part[flip] = rng.integers(0, k, int(flip.sum()))
+        size = np.bincount(part, minlength=k).astype(np.int64)
+        cap = int(size.max()) + 2  # the fullest blocks take 2 more vertices
+        before = evaluate_partition(g, part, k)["edge_cut"]
+        with using_threads(2):
+            rp, gain = stream_refine(g, part, size, k, cap, "file", rng_state(1), 3,
+                                     2 * before, 0)
+        assert np.array_equal(size, np.bincount(part, minlength=k))
+        assert size.max() <= cap
+        after = evaluate_partition(g, part, k)["edge_cut"]
+        assert after < 0.8 * before and gain > 0
