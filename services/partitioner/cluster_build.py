@@ -20,7 +20,7 @@ import numpy as np
 from argosy.shared.graphio import csr_from_keys
 
 from .nbutil import atomic_add
-from .stream import EdgeStream, sort_range
+from .stream import EdgeStream, max_group_size, read_groups, sort_range
 from .threads import get_threads, map_chunks
 
 __all__ = ["build_cluster_graph", "scatter_cluster_graph", "counted_runs", "merge_runs",
@@ -160,6 +160,55 @@ def _count_rows_of(src, dst, cmap, cnt, between, atomic):
 
 
 @numba.njit(cache=True, nogil=True)
+def _count_group_rows(src, starts, cmap, cnt, atomic):
+    """``cnt[cmap[u] + 1] += deg(u)`` for every vertex group of a grouped chunk: the row sizes
+    of :func:`_count_rows_of` without ``between``, one add per vertex instead of per entry."""
+    for g in range(starts.size - 1):
+        a = cmap[src[starts[g]]]
+        d = starts[g + 1] - starts[g]
+        if atomic:
+            atomic_add(cnt, a + 1, d)
+        else:
+            cnt[a + 1] += d
+
+
+@numba.njit(cache=True, nogil=True)
+def _between_groups(src, dst, starts, cmap, pos, out, atomic):
+    """Per vertex group of a grouped chunk, its entries between two clusters: with ``out``
+    empty, counted into ``pos[cmap[u] + 1]``; else appended to row ``cmap[u]`` of ``out`` (next
+    slot ``pos[cmap[u]]``).  Every entry of a group is in the same row, so a group takes its
+    slots with one add (atomic with ``atomic``: other threads take slots of other chunks'
+    groups), not one per entry (which on two threads cost more than the pass itself)."""
+    scatter = out.size > 0
+    blk = np.empty(max_group_size(starts), cmap.dtype)
+    for g in range(starts.size - 1):
+        a0, a1 = starts[g], starts[g + 1]
+        c = cmap[src[a0]]
+        m = 0
+        for i in range(a0, a1):  # gather first: the random loads overlap
+            blk[i - a0] = cmap[dst[i]]
+        for i in range(a1 - a0):
+            if blk[i] != c:
+                blk[m] = blk[i]
+                m += 1
+        if m == 0:
+            continue
+        if not scatter:
+            if atomic:
+                atomic_add(pos, c + 1, m)
+            else:
+                pos[c + 1] += m
+            continue
+        if atomic:
+            j = atomic_add(pos, c, m)
+        else:
+            j = pos[c]
+            pos[c] = j + m
+        for i in range(m):
+            out[j + i] = blk[i]
+
+
+@numba.njit(cache=True, nogil=True)
 def _scatter_between(src, dst, cmap, pos, out, atomic):
     """Append ``cmap[v]`` to row ``cmap[u]`` of ``out`` (its next slot ``pos[cmap[u]]``) for
     every entry ``(u, v)`` of a chunk between two clusters (``atomic``: as other threads append
@@ -236,14 +285,33 @@ def scatter_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, dtype=n
             for src, dst in stream:
                 fn(src, dst)
 
+    by_group = stream.grouped and stream.seekable  # one add per vertex, not per entry
+    none = np.empty(0, dtype)
+
+    def each_group(fn) -> None:
+        for _ in map_chunks(lambda i: fn(*read_groups(stream, i)), range(stream.num_chunks),
+                            threads):
+            pass
+
     start = np.zeros(nc + 1, np.int64)
-    each_chunk(lambda src, dst: _count_rows_of(src, dst, cmap, start, limit is not None, atomic))
+    if by_group and limit is None:
+        each_group(lambda src, dst, starts: _count_group_rows(src, starts, cmap, start, atomic))
+    elif by_group:
+        each_group(lambda src, dst, starts: _between_groups(src, dst, starts, cmap, start, none,
+                                                            atomic))
+    else:
+        each_chunk(lambda src, dst: _count_rows_of(src, dst, cmap, start, limit is not None,
+                                                   atomic))
     np.cumsum(start, out=start)
     if limit is not None and start[-1] > limit:
         return None
     out = np.empty(int(start[-1]), dtype)
     end = start[:-1].copy()
-    each_chunk(lambda src, dst: _scatter_between(src, dst, cmap, end, out, atomic))
+    if by_group:
+        each_group(lambda src, dst, starts: _between_groups(src, dst, starts, cmap, end, out,
+                                                            atomic))
+    else:
+        each_chunk(lambda src, dst: _scatter_between(src, dst, cmap, end, out, atomic))
     distinct = np.zeros(nc + 1, np.int64)
     _sort_rows(start, end, out, distinct)
     np.cumsum(distinct, out=distinct)

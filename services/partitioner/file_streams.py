@@ -301,7 +301,7 @@ class PairEdgeStream(EdgeStream):
             yield self._checked(a, u, v)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _first_bad_id(u, v, n):
     """Index of the first row with an id outside ``[0, n)``, or -1."""
     for i in range(u.size):

@@ -18,14 +18,17 @@ from typing import Iterator, Optional
 import numba
 import numpy as np
 
+from argosy.shared.read_ahead import read_ahead
+
 from .stream import Chunk, EdgeStream, GroupedChunk, sort_range
+from .threads import get_threads
 
 logger = logging.getLogger("argosy.partitioner")
 
 __all__ = ["GroupedEdgeStream"]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _scatter_buckets(u, v, shift, nb, sym, pairs, offsets):
     """Counting sort of one raw chunk into ``nb`` source-id ranges of width ``2**shift``.
 
@@ -175,8 +178,13 @@ class GroupedEdgeStream(EdgeStream):
         count = 0
         sym = bool(base.symmetrize)
         files = [open(self._path(b), "wb") for b in range(nb)]
+        # the next raw chunk is read (and its ids checked) on a helper thread while this one is
+        # scattered and written: 20M-row .npy, 0.28 s of reading beside 0.14 s here
+        raw = base.iter_raw()
+        if get_threads() > 1:
+            raw = read_ahead(raw, name="argosy-regroup-read")
         try:
-            for u, v in base.iter_raw():
+            for u, v in raw:
                 pairs = np.empty((u.size * (2 if sym else 1), 2), self._dtype)
                 count += int(_scatter_buckets(u, v, shift, nb, sym, pairs, offsets))
                 for b in np.flatnonzero(np.diff(offsets)):
@@ -185,8 +193,8 @@ class GroupedEdgeStream(EdgeStream):
             for f in files:
                 f.close()
         # sort + deduplicate every bucket once, so later passes only read.  Buckets are
-        # independent and the kernel releases the GIL: two at a time where two cores exist
-        # (memory: two buckets).  The output does not depend on the thread count.
+        # independent and the kernel releases the GIL: one per thread at a time (memory: that
+        # many buckets).  The output does not depend on the thread count.
         def sort_one(b: int) -> int:
             v0 = b << shift
             v1 = min(n, (b + 1) << shift)
@@ -199,7 +207,7 @@ class GroupedEdgeStream(EdgeStream):
             self._sizes[b] = (src.size, starts.size)
             return int(src.size)
 
-        workers = min(2, os.cpu_count() or 1, nb)
+        workers = min(get_threads(), nb)
         if workers > 1:
             from concurrent.futures import ThreadPoolExecutor
 

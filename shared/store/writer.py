@@ -28,6 +28,7 @@ from argosy.shared.graphio import ArrayColumn, Graph, NodeColumn, index_dtype
 from argosy.shared.store.features import PER_TYPE, type_file
 from argosy.shared.store.manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, PartEntry
 from argosy.shared.store.part_csr import WREC, TypeSplitter, part_csr
+from argosy.shared.read_ahead import read_ahead
 
 __all__ = ["write_store", "write_store_from_edges", "graph_edge_chunks", "partition_stats"]
 
@@ -284,7 +285,7 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
     ordered = np.ones(k, np.bool_)                       # per part: entries strictly increasing so far
     no_slots = np.empty(0, np.int64)
     try:
-        for chunk in (_prefetch(edge_chunks) if threads > 1 else edge_chunks):
+        for chunk in (read_ahead(edge_chunks) if threads > 1 else edge_chunks):
             want = (4 if weighted else 2) + (1 if R else 0)
             if len(chunk) != want:
                 names = "(src, dst" + (", weight, mirrored" if weighted else "") + (", relation" if R else "") + ")"
@@ -383,56 +384,6 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
     return manifest
 
 
-def _prefetch(items, depth: int = 1):
-    """Yield ``items`` as they are, produced up to ``depth`` ahead on a helper thread (its
-    exceptions re-raised here; stopping early stops it after its current item).  At most
-    ``depth + 1`` items are alive: the helper takes the next one only when one has been taken
-    from it (a queue of ``depth`` let it hold one more, blocked on a full queue: one more
-    edge chunk of the store writer's peak)."""
-    import queue
-    import threading
-
-    q: queue.Queue = queue.Queue()
-    room = threading.Semaphore(depth)
-    stop = threading.Event()
-    end = object()
-
-    def run():
-        try:
-            it = iter(items)
-            while not stop.is_set():
-                if not room.acquire(timeout=0.1):
-                    continue
-                x = next(it, end)
-                q.put((x, None))
-                if x is end:
-                    return
-        except BaseException as e:  # handed to the consumer
-            q.put((end, e))
-
-    t = threading.Thread(target=run, name="argosy-store-prefetch", daemon=True)
-    t.start()
-    try:
-        while True:
-            x, err = q.get()
-            room.release()
-            if x is end:
-                if err is not None:
-                    raise err
-                return
-            yield x
-            del x
-    finally:
-        stop.set()
-        while t.is_alive():
-            try:
-                q.get_nowait()
-                room.release()
-            except queue.Empty:
-                pass
-            t.join(0.05)
-
-
 def _scatter_column(root: Path, col: NodeColumn, assign: np.ndarray, sizes: np.ndarray | None, k: int,
                     prefetch: bool = False, fname: str | None = None) -> dict:
     """Stream one node column into ``part-*/NAME.npy``: every part's file gets its header first,
@@ -455,7 +406,7 @@ def _scatter_column(root: Path, col: NodeColumn, assign: np.ndarray, sizes: np.n
                                                      "fortran_order": False,
                                                      "shape": (int(sizes[p]),) + tuple(col.row_shape)})
         blocks = col.iter_blocks(_NODE_BLOCK_ROWS)
-        for a, blk in (_prefetch(blocks) if prefetch else blocks):
+        for a, blk in (read_ahead(blocks) if prefetch else blocks):
             blk = np.ascontiguousarray(blk, dtype=dt)
             p_of = assign[a:a + blk.shape[0]]
             o = np.argsort(p_of, kind="stable")

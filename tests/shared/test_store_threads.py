@@ -50,7 +50,7 @@ def test_prefetch_holds_at_most_one_item_ahead_and_passes_errors_on():
     import threading
     import time
 
-    from argosy.shared.store.writer import _prefetch
+    from argosy.shared.read_ahead import read_ahead
 
     produced, lock = [], threading.Lock()
 
@@ -61,7 +61,7 @@ def test_prefetch_holds_at_most_one_item_ahead_and_passes_errors_on():
             yield i
 
     got = []
-    for x in _prefetch(items(), depth=1):
+    for x in read_ahead(items(), depth=1):
         time.sleep(0.05)               # the helper has time to run ahead as far as it may
         with lock:
             ahead = len(produced) - len(got)
@@ -75,7 +75,7 @@ def test_prefetch_holds_at_most_one_item_ahead_and_passes_errors_on():
 
     out = []
     try:
-        for x in _prefetch(bad()):
+        for x in read_ahead(bad()):
             out.append(x)
     except ValueError as e:
         assert "malformed" in str(e) and out == [1]
