@@ -15,6 +15,8 @@ from typing import Tuple
 import numba
 import numpy as np
 
+from argosy.shared.intrinsics import prefetch
+
 from .nbutil import compact_labels, rand_below, rng_state
 from .placement import chunk_order, greedy_place, group_order, penalties
 from .sampled_cut import sampled_shares
@@ -31,6 +33,13 @@ __all__ = ["stream_cluster", "singleton_clusters", "LP_STOP_MOVED", "FENNEL_MIN_
 # (20M R-MAT: passes 3-4 moved 0.2 % and 0.1 % for 1.3 s each; stopping at 1 % cut 10 % of the
 # time for +0.05 % cut; the 7 real graphs' geometric mean went 0.936 -> 0.932)
 LP_STOP_MOVED = 0.01
+
+# the clustering kernel prefetches the labels of the neighbours of the vertex this many places
+# ahead in its visiting order (at most LP_AHEAD_ENTRIES of them): each vertex's label sort and
+# run counting mispredict branches, which flushes the loads the CPU would otherwise have
+# started early (20M road-like graph, 15.4M shuffled ids: the first pass 2.4 -> 1.9-2.1 s)
+LP_AHEAD = 6
+LP_AHEAD_ENTRIES = 8
 
 
 @numba.njit(cache=True, nogil=True)
@@ -61,7 +70,12 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, f
     else:
         pen = np.zeros(1, np.float64)
         qs = np.zeros(1, np.int32)
+    lbase = label.ctypes.data
     for gi in range(gorder.size):
+        if gi + LP_AHEAD < gorder.size:  # the labels a few vertices on: see LP_AHEAD
+            g2 = gorder[gi + LP_AHEAD]
+            for e in range(starts[g2], min(starts[g2 + 1], starts[g2] + LP_AHEAD_ENTRIES)):
+                prefetch(lbase + label.itemsize * dst[e])
         g = gorder[gi]
         a = starts[g]
         b = starts[g + 1]

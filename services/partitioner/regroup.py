@@ -20,7 +20,7 @@ import numpy as np
 
 from argosy.shared.read_ahead import read_ahead
 
-from .stream import Chunk, EdgeStream, GroupedChunk, sort_range
+from .stream import Chunk, EdgeStream, GroupedChunk
 from .threads import get_threads
 
 logger = logging.getLogger("argosy.partitioner")
@@ -64,36 +64,65 @@ def _scatter_buckets(u, v, shift, nb, sym, pairs, offsets):
     return offsets[nb]
 
 
+# most bits per pass of the radix sort of a bucket's targets (4,096 counters: 32 KB, in L1)
+RADIX_BITS = 12
+
+
 @numba.njit(cache=True, nogil=True)
-def _sort_bucket(pairs, v0, nv):
+def _sort_bucket(pairs, v0, nv, dbits):
     """Sort one bucket's entries by (src, dst), drop duplicates; return src, dst, starts.
 
-    Counting sort by source (the bucket covers ``nv`` consecutive ids from ``v0``), then each
-    adjacency list is sorted (insertion sort when short) and deduplicated in place.
+    An LSD radix sort of ``(src - v0) << dbits | dst`` keys (targets below ``2**dbits``; the
+    bucket covers ``nv`` consecutive sources from ``v0``): the targets by
+    :data:`RADIX_BITS`-bit digits, each pass stable, then a counting sort by source, which
+    leaves every adjacency list sorted without one comparison.  (Sorting each list after a
+    counting sort by source took 0.99 s of CPU for the 20M-edge DC-SBM's 40M entries, 0.73 s
+    of it in the lists' comparison sorts; this, 0.55 s.)
     """
     c = pairs.shape[0]
-    cnt = np.zeros(nv + 1, np.int64)
+    passes = -(-dbits // RADIX_BITS)
+    bits = -(-dbits // passes)  # e.g. 24-bit ids: 2 passes of 12 bits, not 11 + 11 + 2
+    mask = (1 << bits) - 1
+    low = (np.int64(1) << dbits) - 1
+    key = np.empty(c, np.int64)
+    tmp = np.empty(c, np.int64)
     for i in range(c):
-        cnt[pairs[i, 0] - v0 + 1] += 1
+        key[i] = (np.int64(pairs[i, 0] - v0) << dbits) | np.int64(pairs[i, 1])
+    cnt = np.zeros(mask + 2, np.int64)
+    sh = 0
+    while sh < dbits:
+        cnt[:] = 0
+        for i in range(c):
+            cnt[((key[i] >> sh) & mask) + 1] += 1
+        for q in range(mask + 1):
+            cnt[q + 1] += cnt[q]
+        for i in range(c):
+            q = (key[i] >> sh) & mask
+            j = cnt[q]
+            tmp[j] = key[i]
+            cnt[q] = j + 1
+        key, tmp = tmp, key
+        sh += bits
+    byu = np.zeros(nv + 1, np.int64)  # stable counting sort by source
+    for i in range(c):
+        byu[(key[i] >> dbits) + 1] += 1
     for u in range(nv):
-        cnt[u + 1] += cnt[u]
-    tmp = np.empty(c, pairs.dtype)
-    pos = cnt[:-1].copy()
+        byu[u + 1] += byu[u]
+    pos = byu[:-1].copy()
     for i in range(c):
-        u = pairs[i, 0] - v0
-        tmp[pos[u]] = pairs[i, 1]
+        u = key[i] >> dbits
+        tmp[pos[u]] = key[i] & low
         pos[u] += 1
     src = np.empty(c, pairs.dtype)
     dst = np.empty(c, pairs.dtype)
     starts = np.empty(nv + 1, np.int64)
     w = 0
     ng = 0
-    for u in range(nv):
-        a = cnt[u]
-        b = cnt[u + 1]
+    for u in range(nv):  # each list sorted: drop repeats
+        a = byu[u]
+        b = byu[u + 1]
         if b == a:
             continue
-        sort_range(tmp, a, b)
         starts[ng] = w
         ng += 1
         prev = -1
@@ -159,8 +188,11 @@ class GroupedEdgeStream(EdgeStream):
         n = max(self.num_nodes, 1)
         want = max(1, min(n, -(-int(base.stream_entries) // self.chunk_edges)))
         want = min(want, _open_file_limit())
-        # bucket b holds sources [b << shift, (b + 1) << shift): a shift instead of a division
-        self._shift = shift = max(0, int(math.ceil(math.log2(-(-n // want)))))
+        # bucket b holds sources [b << shift, (b + 1) << shift): a shift instead of a division;
+        # a bucket's sort keys are (source offset, target) in 63 bits (_sort_bucket)
+        self._dbits = max(1, (n - 1).bit_length())
+        self._shift = shift = min(max(0, int(math.ceil(math.log2(-(-n // want))))),
+                                  63 - self._dbits)
         self._nb = nb = -(-n // (1 << shift))
         self._dtype = np.int32 if n < 2 ** 31 else np.int64
         try:
@@ -195,11 +227,13 @@ class GroupedEdgeStream(EdgeStream):
         # sort + deduplicate every bucket once, so later passes only read.  Buckets are
         # independent and the kernel releases the GIL: one per thread at a time (memory: that
         # many buckets).  The output does not depend on the thread count.
+        dbits = self._dbits
+
         def sort_one(b: int) -> int:
             v0 = b << shift
             v1 = min(n, (b + 1) << shift)
             pairs = np.fromfile(self._path(b), dtype=self._dtype).reshape(-1, 2)
-            src, dst, starts = _sort_bucket(pairs, v0, v1 - v0)
+            src, dst, starts = _sort_bucket(pairs, v0, v1 - v0, dbits)
             del pairs
             with open(self._path(b), "wb") as f:  # raw, sizes kept here: one read, no headers
                 for a in (src, dst, starts):

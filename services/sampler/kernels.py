@@ -27,6 +27,8 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from argosy.shared.intrinsics import prefetch as _prefetch
+
 __all__ = ["PartTable", "seed_nodes", "sample_hop", "sample_hop_typed", "init_state", "gather_weights"]
 
 _MASK32 = np.int64(0xFFFFFFFF)
@@ -75,19 +77,6 @@ def _voidptr(typingctx, addr):
     def codegen(context, builder, signature, args):
         return builder.inttoptr(args[0], cgutils.voidptr_t)
     return types.voidptr(types.int64), codegen
-
-
-@intrinsic
-def _prefetch(typingctx, addr):
-    """Hint the CPU to load the cache line at an int64 address (``llvm.prefetch``, read, keep)."""
-    def codegen(context, builder, signature, args):
-        from llvmlite import ir
-        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            "llvm.prefetch.p0")
-        builder.call(fn, [builder.inttoptr(args[0], i8p), i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
-    return types.void(types.int64), codegen
 
 
 _AHEAD = 8
