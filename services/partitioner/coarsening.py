@@ -16,6 +16,8 @@ import math
 import numba
 import numpy as np
 
+from argosy.shared.intrinsics import prefetch
+
 from .nbutil import atomic_add, visit_order, compact_labels, permutation, rand_below, xorshift
 from .placement import block_weights
 
@@ -113,6 +115,15 @@ def _short_list_best(adj, ew, e0, e1, v, label, lw, wv, maxw, part, state, ll, l
     return best
 
 
+# the LP rounds prefetch the labels of the neighbours of the vertex this many visits ahead (as
+# the streamed clustering does, clustering.LP_AHEAD)
+LP_AHEAD = 6
+
+
+# the contraction's members prefetched ahead, per stage (see _contract_slice)
+CONTRACT_AHEAD = 4
+
+
 # graphs below this many vertices are clustered and contracted on one thread whatever ``threads``
 # says: waking the pool for them cost more than it saved (Cora to email-enron, 2.7k-37k vertices:
 # GREM 1.3-1.9x slower with every small level on two threads)
@@ -126,7 +137,12 @@ def _lp_slice(xadj, adj, ew, vw, maxw, order, lo, hi, label, cw, part, state, ll
     other slices at once, so a cluster's weight moves by atomic adds (a move that would pass
     ``maxw`` after all is undone)."""
     moved = 0
+    lbase = label.ctypes.data
     for idx in range(lo, hi):
+        if idx + LP_AHEAD < hi:  # the labels of a vertex a few visits on (see LP_AHEAD)
+            v2 = order[idx + LP_AHEAD]
+            for e in range(xadj[v2], min(xadj[v2 + 1], xadj[v2] + 8)):
+                prefetch(lbase + label.itemsize * adj[e])
         v = order[idx]
         cur = label[v]
         if xadj[v + 1] - xadj[v] <= LP_SHORT_LIST and ew.size:
@@ -274,9 +290,22 @@ def _contract_slice(c0, c1, pos, start, members, xadj, adj, ew, cmap, acc, touch
     """Rows ``c0 .. c1 - 1`` of the coarse graph, written from ``cadj[pos]`` on; each row's
     neighbours in the order met, their length in ``rowlen[c + 1]``.  ``acc`` (zeros, left
     zero) and ``touched``: one entry per coarse vertex."""
+    end = start[c1]
+    xb, ab, cb = xadj.ctypes.data, adj.ctypes.data, cmap.ctypes.data
     for c in range(c0, c1):
         nt = 0
         for i in range(start[c], start[c + 1]):
+            # members are random vertices: three dependent reads each (their row start, their
+            # row, their neighbours' coarse ids), requested 3, 2 and 1 steps of CONTRACT_AHEAD
+            # members ahead
+            if i + 3 * CONTRACT_AHEAD < end:
+                prefetch(xb + xadj.itemsize * members[i + 3 * CONTRACT_AHEAD])
+            if i + 2 * CONTRACT_AHEAD < end:
+                prefetch(ab + adj.itemsize * xadj[members[i + 2 * CONTRACT_AHEAD]])
+            if i + CONTRACT_AHEAD < end:
+                u = members[i + CONTRACT_AHEAD]
+                for e in range(xadj[u], min(xadj[u + 1], xadj[u] + 8)):
+                    prefetch(cb + cmap.itemsize * adj[e])
             v = members[i]
             for e in range(xadj[v], xadj[v + 1]):
                 d = cmap[adj[e]]
