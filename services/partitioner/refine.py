@@ -13,6 +13,8 @@ import logging
 import numba
 import numpy as np
 
+from argosy.shared.intrinsics import prefetch
+
 from .kway import fm_rounds
 from .nbutil import atomic_add, rng_state
 from .placement import chunk_order, group_order
@@ -22,6 +24,11 @@ from .threads import get_threads, map_chunks
 logger = logging.getLogger("argosy.partitioner")
 
 __all__ = ["stream_refine", "stream_refine_chunk", "chunk_fm"]
+
+
+# the LP refinement prefetches the blocks of the neighbours of the vertex this many places
+# ahead (as the clustering does: clustering.LP_AHEAD)
+REFINE_AHEAD = 6
 
 
 @numba.njit(cache=True)
@@ -104,7 +111,13 @@ def stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched
     wgain = np.empty(gorder.size, np.int64)
     lconn = np.zeros(lsize.size, np.int64)
     nw = 0
+    pbase = part.ctypes.data
     for gi in range(gorder.size):
+        if gi + REFINE_AHEAD < gorder.size:  # the blocks of a vertex's neighbours, 6 ahead
+            g2 = gorder[gi + REFINE_AHEAD]
+            if active[src[starts[g2]]] >= need:
+                for e in range(starts[g2], min(starts[g2 + 1], starts[g2] + 8)):
+                    prefetch(pbase + part.itemsize * dst[e])
         g = gorder[gi]
         a = starts[g]
         b = starts[g + 1]
