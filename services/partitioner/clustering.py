@@ -41,6 +41,15 @@ LP_STOP_MOVED = 0.01
 LP_AHEAD = 6
 LP_AHEAD_ENTRIES = 8
 
+# a vertex of LP_HASH_MIN to LP_HASH_MAX neighbours counts their labels in an open-addressing
+# table of 2**LP_HASH_BITS slots (in L1, cleared after each vertex) instead of sorting them:
+# insertion sorts of ~20 distinct labels mispredict most of their branches (20M geometric graph,
+# two passes on 2 threads: 0.78 -> 0.57 s; DC-SBM on one: 1.61 -> 1.44 s); a few labels (road
+# networks, mean degree 2.6) sort faster than they hash
+LP_HASH_MIN = 8
+LP_HASH_MAX = 64
+LP_HASH_BITS = 7
+
 
 @numba.njit(cache=True, nogil=True)
 def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, first, state,
@@ -71,6 +80,10 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, f
         pen = np.zeros(1, np.float64)
         qs = np.zeros(1, np.int32)
     lbase = label.ctypes.data
+    hmask = (1 << LP_HASH_BITS) - 1
+    hk = np.full(1 << LP_HASH_BITS, -1, label.dtype)
+    hc = np.zeros(1 << LP_HASH_BITS, np.int64)
+    ht = np.empty(LP_HASH_MAX, np.int64)
     for gi in range(gorder.size):
         if gi + LP_AHEAD < gorder.size:  # the labels a few vertices on: see LP_AHEAD
             g2 = gorder[gi + LP_AHEAD]
@@ -91,21 +104,49 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, f
         d = b - a
         for e in range(a, b):
             labs[e - a] = label[dst[e]]
-        sort_range(labs, 0, d)
-        bestr = 0
-        for i in range(d):
-            if labs[i] == cur:
-                bestr += 1
+        short = LP_HASH_MIN <= d <= LP_HASH_MAX
+        if short:  # count the labels in a small hash table in L1 (see LP_HASH_MAX)
+            nt = 0
+            for i in range(d):
+                c = labs[i]
+                h = ((np.int64(c) * 2654435769) & 0xFFFFFFFF) >> (32 - LP_HASH_BITS)
+                while hk[h] != -1 and hk[h] != c:
+                    h = (h + 1) & hmask
+                if hk[h] == -1:
+                    hk[h] = c
+                    hc[h] = 1
+                    ht[nt] = h
+                    nt += 1
+                else:
+                    hc[h] += 1
+            bestr = 0
+            for t in range(nt):
+                if hk[ht[t]] == cur:
+                    bestr = hc[ht[t]]
+            nruns = nt
+        else:
+            sort_range(labs, 0, d)
+            bestr = 0
+            for i in range(d):
+                if labs[i] == cur:
+                    bestr += 1
+            nruns = d
         best = cur
         nties = 1
         i = 0
-        while i < d:
-            c = labs[i]
-            j = i + 1
-            while j < d and labs[j] == c:
-                j += 1
-            r = j - i
-            i = j
+        t = 0
+        while (short and t < nruns) or (not short and i < d):
+            if short:
+                c = hk[ht[t]]
+                r = hc[ht[t]]
+                t += 1
+            else:
+                c = labs[i]
+                j = i + 1
+                while j < d and labs[j] == c:
+                    j += 1
+                r = j - i
+                i = j
             if c == cur or r < bestr or (r == bestr and best == cur):
                 continue
             if csize[c] + 1 > maxw:
@@ -120,6 +161,9 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, f
                 nties += 1
                 if rand_below(state, nties) == 0:
                     best = c
+        if short:
+            for t in range(nt):
+                hk[ht[t]] = -1
         if best != cur:
             csize[cur] -= 1
             csize[best] += 1

@@ -131,6 +131,14 @@ GREEDY_EARLY = 0.72
 GREEDY_CLEAR = 0.85
 
 
+def _early_fennel(cluster_share: float, greedy_share: float, k: int) -> bool:
+    """Refine the Fennel start at once (no cluster graph): the clusters leave at least
+    :data:`GREEDY_EARLY_CLUSTER_SHARE` of the entries between them and Fennel cuts at most
+    :data:`GREEDY_EARLY` of what a random partition cuts (``1 - 1/k`` of the entries)."""
+    return cluster_share >= GREEDY_EARLY_CLUSTER_SHARE and \
+        greedy_share <= GREEDY_EARLY * (1.0 - 1.0 / k)
+
+
 def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 0,
                    eps: float = 0.03, effort: str = "default",
                    cluster_passes: Optional[int] = None, refine_passes: Optional[int] = None,
@@ -268,8 +276,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                 gshare, cshare, gexact = sampled_shares(stream, gpart, label)
                 cd.update(greedy_share=gshare, cluster_share=cshare, greedy_exact_cut=gexact,
                           t_shares=time.perf_counter() - tg)
-                return cshare >= GREEDY_EARLY_CLUSTER_SHARE and \
-                    gshare <= GREEDY_EARLY * (1.0 - 1.0 / k)
+                return _early_fennel(cshare, gshare, k)
             early_check = (GREEDY_EARLY_CLUSTER_SHARE, take_fennel)
         cmap, nc, passes, maxw, gpart = stream_cluster(stream, n, k, eps, order, state,
                                                         1 if whole else cluster_passes, seen,
@@ -294,15 +301,13 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         if greedy is not None and taken is not False and passes == 1:
             # decided in the clustering (take_fennel): the same sample, not counted twice
             gshare, cshare, gexact_cut = cd["greedy_share"], cd["cluster_share"], taken
-            early = cshare >= GREEDY_EARLY_CLUSTER_SHARE and \
-                gshare <= GREEDY_EARLY * (1.0 - 1.0 / k)
+            early = _early_fennel(cshare, gshare, k)
         elif greedy is not None and stream_cycles <= 0 and not whole and deg is None and nc > k:
             tg = time.perf_counter()
             gshare, cshare, gexact_cut = sampled_shares(stream, gpart, cmap)
             cd.update(greedy_share=gshare, cluster_share=cshare,
                       t_shares=cd.get("t_shares", 0.0) + time.perf_counter() - tg)
-            early = cshare >= GREEDY_EARLY_CLUSTER_SHARE and \
-                gshare <= GREEDY_EARLY * (1.0 - 1.0 / k)
+            early = _early_fennel(cshare, gshare, k)
         elif tree_refine and stream_cycles <= 0 and not whole and deg is None and nc > k:
             tg = time.perf_counter()  # no Fennel start: the share the tree refinement is gated by
             cshare = sampled_shares(stream, cmap, cmap, 1 << 20)[1]

@@ -75,7 +75,7 @@ def _mark(dst, a, b, v, active, cur):
 
 @numba.njit(cache=True, nogil=True)
 def stream_refine_chunk(src, dst, starts, gorder, part, size, cap, conn, touched, k,
-                         gmap, glo, ghi, lsize, lcap, active, cur, need, atomic=False):
+                         gmap, glo, ghi, lsize, lcap, active, cur, need, atomic):
     """One LP refinement sweep over a vertex-aligned chunk, then pairwise swaps.
 
     Moves are between *groups* of blocks: vertex v is in group ``gmap[part[v]]``, group ``g``
@@ -272,7 +272,7 @@ def _lp_pass(stream, part, size, cap, k, groups, active, cur, need, order, state
     for src, dst, starts in stream.iter_groups(chunk_order(stream, order, state)):
         go = group_order(starts, order, state)
         m_, g_ = stream_refine_chunk(src, dst, starts, go, part, size, cap, conn, ktouch, k,
-                                      gmap, glo, ghi, lsize, lcap, active, cur, need)
+                                      gmap, glo, ghi, lsize, lcap, active, cur, need, False)
         if fm_rounds:
             stall = max(50, (starts.size - 1) // 50)
             m2, g2 = chunk_fm(src, dst, starts, part, size, k, cap, local, fm_rounds, stall,

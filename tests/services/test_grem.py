@@ -435,7 +435,7 @@ def test_group_move_takes_the_block_with_most_neighbours():
     conn, touched = np.zeros(2, np.int64), np.empty(2, np.int64)
     active = np.zeros(6, np.uint8)
     moved, gain = stream_refine_chunk(src, dst, starts, np.arange(6), part, gsize, 10, conn,
-                                       touched, 2, gmap, lo, hi, lsize, 10, active, 1, 0)
+                                       touched, 2, gmap, lo, hi, lsize, 10, active, 1, 0, False)
     assert part[0] == 3 and moved == 1 and gain == 3
     assert part[1:].tolist() == [2, 3, 3, 1, 0]          # 4 and 5 share group 0: no move
     assert gsize.tolist() == [2, 4] and lsize.tolist() == [1, 1, 1, 3]
@@ -459,7 +459,7 @@ def test_refinement_pass_rates_only_the_vertices_the_last_pass_touched():
         gsize = np.add.reduceat(lsize, lo)
         moved, _ = stream_refine_chunk(src, dst, starts, np.arange(2), part, gsize, 10,
                                        np.zeros(2, np.int64), np.empty(2, np.int64), 2, gmap,
-                                       lo, hi, lsize, 10, active, 2, need)
+                                       lo, hi, lsize, 10, active, 2, need, False)
         return moved, part
     moved, part = run(np.zeros(6, np.uint8), 1)
     assert moved == 0 and part[4] == 1                  # untouched: not rated

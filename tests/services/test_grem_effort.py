@@ -207,7 +207,7 @@ def test_default_skips_the_fm_round_only_after_an_lp_pass_under_the_threshold(tm
     from argosy.shared.synthetic import write_geometric_edge_list
 
     path = tmp_path / "geo.npy"
-    write_geometric_edge_list(path, 20000, 20.0, seed=4)
+    write_geometric_edge_list(path, 20000, 20.0, seed=5)  # seed 4's LP converged fully (0 %)
     k = 8
 
     def run(effort="default", **kw):
@@ -221,7 +221,7 @@ def test_default_skips_the_fm_round_only_after_an_lp_pass_under_the_threshold(tm
     assert ck["fm"] == "ran" and 0 < share < 0.02   # LP converged (< 2 %), with some gain
     rule, cr = run()
     assert cr["lp_gain_before_fm"] == share
-    assert share < grem.FM_MIN_LP_GAIN and cr["fm"] == "skipped"  # this graph: 0.87 %
+    assert share < grem.FM_MIN_LP_GAIN and cr["fm"] == "skipped"  # this graph: 0.65 %
     above, ca = run(fm_min_lp_gain=share * 1.01)
     below, cb = run(fm_min_lp_gain=share * 0.99)
     assert ca["fm"] == "skipped" and cb["fm"] == "ran"
