@@ -325,12 +325,14 @@ def _contract_slice(c0, c1, pos, start, members, xadj, adj, ew, cmap, acc, touch
 
 
 @numba.njit(cache=True, parallel=True)
-def _contract_threads(cut, bound, start, members, xadj, adj, ew, cmap, cadj, cew, rowlen, nc):
+def _contract_threads(cut, bound, start, members, xadj, adj, ew, cmap, cadj, cew, rowlen, nc,
+                      longest):
     """:func:`_contract_slice` of slice ``t`` (coarse vertices ``cut[t] .. cut[t + 1] - 1``,
     written from ``bound[cut[t]]``) on thread ``t``."""
     for t in numba.prange(cut.size - 1):
         _contract_slice(cut[t], cut[t + 1], bound[cut[t]], start, members, xadj, adj, ew, cmap,
-                        np.zeros(nc, np.int64), np.empty(nc, np.int64), cadj, cew, rowlen)
+                        np.zeros(nc, ew.dtype), np.empty(longest + 1, np.int64), cadj, cew,
+                        rowlen)
 
 
 @numba.njit(cache=True, parallel=True)
@@ -358,7 +360,7 @@ def contract(xadj, adj, ew, vw, label, threads):
         coarse vertex ``0..nc-1``.
     """
     n = vw.size
-    cmap = np.empty(n, np.int64)
+    cmap = np.empty(n, adj.dtype)  # coarse ids below n: int32 with int32 ids
     nc = compact_labels(label, cmap)
     cvw = np.zeros(nc, np.int64)
     start = np.zeros(nc + 1, np.int64)
@@ -379,7 +381,7 @@ def contract(xadj, adj, ew, vw, label, threads):
     m = adj.size
     if n < PARALLEL_MIN_VERTICES:
         threads = 1
-    threads = max(1, min(threads, THREAD_SCRATCH_BYTES // (16 * nc + 16)))
+    threads = max(1, min(threads, THREAD_SCRATCH_BYTES // (8 * nc + 8)))
     cut = np.zeros(threads + 1, np.int64)  # slice t: coarse vertices cut[t] .. cut[t + 1] - 1
     for t in range(1, threads):
         cut[t] = np.searchsorted(bound, m * t // threads)
@@ -387,12 +389,20 @@ def contract(xadj, adj, ew, vw, label, threads):
     rowlen = np.zeros(nc + 1, np.int64)
     cadj = np.empty(m, adj.dtype)  # int32 ids and weights stay int32 (the caller checks they fit)
     cew = np.empty(m, ew.dtype)
+    # scratch per thread: an accumulator per coarse vertex in the weights' dtype (their sum is
+    # below the stream's entries, which the caller fits into it) and a list as long as the
+    # longest row (at most its members' entries): not two n-long int64 arrays a thread (the 20M
+    # road-like graph's first level: -35 MB at the partitioner's peak)
+    longest = 0
+    for c in range(nc):
+        longest = max(longest, bound[c + 1] - bound[c])
     if threads == 1:
-        _contract_slice(0, nc, 0, start, members, xadj, adj, ew, cmap, np.zeros(nc, np.int64),
-                        np.empty(nc, np.int64), cadj, cew, rowlen)
+        _contract_slice(0, nc, 0, start, members, xadj, adj, ew, cmap, np.zeros(nc, ew.dtype),
+                        np.empty(longest + 1, np.int64), cadj, cew, rowlen)
         cxadj = np.cumsum(rowlen)
         return cmap, cxadj, cadj[:cxadj[nc]].copy(), cew[:cxadj[nc]].copy(), cvw
-    _contract_threads(cut, bound, start, members, xadj, adj, ew, cmap, cadj, cew, rowlen, nc)
+    _contract_threads(cut, bound, start, members, xadj, adj, ew, cmap, cadj, cew, rowlen, nc,
+                      longest)
     cxadj = np.cumsum(rowlen)
     out_adj = np.empty(cxadj[nc], adj.dtype)
     out_ew = np.empty(cxadj[nc], ew.dtype)
