@@ -59,9 +59,10 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, f
     Fennel placement below, no label is rated).
 
     Each vertex gathers its neighbours' labels into ``labs`` (independent loads, so the CPU
-    overlaps the cache misses), sorts that short list in cache and counts runs: no counter
-    array indexed by label, which on a large graph would cost one more random memory access
-    per edge.  Only a label that could win is checked against the size limit.  From pass 2
+    overlaps the cache misses; those of the vertex :data:`LP_AHEAD` places on are prefetched)
+    and counts them in cache: in a small hash table for :data:`LP_HASH_MIN` to
+    :data:`LP_HASH_MAX` of them, else by sorting the list and counting runs.  No counter array
+    indexed by label, which on a large graph would cost one more random memory access per edge.  Only a label that could win is checked against the size limit.  From pass 2
     on, only vertices that moved or had a neighbour move in the previous pass
     (``active[v] >= p - 1``) are rated again; the rest keep their label without reading their
     neighbours' labels, which makes the converging passes cheap.  (Passes 0 and 1 move most

@@ -89,9 +89,9 @@ _BYTES = {
 }
 _SECONDS = {  # (per vertex, per directed entry), including the regrouping pass; GREM: `default`
     # on both cores of the 2-core machine the CLI runs on by default (every core), fitted on the
-    # 20M-edge DC-SBM, geometric and road-like graphs (bench/results/effort_20m_r8: 4.0-4.6 s and
-    # 13.4 s measured, 4.8 and 14.1 s estimated); the other methods single-threaded
-    "grem": (7.0e-7, 7.0e-8),
+    # 20M-edge DC-SBM, geometric and road-like graphs (bench/results/effort_20m_r10: 2.2-2.7 s and
+    # 8.9 s measured, 2.7 and 9.4 s estimated); the other methods single-threaded
+    "grem": (5.0e-7, 3.5e-8),
     "ldg": (2.0e-7, 6.0e-8),
     "fennel": (2.0e-7, 6.0e-8),
     "random": (3.0e-8, 0.0),
@@ -99,8 +99,8 @@ _SECONDS = {  # (per vertex, per directed entry), including the regrouping pass;
     "metis": (1.0e-6, 1.5e-6),
 }
 _BASE_BYTES = 160 << 20  # the interpreter with numpy and numba (and the kernels) loaded
-# GREM's time per effort level relative to _SECONDS (fitted on `default`): `fast` took 0.65-1.0x
-# `default`'s time in effort_20m_r8, rounded up; `best` 1/0.7 of `default` in the last fit of both
+# GREM's time per effort level relative to _SECONDS (fitted on `default`): `fast` took 0.63-1.04x
+# `default`'s time in effort_20m_r10, rounded up; `best` 1/0.7 of `default` in the last fit of both
 _EFFORT_SECONDS = {"fast": 1.0, "default": 1.0, "best": 1.5}
 # on graphs without local structure (R-MAT, random-like blocks) GREM's time per entry is several
 # times the DC-SBM's the model is fitted on: the upper end --dry-run prints (20M R-MAT 7.2 s, 1.5x
