@@ -202,7 +202,8 @@ def _compact(label):
 
 
 def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1,
-                    greedy=None, stats=None, stop_moved=LP_STOP_MOVED, early=None):
+                    greedy=None, stats=None, stop_moved=LP_STOP_MOVED, early=None,
+                    fennel_first=False):
     """Streaming LP clustering.
 
     If ``greedy`` = ``(size, cap, alpha)``, one pass also places every vertex by one-pass
@@ -214,7 +215,8 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
     ``early`` = ``(share, take)``: where the first pass's clusters leave at least ``share`` of
     the entries between them, Fennel places every vertex in a pass of its own before the
     second LP pass, and ``take(label, gpart)`` True ends the clustering there (GREM's early
-    Fennel start: its clusters are not used).  Passes stop once one moves fewer than
+    Fennel start: its clusters are not used).  With ``fennel_first`` Fennel runs in the first
+    pass itself, in the same loop as LP, and ``take`` is asked right after it.  Passes stop once one moves fewer than
     ``stop_moved`` of the vertices, or, from the second on, fewer than that share of the
     vertices it rated in its first eighth (the rest of such a pass would cost a read with
     random accesses for clusters the cluster graph's partitioner sees through anyway).
@@ -246,8 +248,11 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
     done = 0
     nthreads = get_threads() if stream.seekable and stream.num_chunks >= 4 else 1
     # the pass that runs Fennel (the second waits for a sampled share: seekable streams only)
-    gp = -1 if greedy is None else (1 if passes > 1 and stream.seekable else 0)
+    gp = -1 if greedy is None else (1 if passes > 1 and stream.seekable and not fennel_first
+                                    else 0)
     probe = stream.num_chunks >= 8  # an eighth of the stream is at least a chunk
+    if stats is not None and gp == 0 and passes > 1:
+        stats["fennel_first"] = True
 
     def sweep(p, fennel, lp, stop):
         """One pass over the stream (``fennel``: with the Fennel placement; ``lp``: rating
@@ -338,6 +343,9 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
                 if early[1](label, gpart):
                     logger.info("GREM clustering: Fennel's start taken after pass 1")
                     break
+        elif p == 0 and gp == 0 and early is not None and passes > 1 and early[1](label, gpart):
+            logger.info("GREM clustering: Fennel's start taken after pass 1")
+            break
         if moved <= stop_moved * n and gp <= p:
             break
         if p == 0:

@@ -123,6 +123,14 @@ TREE_MIN_CLUSTER_SHARE = 0.8
 # stream's entries between them and Fennel cuts at most GREEDY_EARLY of what a random
 # partition would, (1 - 1/k) of the entries (both sampled; see grem_partition)
 GREEDY_EARLY_CLUSTER_SHARE = 0.9
+# on graphs whose sampled degree moment E[d^2] / E[d]^2 is at least this, Fennel places in the
+# first clustering pass (the same loop as LP: its loads bring in the lines the label gather
+# then hits) and the early start is decided right after it: on the 20M R-MAT (55.7) the
+# separate Fennel pass after LP's first cost ~0.5 s, the fused one ~0.2 s; Fennel's start won on
+# R-MAT, soc-slashdot (12.2) and Chung-Lu (691) and never on the DC-SBM (6.4), which stays on
+# the two-pass path (Fennel in the second pass, only where the first pass's clusters leave
+# >= 0.65 of the entries between them)
+FENNEL_FIRST_MIN_DEGREE_SKEW = 10.0
 GREEDY_EARLY = 0.72
 
 # fast/default: the Fennel start replaces the multilevel partition in step 4 when its cut is
@@ -255,7 +263,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
         fresh = part is None
         whole = whole_first and cyc == 0
         # 1. streaming size-constrained label propagation (inside blocks after a fresh start)
-        greedy = None
+        greedy, skew = None, None
         if cyc == 0 and greedy_start:  # only where Fennel's start can win (FENNEL_MIN_DEGREE_SKEW)
             skew = sampled_degree_skew(stream)
             det["degree_skew"] = None if skew is None else round(skew, 3)
@@ -283,7 +291,9 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                                                         part,
                                                         1 if part is None else refine_shrink,
                                                         greedy, cd, cluster_stop_moved,
-                                                        early_check)
+                                                        early_check,
+                                                        fennel_first=skew is not None and
+                                                        skew >= FENNEL_FIRST_MIN_DEGREE_SKEW)
         if gpart is None:
             greedy = None  # not run: the first pass's clusters caught the structure
         if greedy is not None:

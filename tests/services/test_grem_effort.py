@@ -122,8 +122,17 @@ def test_clusters_without_edges_and_a_good_fennel_start_skip_the_cluster_graph(
     early = run()
     c = early.details["cycles"][0]
     assert c["early_greedy"] and c["cluster_graph_entries"] == 0
-    # decided after the first clustering pass, Fennel placing alone: no second LP pass
-    assert c["fennel_alone"] and c["cluster_passes"] == 1
+    # heavy-tailed degrees: Fennel placed in the first clustering pass, the start decided right
+    # after it, no second LP pass
+    assert early.details["degree_skew"] >= grem.FENNEL_FIRST_MIN_DEGREE_SKEW
+    assert c["fennel_first"] and "fennel_alone" not in c and c["cluster_passes"] == 1
+    # below that moment: Fennel places in a pass of its own after LP's first, the same decision
+    monkeypatch.setattr(grem, "FENNEL_FIRST_MIN_DEGREE_SKEW", float("inf"))
+    alone = run()
+    ca = alone.details["cycles"][0]
+    assert ca["early_greedy"] and ca["fennel_alone"] and ca["cluster_passes"] == 1
+    assert "fennel_first" not in ca
+    assert alone.edge_cut <= 1.05 * early.edge_cut and early.edge_cut <= 1.05 * alone.edge_cut
     assert c["cluster_share"] >= grem.GREEDY_EARLY_CLUSTER_SHARE
     assert early.details["start"] == "greedy-refined"
     assert early.details["degree_skew"] >= FENNEL_MIN_DEGREE_SKEW  # power law: Fennel runs
