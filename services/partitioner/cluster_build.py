@@ -196,7 +196,7 @@ def _between_groups(src, dst, starts, cmap, pos, out, atomic):
     cbase, pbase = cmap.ctypes.data, pos.ctypes.data
     ahead = pos.size > AHEAD_MIN_CLUSTERS
     for g in range(ng):
-        if ahead and g + AHEAD < ng:  # a few groups on: their clusters' ids and row slots (see AHEAD)
+        if ahead and g + AHEAD < ng:  # a few groups on: their cluster ids and row slots
             h0 = starts[g + AHEAD]
             for e in range(h0, min(starts[g + AHEAD + 1], h0 + 8)):
                 prefetch(cbase + cmap.itemsize * dst[e])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from types import SimpleNamespace
 from typing import Tuple
 
 import numba
@@ -37,7 +38,7 @@ LP_STOP_MOVED = 0.01
 # the clustering kernel prefetches the labels of the neighbours of the vertex this many places
 # ahead in its visiting order (at most LP_AHEAD_ENTRIES of them): each vertex's label sort and
 # run counting mispredict branches, which flushes the loads the CPU would otherwise have
-# started early (20M road-like graph, 15.4M shuffled ids: the first pass 2.4 -> 1.9-2.1 s)
+# started early (20M road-like graph, 15.4M shuffled ids: the first pass 2.4 -> 1.7-2.1 s)
 LP_AHEAD = 6
 LP_AHEAD_ENTRIES = 8
 
@@ -62,7 +63,8 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, f
     overlaps the cache misses; those of the vertex :data:`LP_AHEAD` places on are prefetched)
     and counts them in cache: in a small hash table for :data:`LP_HASH_MIN` to
     :data:`LP_HASH_MAX` of them, else by sorting the list and counting runs.  No counter array
-    indexed by label, which on a large graph would cost one more random memory access per edge.  Only a label that could win is checked against the size limit.  From pass 2
+    indexed by label, which on a large graph would cost one more random memory access per edge.
+    Only a label that could win is checked against the size limit.  From pass 2
     on, only vertices that moved or had a neighbour move in the previous pass
     (``active[v] >= p - 1``) are rated again; the rest keep their label without reading their
     neighbours' labels, which makes the converging passes cheap.  (Passes 0 and 1 move most
@@ -216,10 +218,12 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
     the entries between them, Fennel places every vertex in a pass of its own before the
     second LP pass, and ``take(label, gpart)`` True ends the clustering there (GREM's early
     Fennel start: its clusters are not used).  With ``fennel_first`` Fennel runs in the first
-    pass itself, in the same loop as LP, and ``take`` is asked right after it.  Passes stop once one moves fewer than
-    ``stop_moved`` of the vertices, or, from the second on, fewer than that share of the
-    vertices it rated in its first eighth (the rest of such a pass would cost a read with
-    random accesses for clusters the cluster graph's partitioner sees through anyway).
+    pass itself, in the same loop as LP, and ``take`` is asked right after it.
+
+    Passes stop once one moves fewer than ``stop_moved`` of the vertices, or, from the second
+    on, fewer than that share of the vertices it rated in its first eighth (the rest of such a
+    pass would cost a read with random accesses for clusters the cluster graph's partitioner
+    sees through anyway).
 
     Returns:
         tuple: ``(cmap, nc, passes, maxw, greedy_part)``.
@@ -294,8 +298,7 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
             idx = range(stream.num_chunks) if co is None else [int(i) for i in co]
             results = map_chunks(run, idx, nthreads)
         else:
-            scratch = threading.local()  # a plain namespace here
-            scratch.labs, scratch.gconn, scratch.gtouch = labs, gconn, gtouch
+            scratch = SimpleNamespace(labs=labs, gconn=gconn, gtouch=gtouch)
             results = (work(c, state, scratch) for c in stream.iter_groups(co))
         moved = rated = entries = 0
         for mv, nv, ne in results:
