@@ -472,7 +472,7 @@ def _write(args, stream, res, columns, t0) -> int:
         entries_in = weighted_entries(stream.source, args.edge_weights, n)
         info["edge_weights"] = str(args.edge_weights or "inline")
         logger.info("keeping edge weights (%s)", info["edge_weights"])
-    elif res.regrouped is not None:   # the partitioner's sorted buckets: the writer sorts nothing
+    elif res.regrouped is not None:   # the partitioner's sorted buckets: the writer spills and sorts nothing
         entries_in = res.regrouped.drain()
     else:
         entries_in = stream.iter_raw() if args.directed else _both_directions(stream)
@@ -483,7 +483,8 @@ def _write(args, stream, res, columns, t0) -> int:
     manifest = write_store_from_edges(entries_in, n, res.assignment, args.out, num_parts=args.parts,
                                       node_data=columns, partition_info=info, feature_dtype=args.feature_dtype,
                                       overwrite=args.overwrite, name=stream.source.name, directed=args.directed,
-                                      weighted=weighted, finish=finish, threads=_threads(args))
+                                      weighted=weighted, finish=finish, threads=_threads(args),
+                                      ordered=res.regrouped is not None and not weighted)
     if split is not None:
         logger.info("edge split %s: %d training edges", manifest.link["split"], sum(manifest.link["train_edges"]))
     store_seconds = time.perf_counter() - t_store

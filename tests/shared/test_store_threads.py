@@ -81,3 +81,57 @@ def test_prefetch_holds_at_most_one_item_ahead_and_passes_errors_on():
         assert "malformed" in str(e) and out == [1]
     else:
         raise AssertionError("the producer's error was lost")
+
+
+def _grouped_chunks(n, src, dst, size):
+    """Both directions of every edge, self loops and repeats dropped, grouped by source in
+    ascending id with sorted neighbours (the partitioner's regrouped stream), ``size`` at a time."""
+    key = np.unique(np.r_[src * n + dst, dst * n + src])
+    key = key[key // n != key % n]
+    for a in range(0, key.size, size):
+        yield key[a:a + size] // n, key[a:a + size] % n
+
+
+def test_ordered_writer_writes_the_files_the_spilled_path_writes(tmp_path):
+    """``ordered=True`` (neighbours straight to the parts' files, no spill) gives byte-identical arrays
+    and the same manifest figures as the spill-and-sort path, with and without threads."""
+    from argosy.shared.store.reader import PartitionStore
+
+    rng = np.random.default_rng(1)
+    n, m, k = 2500, 20000, 5
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    assign = rng.integers(0, k, n).astype(np.int32)
+    feats = rng.standard_normal((n, 4)).astype(np.float32)
+    roots = {}
+    for ordered, t in ((False, 1), (True, 1), (True, 2)):
+        root = tmp_path / f"s{ordered}{t}"
+        write_store_from_edges(_grouped_chunks(n, src, dst, 3001), n, assign, root, num_parts=k,
+                               node_data={"features": feats}, threads=t, ordered=ordered)
+        roots[ordered, t] = root
+    ref = PartitionStore(roots[False, 1]).manifest
+    for key in ((True, 1), (True, 2)):
+        man = PartitionStore(roots[key]).manifest
+        assert man.num_edges == ref.num_edges and man.partition == ref.partition
+        assert [(pe.num_edges, pe.cut_edges) for pe in man.parts] == [(pe.num_edges, pe.cut_edges) for pe in ref.parts]
+        for p in range(k):
+            for name in ("indices.npy", "indptr.npy", "nodes.npy", "features.npy"):
+                a = np.load(roots[False, 1] / f"part-{p:05d}" / name)
+                b = np.load(roots[key] / f"part-{p:05d}" / name)
+                assert a.dtype == b.dtype and np.array_equal(a, b), (key, p, name)
+
+
+def test_ordered_writer_refuses_entries_out_of_order(tmp_path):
+    """An entry that breaks the promised order (a neighbour repeated, a source going back, a self
+    loop) is a GraphFormatError naming it, and nothing is left at the store's path."""
+    import pytest
+
+    from argosy.shared.errors import GraphFormatError
+
+    bad = {"repeat": [(np.array([0, 0, 1]), np.array([1, 1, 0]))],
+           "source back": [(np.array([0, 1]), np.array([1, 0])), (np.array([0]), np.array([2]))],
+           "self loop": [(np.array([0, 1]), np.array([0, 2]))]}
+    for what, chunks in bad.items():
+        with pytest.raises(GraphFormatError, match="breaks the promised order"):
+            write_store_from_edges(iter(chunks), 3, np.zeros(3, np.int32), tmp_path / "s", num_parts=1,
+                                   ordered=True)
+        assert not (tmp_path / "s").exists(), what
