@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 import time
 from typing import Iterator, Optional
 
@@ -69,8 +70,13 @@ RADIX_BITS = 12
 
 
 @numba.njit(cache=True, nogil=True)
-def _sort_bucket(pairs, v0, nv, dbits):
-    """Sort one bucket's entries by (src, dst), drop duplicates; return src, dst, starts.
+def _sort_bucket(pairs, v0, nv, dbits, key, tmp, byu, src, dst, starts):
+    """Sort one bucket's entries by (src, dst), drop duplicates into ``src``, ``dst`` and the
+    vertex-group ``starts``; return how many entries and groups.  ``key``, ``tmp`` (int64, at
+    least the bucket's entries), ``byu`` (int64, ``nv + 1``) are scratch, and the outputs are
+    the caller's arrays too: one set per thread, reused from bucket to bucket, not fresh pages
+    faulted in for each.  ``pairs`` may lie in ``tmp``'s memory: every pair is read into ``key``
+    before ``tmp`` is first written.
 
     An LSD radix sort of ``(src - v0) << dbits | dst`` keys (targets below ``2**dbits``; the
     bucket covers ``nv`` consecutive sources from ``v0``): the targets by
@@ -84,8 +90,6 @@ def _sort_bucket(pairs, v0, nv, dbits):
     bits = -(-dbits // passes)  # e.g. 24-bit ids: 2 passes of 12 bits, not 11 + 11 + 2
     mask = (1 << bits) - 1
     low = (np.int64(1) << dbits) - 1
-    key = np.empty(c, np.int64)
-    tmp = np.empty(c, np.int64)
     for i in range(c):
         key[i] = (np.int64(pairs[i, 0] - v0) << dbits) | np.int64(pairs[i, 1])
     cnt = np.zeros(mask + 2, np.int64)
@@ -103,7 +107,7 @@ def _sort_bucket(pairs, v0, nv, dbits):
             cnt[q] = j + 1
         key, tmp = tmp, key
         sh += bits
-    byu = np.zeros(nv + 1, np.int64)  # stable counting sort by source
+    byu[:nv + 1] = 0  # stable counting sort by source
     for i in range(c):
         byu[(key[i] >> dbits) + 1] += 1
     for u in range(nv):
@@ -113,9 +117,6 @@ def _sort_bucket(pairs, v0, nv, dbits):
         u = key[i] >> dbits
         tmp[pos[u]] = key[i] & low
         pos[u] += 1
-    src = np.empty(c, pairs.dtype)
-    dst = np.empty(c, pairs.dtype)
-    starts = np.empty(nv + 1, np.int64)
     w = 0
     ng = 0
     for u in range(nv):  # each list sorted: drop repeats
@@ -134,7 +135,7 @@ def _sort_bucket(pairs, v0, nv, dbits):
                 w += 1
                 prev = x
     starts[ng] = w
-    return src[:w], dst[:w], starts[:ng + 1]
+    return w, ng + 1
 
 
 def _open_file_limit() -> int:
@@ -215,9 +216,13 @@ class GroupedEdgeStream(EdgeStream):
         raw = base.iter_raw()
         if get_threads() > 1:
             raw = read_ahead(raw, name="argosy-regroup-read")
+        scratch = np.empty(0, self._dtype)  # one buffer for every chunk's pairs (no fresh pages each time)
         try:
             for u, v in raw:
-                pairs = np.empty((u.size * (2 if sym else 1), 2), self._dtype)
+                rows = u.size * (2 if sym else 1)
+                if scratch.size < 2 * rows:
+                    scratch = np.empty(2 * rows, self._dtype)
+                pairs = scratch[:2 * rows].reshape(-1, 2)
                 count += int(_scatter_buckets(u, v, shift, nb, sym, pairs, offsets))
                 for b in np.flatnonzero(np.diff(offsets)):
                     files[b].write(memoryview(pairs[offsets[b]:offsets[b + 1]]))
@@ -227,19 +232,34 @@ class GroupedEdgeStream(EdgeStream):
         # sort + deduplicate every bucket once, so later passes only read.  Buckets are
         # independent and the kernel releases the GIL: one per thread at a time (memory: that
         # many buckets).  The output does not depend on the thread count.
+        del scratch
         dbits = self._dbits
+        w = np.dtype(self._dtype).itemsize
+        most = max(os.path.getsize(self._path(b)) for b in range(nb)) // (2 * w)
+        local = threading.local()  # each sorting thread's buffers, sized for the largest bucket
 
         def sort_one(b: int) -> int:
             v0 = b << shift
             v1 = min(n, (b + 1) << shift)
-            pairs = np.fromfile(self._path(b), dtype=self._dtype).reshape(-1, 2)
-            src, dst, starts = _sort_bucket(pairs, v0, v1 - v0, dbits)
+            if not hasattr(local, "key"):
+                # the bucket is read into the radix sort's second key array (its pairs are turned
+                # into keys before that array is first written), so the read costs no buffer of its own
+                local.raw = np.empty(most * max(8, 2 * w), np.uint8)
+                local.tmp = local.raw[:8 * most].view(np.int64)
+                local.key = np.empty(most, np.int64)
+                local.src, local.dst = np.empty(most, self._dtype), np.empty(most, self._dtype)
+                local.byu, local.starts = np.empty(1 + (1 << shift), np.int64), np.empty(1 + (1 << shift), np.int64)
+            with open(self._path(b), "rb") as f:
+                c = f.readinto(memoryview(local.raw)) // (2 * w)
+            pairs = local.raw[:2 * w * c].view(self._dtype).reshape(-1, 2)
+            m, g = _sort_bucket(pairs, v0, v1 - v0, dbits, local.key, local.tmp, local.byu,
+                                local.src, local.dst, local.starts)
             del pairs
             with open(self._path(b), "wb") as f:  # raw, sizes kept here: one read, no headers
-                for a in (src, dst, starts):
-                    f.write(memoryview(np.ascontiguousarray(a)))
-            self._sizes[b] = (src.size, starts.size)
-            return int(src.size)
+                for a in (local.src[:m], local.dst[:m], local.starts[:g]):
+                    f.write(memoryview(a).cast("B"))
+            self._sizes[b] = (m, g)
+            return int(m)
 
         workers = min(get_threads(), nb)
         if workers > 1:
