@@ -32,7 +32,7 @@ from argosy.shared.graphio import csr_from_keys
 from .cluster_build import (DENSE_CLUSTER_GRAPH_BYTES, build_cluster_graph, counted_runs,
                             merge_runs, scatter_cluster_graph)
 from .coarsening import contract, lp_best_label, lp_cluster
-from .nbutil import permutation, visit_order
+from .nbutil import cluster_sizes, permutation, visit_order
 from .sampled_cut import sampled_shares
 from .stream import EdgeStream
 from .threads import get_threads
@@ -373,7 +373,7 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
     ids = (16 * memory_entries) // (4 if narrow else 8)
     dtype = np.int32 if narrow else np.int64
     if total <= ids:
-        built = scatter_cluster_graph(stream, cmap, nc, dtype)
+        built = scatter_cluster_graph(stream, cmap, nc, dtype, ids)
     elif stream.seekable and sampled_shares(stream, cmap, cmap, 1 << 20)[1] * total <= 0.8 * ids:
         built = scatter_cluster_graph(stream, cmap, nc, dtype, ids)
     else:
@@ -382,7 +382,7 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
         info = dict(levels=0, level1_entries=int(built[1].size))
         logger.info("GREM coarsening: level-1 cluster graph %d clusters, %d entries in memory "
                     "(budget %d)", nc, built[1].size, budget)
-        vw = np.bincount(cmap, minlength=nc).astype(np.int64)
+        vw = cluster_sizes(cmap, nc)
         return _coarsen_in_memory(*built, vw, cmap, nc, maxw, maxw_cap, budget, state, part,
                                   info, total)
     del built  # over the memory budget: built and coarsened out of core
@@ -395,7 +395,7 @@ def coarsen_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, maxw: i
         logger.info("GREM coarsening: level-1 cluster graph %d clusters, %d entries in %d "
                     "buckets (budget %d)", nc, g.entries, g.nb, budget)
         info = dict(levels=0, level1_entries=g.entries)
-        vw = np.bincount(cmap, minlength=nc).astype(np.int64)
+        vw = cluster_sizes(cmap, nc)
         if budget < g.entries <= memory_entries:
             # over the effort's size but within the O(n) memory budget: coarsen in memory
             # 32-bit ids and weights while they fit (weights count stream entries): the

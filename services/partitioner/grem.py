@@ -80,7 +80,7 @@ from .cluster_graph import coarsen_cluster_graph
 from .effort import EFFORTS, FM_MIN_LP_GAIN, FM_MIN_MEAN_DEGREE, effort_options  # noqa: F401 (re-exported)
 from .edge_balance import edge_balance_phase, edge_weighted_refine, warn_edge_limit
 from .multilevel import edge_cut_csr, improve_partition, multilevel_partition
-from .nbutil import rng_state
+from .nbutil import cluster_sizes, rng_state
 from .placement import capacity, count_degrees, force_balance, place_unseen, stream_cut
 from .refine import stream_refine
 from .sampled_cut import (FENNEL_MIN_DEGREE_SKEW, estimated_cut, greedy_cut, sampled_degree_skew,
@@ -379,7 +379,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
                 break
             cx, ca, ce, entries = built
             del built
-            cvw = np.bincount(cmap, minlength=nc).astype(np.int64)
+            cvw = cluster_sizes(cmap, nc)
             if deg is not None:  # a cluster weighs its vertices plus their adjacency entries
                 cvw += np.bincount(cmap, weights=deg, minlength=nc).astype(np.int64)
             cd.update(cluster_graph_entries=int(ca.size))

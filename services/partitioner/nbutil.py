@@ -15,7 +15,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["atomic_add", "xorshift", "rand_below", "permutation", "visit_order", "rng_state", "heap_push_or_update",
+__all__ = ["atomic_add", "cluster_sizes", "xorshift", "rand_below", "permutation", "visit_order", "rng_state", "heap_push_or_update",
            "heap_pop", "compact_labels"]
 
 
@@ -179,3 +179,19 @@ def compact_labels(label, cmap):
             nc += 1
         cmap[v] = mapping[c]
     return nc
+
+
+@numba.njit(cache=True)
+def _count_ids(ids, out):
+    for i in range(ids.size):
+        out[ids[i]] += 1
+
+
+def cluster_sizes(cmap: np.ndarray, nc: int) -> np.ndarray:
+    """Vertices per cluster, int64 ``(nc,)``: ``np.bincount(cmap, minlength=nc)`` without its n-long
+    int64 copy of an int32 ``cmap`` and the ``astype`` copy after it (123 MB + 40 MB on the 20M-edge
+    road-like graph's 15.4M vertices, at the moment its level-1 cluster graph is built: the run's
+    peak)."""
+    out = np.zeros(nc, np.int64)
+    _count_ids(cmap, out)
+    return out
