@@ -230,12 +230,23 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
     """
     kk = min(k, max(2, n // 160))
     maxw = max(1, int(eps * n / kk) // shrink)
-    if greedy is not None:
+    # the pass that runs Fennel (the second waits for a sampled share: seekable streams only)
+    gp = -1 if greedy is None else (1 if passes > 1 and stream.seekable and not fennel_first
+                                    else 0)
+    lg = None
+    if greedy is not None and gp == 0:
         # labels and Fennel blocks side by side: one cache line serves both gathers
         lg = np.empty((n, 2), np.int32)
         lg[:, 0] = np.arange(n, dtype=np.int32)
         lg[:, 1] = -1
         label, gpart = lg[:, 0], lg[:, 1]
+        gsize, gcap, galpha = greedy
+    elif greedy is not None:
+        # Fennel in a later pass, if at all: the labels the first pass gathers stay contiguous
+        # (side by side with the blocks they took twice the cache: 20M DC-SBM, pass 1 0.62 s ->
+        # 0.45 s); from pass 2 on they are a compacted array of their own anyway
+        label = np.arange(n, dtype=np.int32)
+        gpart = np.full(n, -1, np.int32)
         gsize, gcap, galpha = greedy
     else:
         label = np.arange(n, dtype=np.int32)
@@ -251,9 +262,6 @@ def stream_cluster(stream, n, k, eps, order, state, passes, seen, part, shrink=1
     cpart = partarr  # block of each cluster id; labels are vertex ids until compacted
     done = 0
     nthreads = get_threads() if stream.seekable and stream.num_chunks >= 4 else 1
-    # the pass that runs Fennel (the second waits for a sampled share: seekable streams only)
-    gp = -1 if greedy is None else (1 if passes > 1 and stream.seekable and not fennel_first
-                                    else 0)
     probe = stream.num_chunks >= 8  # an eighth of the stream is at least a chunk
     if stats is not None and gp == 0 and passes > 1:
         stats["fennel_first"] = True
