@@ -84,9 +84,10 @@ def merge_runs(runs) -> Tuple[np.ndarray, np.ndarray]:
     return runs[0]
 
 
-@numba.njit(cache=True)
-def _accumulate_dense(src, dst, cmap, w, nc):
-    """Add one chunk's entries to the dense cluster adjacency ``w`` (``nc * nc``, flat)."""
+@numba.njit(cache=True, nogil=True)
+def _accumulate_dense(src, dst, cmap, w, nc, atomic):
+    """Add one chunk's entries to the dense cluster adjacency ``w`` (``nc * nc``, flat); with
+    ``atomic``, by atomic adds (chunks on several threads share ``w``)."""
     blk = np.empty(GATHER, np.int64)
     for i0 in range(0, src.size, GATHER):
         i1 = min(i0 + GATHER, src.size)
@@ -96,7 +97,10 @@ def _accumulate_dense(src, dst, cmap, w, nc):
             a = cmap[src[i]]
             b = blk[i - i0]
             if a != b:
-                w[a * nc + b] += 1
+                if atomic:
+                    atomic_add(w, a * nc + b, 1)
+                else:
+                    w[a * nc + b] += 1
 
 
 @numba.njit(cache=True)
@@ -399,9 +403,17 @@ def build_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, merge_eve
     total = 0
     if nc * nc * 8 <= DENSE_CLUSTER_GRAPH_BYTES:
         w = np.zeros(nc * nc, np.int64)
-        for src, dst in stream:
-            total += src.size
-            _accumulate_dense(src, dst, cmap, w, nc)
+        threads = get_threads() if stream.seekable and stream.num_chunks >= 2 else 1
+        if threads > 1:  # chunks on every core (1/4-scale papers100M: 765M entries, 13.6 s on one)
+            def add(i):
+                src, dst = stream.read_chunk(i)
+                _accumulate_dense(src, dst, cmap, w, nc, True)
+                return src.size
+            total = sum(map_chunks(add, range(stream.num_chunks), threads))
+        else:
+            for src, dst in stream:
+                total += src.size
+                _accumulate_dense(src, dst, cmap, w, nc, False)
         xadj, adj, ew = _dense_to_csr(w, nc)
         if limit is not None and adj.size > limit:
             return None

@@ -261,3 +261,23 @@ def test_short_list_lp_chooses_what_the_rating_array_chooses(use_part):
     got = lp_cluster(xadj, adj, ew, vw, 12, 1, rng_state(3), part, 4 if use_part else 1, 1)
     want = rating_array_lp(xadj, adj, ew, vw, 12, rng_state(3), part)
     np.testing.assert_array_equal(got, want)
+
+
+def test_dense_build_on_threads_is_the_one_thread_build(random_graph):
+    """Few clusters: the dense build with chunks on two threads (atomic adds into one matrix)
+    gives the one-thread graph exactly, weights included."""
+    from argosy.services.partitioner.cluster_build import DENSE_CLUSTER_GRAPH_BYTES, build_cluster_graph
+    from argosy.services.partitioner.threads import using_threads
+
+    stream, n = random_graph
+    nc = 60
+    assert nc * nc * 8 <= DENSE_CLUSTER_GRAPH_BYTES and stream.num_chunks >= 2
+    cmap = np.random.default_rng(2).integers(0, nc, n).astype(np.int32)
+    with using_threads(1):
+        one = build_cluster_graph(stream, cmap, nc, 1 << 20)
+    with using_threads(2):
+        two = build_cluster_graph(stream, cmap, nc, 1 << 20)
+    assert one[3] == two[3] == sum(s.size for s, _ in stream)
+    for a, b in zip(one[:3], two[:3]):
+        assert np.array_equal(a, b)
+    assert dense(*one[:3], nc).sum() == sum(np.count_nonzero(cmap[s] != cmap[d]) for s, d in stream)
