@@ -357,8 +357,9 @@ def test_store_is_the_same_from_every_format(tmp_path, method):
 
 def test_store_from_regrouped_buckets_is_the_same(tmp_path, monkeypatch):
     """Edge lists read in several chunks are regrouped for partitioning; the CLI then writes the
-    store from those sorted buckets (no sort, no deduplication in the writer) and deletes each
-    bucket as it is read.  The store must equal the one written from the raw edges."""
+    store from those sorted buckets straight into the parts' files (no spill, no sort, no
+    deduplication in the writer) and deletes each bucket as it is read.  The store must equal the
+    one written from the raw edges."""
     import functools
 
     from argosy.services.partitioner import file_streams as stream_mod
@@ -372,7 +373,6 @@ def test_store_from_regrouped_buckets_is_the_same(tmp_path, monkeypatch):
     real_open = stream_mod.open_edge_stream
     monkeypatch.setattr(stream_mod, "open_edge_stream", functools.partial(real_open, chunk_edges=700))
     monkeypatch.setattr(part_csr, "SLAB_ENTRIES", 1000)
-    monkeypatch.setattr(part_csr, "ORDERED_SLAB_ENTRIES", 1000)   # the ordered path in several slabs too
     sorts = []
     real_sort = part_csr._sorted_unique_slab
     monkeypatch.setattr(part_csr, "_sorted_unique_slab", lambda *a: sorts.append(1) or real_sort(*a))
