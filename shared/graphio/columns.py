@@ -84,7 +84,7 @@ _EXPONENT = {2: (np.uint16, 0x7C00), 4: (np.uint32, 0x7F800000), 8: (np.uint64, 
 def first_nonfinite_row(blk: np.ndarray) -> int:
     """The first row of a float block holding a NaN or an infinity, or -1: one pass over its bits
     (``np.isfinite`` on float16, the store's feature dtype, took 3.4 s of the 1/4-scale papers100M
-    graph's 7.1 GB of features; this, 0.3 s)."""
+    graph's 7.1 GB of features; this, 0.9 s)."""
     flat = np.ascontiguousarray(blk).reshape(-1)
     if flat.dtype.itemsize not in _EXPONENT or flat.dtype.kind != "f":
         bad = np.flatnonzero(~np.isfinite(flat))

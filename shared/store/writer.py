@@ -374,6 +374,25 @@ def _write(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, columns:
     return manifest
 
 
+def _edge_ids(chunk, n: int, want: int, names: str):
+    """An edge chunk's ``(src, dst)``: integer arrays of one shape (other dtypes cast to int64) with
+    every id in ``[0, n)``, or None when it is empty.  GraphFormatError for a tuple of the wrong
+    length (``want``, spelled ``names``), arrays of two shapes or an id out of range."""
+    if len(chunk) != want:
+        raise GraphFormatError(f"edge chunks must be {names} (got a tuple of {len(chunk)})")
+    src, dst = np.asarray(chunk[0]), np.asarray(chunk[1])
+    if src.dtype.kind not in "iu" or dst.dtype.kind not in "iu":
+        src, dst = src.astype(np.int64), dst.astype(np.int64)
+    if src.shape != dst.shape:
+        raise GraphFormatError(f"edge chunk sources and neighbours differ in shape ({src.shape} vs {dst.shape})")
+    if src.size == 0:
+        return None
+    lo, hi = min(src.min(), dst.min()), max(src.max(), dst.max())
+    if lo < 0 or hi >= n:
+        raise GraphFormatError(f"edge id {lo if lo < 0 else hi} is out of range [0, {n})")
+    return src, dst
+
+
 def _write_spilled(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, idt, sdt, local_index: np.ndarray,
                    order: np.ndarray, starts: np.ndarray, weighted: bool, R: int, threads: int) -> list:
     """The parts' CSRs from entries in any order: spilled by part, then each part sorted and deduplicated
@@ -388,18 +407,11 @@ def _write_spilled(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, 
     no_slots = np.empty(0, np.int64)
     try:
         for chunk in (read_ahead(edge_chunks) if threads > 1 else edge_chunks):
-            want = (4 if weighted else 2) + (1 if R else 0)
-            if len(chunk) != want:
-                names = "(src, dst" + (", weight, mirrored" if weighted else "") + (", relation" if R else "") + ")"
-                raise GraphFormatError(f"edge chunks must be {names} (got a tuple of {len(chunk)})")
-            src, dst = np.asarray(chunk[0]), np.asarray(chunk[1])
-            if src.dtype.kind not in "iu" or dst.dtype.kind not in "iu":
-                src, dst = src.astype(np.int64), dst.astype(np.int64)
-            if src.size == 0:
+            names = "(src, dst" + (", weight, mirrored" if weighted else "") + (", relation" if R else "") + ")"
+            ids = _edge_ids(chunk, n, (4 if weighted else 2) + (1 if R else 0), names)
+            if ids is None:
                 continue
-            lo, hi = min(src.min(), dst.min()), max(src.max(), dst.max())
-            if lo < 0 or hi >= n:
-                raise GraphFormatError(f"edge id {lo if lo < 0 else hi} is out of range [0, {n})")
+            src, dst = ids
             if R:
                 rel = np.asarray(chunk[-1])
                 if rel.shape != src.shape or rel.dtype.kind not in "iu":
@@ -461,7 +473,7 @@ def _write_ordered(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, 
     neighbours ascending and unique, no self loops): each chunk's neighbours go straight to their part's
     ``indices.npy``, with no spill file to write, read back and copy (the 1/4-scale papers100M graph's
     765M entries: 12 GB less written and read).  Raises GraphFormatError at the first entry out of order."""
-    files, heads = [], []
+    files = []
     degree = np.zeros(n, idt)                            # entries per source, by global id
     cut = np.zeros(k, np.int64)
     last = np.full((k, 2), -1, np.int64)                 # per part: the last entry's (source, neighbour)
@@ -476,19 +488,12 @@ def _write_ordered(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, 
             pdir.mkdir()
             f = open(pdir / "indices.npy", "wb")
             files.append(f)
-            heads.append(_reserve_npy_header(f))
+            f.write(b" " * _NPY_HEADER_BYTES)           # the header, once the entries are counted
         for chunk in (read_ahead(edge_chunks) if threads > 1 else edge_chunks):
-            if len(chunk) != 2:
-                raise GraphFormatError(f"edge chunks must be (src, dst) (got a tuple of {len(chunk)})")
-            src, dst = np.asarray(chunk[0]), np.asarray(chunk[1])
-            if src.size == 0:
+            ids = _edge_ids(chunk, n, 2, "(src, dst)")
+            if ids is None:
                 continue
-            if src.dtype.kind not in "iu" or dst.dtype.kind not in "iu" or src.shape != dst.shape:
-                raise GraphFormatError(f"edge chunks must be two integer arrays of one length "
-                                       f"(got {src.dtype}{src.shape} and {dst.dtype}{dst.shape})")
-            lo, hi = min(src.min(), dst.min()), max(src.max(), dst.max())
-            if lo < 0 or hi >= n:
-                raise GraphFormatError(f"edge id {lo if lo < 0 else hi} is out of range [0, {n})")
+            src, dst = ids
             nbrs = np.empty(src.size, idt)
             offs = _split_by_part(src, dst, assign, k, nbrs, last)
             if offs[0] < 0:
@@ -519,7 +524,7 @@ def _write_ordered(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, 
         np.cumsum(degree[nodes], out=indptr[1:])
         entries = int(indptr[-1])
         with open(pdir / "indices.npy", "r+b") as f:
-            _write_reserved_npy_header(f, heads[p], idt, entries)
+            _write_reserved_npy_header(f, _NPY_HEADER_BYTES, idt, entries)
         np.save(pdir / "nodes.npy", nodes)
         np.save(pdir / "indptr.npy", indptr)
         parts.append(PartEntry(part=p, num_nodes=len(nodes), num_edges=entries, num_train=0, cut_edges=int(cut[p]),
@@ -529,12 +534,6 @@ def _write_ordered(root: Path, edge_chunks, n: int, assign: np.ndarray, k: int, 
 
 _NPY_HEADER_BYTES = 128
 """Bytes reserved for a ``.npy`` header written before its length is known (version 1.0 pads it with spaces)."""
-
-
-def _reserve_npy_header(f) -> int:
-    """Write :data:`_NPY_HEADER_BYTES` of placeholder where the header goes; return its length."""
-    f.write(b" " * _NPY_HEADER_BYTES)
-    return _NPY_HEADER_BYTES
 
 
 def _write_reserved_npy_header(f, size: int, dtype, rows: int) -> None:

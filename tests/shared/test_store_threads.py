@@ -135,3 +135,17 @@ def test_ordered_writer_refuses_entries_out_of_order(tmp_path):
             write_store_from_edges(iter(chunks), 3, np.zeros(3, np.int32), tmp_path / "s", num_parts=1,
                                    ordered=True)
         assert not (tmp_path / "s").exists(), what
+
+
+def test_writer_refuses_sources_and_neighbours_of_two_lengths(tmp_path):
+    """A chunk whose two arrays differ in length is a GraphFormatError on both paths (ordered and
+    spilled), not a kernel reading past the shorter one."""
+    import pytest
+
+    from argosy.shared.errors import GraphFormatError
+
+    for ordered in (False, True):
+        with pytest.raises(GraphFormatError, match="differ in shape"):
+            write_store_from_edges(iter([(np.array([0, 1, 2]), np.array([1, 0]))]), 3, np.zeros(3, np.int32),
+                                   tmp_path / "s", num_parts=1, ordered=ordered)
+        assert not (tmp_path / "s").exists()
