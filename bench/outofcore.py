@@ -296,7 +296,7 @@ def _train(args, rec: dict, steps: list, cg, work: Path, graph: Path, store: Pat
     sps = train * epochs / max(s["seconds"], 1e-9)
     s["result"] = {"test_accuracy": tr.get("test_accuracy"), "epochs": epochs, "batches": batches,
                    "batches_per_epoch": per_epoch, "epoch_seconds": tr.get("epoch_seconds"),
-                   **{k: tr.get(k) for k in ("disk_read_bytes", "disk_read_bytes_per_epoch", "major_faults",
+                   **{k: tr.get(k) for k in ("out_of_order_batches", "disk_read_bytes", "disk_read_bytes_per_epoch", "major_faults",
                                              "major_faults_per_epoch", "row_cache_hit_rate",
                                              "row_cache_hit_rate_per_epoch", "peak_rss_bytes", "wall_seconds")}}
     s["throughput"] = {"batches_per_s": round(batches / max(s["seconds"], 1e-9), 3),

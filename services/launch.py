@@ -148,7 +148,7 @@ def _print_result(res: dict, as_json: bool) -> None:
     keys = ("task", "test_auc", "test_ap", "test_hits", "test_mrr", "val_auc",
             *(() if link else ("test_accuracy", "val_accuracy")), "best_epoch", "epochs", "epoch_seconds", "batches_per_second",
             "sampled_edges_per_second", "trainer_idle_fraction", "remote_fraction", "seeds_planned", "seeds_trained",
-            "duplicates", "wall_seconds", "seeds_redelivered", "seeds_dropped", "restarts", "trainer_restarts",
+            "duplicates", "out_of_order_batches", "wall_seconds", "seeds_redelivered", "seeds_dropped", "restarts", "trainer_restarts",
             "wire_bytes", "ipc_bytes", "halo_bytes", "halo_cache_hit_rate", "disk_read_bytes", "major_faults",
             "row_cache_hit_rate", "edge_weights", "precision", "simulation", "error")
     for k in keys:

@@ -305,10 +305,11 @@ class Coordinator:
             pipe.xadd(keys.work_stream(self.job, part), {"d": json.dumps(fields)})
         pipe.execute()
 
-    def claim(self, parts: list[int], consumer: str, count: int = 1, block_ms: int = 500) -> list[tuple[str, str, dict]]:
-        """Claim up to ``count`` new work items from the given partitions' streams."""
+    def claim(self, parts: list[int], consumer: str, count: int = 1, block_ms: int | None = 500) -> list[tuple[str, str, dict]]:
+        """Claim up to ``count`` new work items from each of the given partitions' streams (waiting up
+        to ``block_ms`` for one; ``None``: not at all)."""
         if not parts:
-            time.sleep(block_ms / 1000)
+            time.sleep((block_ms or 0) / 1000)
             return []
         streams = {keys.work_stream(self.job, p): ">" for p in parts}
         reply = self.r.xreadgroup(keys.WORK_GROUP, consumer, streams, count=count, block=block_ms)

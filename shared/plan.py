@@ -34,6 +34,9 @@ class WorkItem:
     offset: int
     count: int
     trainer_rank: int
+    seq: int = 0
+    """Position in the phase's plan (the order the trainers apply batches in): a sampler holding
+    several parts takes its claimed items in this order (:meth:`SamplerProc.step`)."""
 
     def to_fields(self) -> dict:
         return asdict(self)
@@ -98,6 +101,8 @@ def plan_phase(store: PartitionStore, phase: str, epoch: int, batch_size: int, n
     # alone: ca-astroph link job, val AUC 0.77-0.83 instead of 0.91-0.94).
     order = np.random.default_rng(mix_seed(epoch, PHASES.index(phase))).permutation(len(items))
     items = [items[i] for i in order]
+    for k, it in enumerate(items):
+        it.seq = k
     # Ranks are dealt in turn within each part's stream, each part starting at another rank so the
     # totals stay balanced.  DDP steps the ranks in lockstep: dealt over the whole plan instead, a
     # stream could hold a long run of one rank's batches, which filled that trainer's receive queue

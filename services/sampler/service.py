@@ -21,7 +21,8 @@ from argosy.shared.holder import PartHolder
 from argosy.shared.ownership import Membership
 from argosy.shared.traffic import frames_bytes
 from argosy.shared.lifecycle import ServiceContext
-from argosy.shared.plan import WorkItem
+from argosy.shared import keys
+from argosy.shared.plan import PHASES, WorkItem
 from argosy.shared.transport import make_socket
 from argosy.shared.wire import encode
 from argosy.services.sampler.core import SamplerCore
@@ -29,6 +30,10 @@ from argosy.services.sampler.core import SamplerCore
 __all__ = ["SamplerProc"]
 
 logger = logging.getLogger(__name__)
+
+
+def _plan_position(item: WorkItem) -> tuple[int, int, int]:
+    return item.epoch, PHASES.index(item.phase), item.seq
 
 
 class SamplerProc(PartHolder):
@@ -45,6 +50,8 @@ class SamplerProc(PartHolder):
         self.push: dict[str, tuple[str, zmq.Socket]] = {}
         self.parts: list[int] = []
         self._last_reclaim = 0.0
+        self._heads: dict[str, tuple[str, str, WorkItem, float]] = {}
+        """Per stream, the claimed item waiting for its turn (:meth:`step` takes the earliest in plan order)."""
         self._deadline_logged = False
         self.reclaim_deadline = ctx.cfg.coord.claim_timeout
         """Seconds an item may stay unacknowledged before this sampler re-claims it (:meth:`step`)."""
@@ -108,11 +115,38 @@ class SamplerProc(PartHolder):
                                len(items), deadline)
                 coord.incr(reclaimed_batches=len(items), reclaimed_seeds=sum(f["count"] for _, _, f in items))
             self._last_reclaim = now
-        if not items:
-            items = coord.claim(self.parts, ctx.service_id, count=1, block_ms=200)
-        claimed_at = time.time()
-        for stream, entry_id, fields in items:
-            self.handle(stream, entry_id, WorkItem(**fields), claimed_at)
+        if items:
+            claimed_at = time.time()
+            for stream, entry_id, fields in items:
+                self.handle(stream, entry_id, WorkItem(**fields), claimed_at)
+            return
+        # A sampler holding several parts merges their streams in plan order: each stream is in plan
+        # order, so taking the earliest of one claimed item per stream is the trainers' order. Taken one
+        # per stream in turn instead, a small part ran ahead of a large one, and its batches waited at the
+        # trainer for the large part's (past a small memory budget's reorder bound: applied out of order,
+        # a run not bit-reproducible).
+        want = [p for p in self.parts if keys.work_stream(coord.job, p) not in self._heads]
+        if want:
+            claimed_at = time.time()
+            for stream, entry_id, fields in coord.claim(want, ctx.service_id, count=1,
+                                                        block_ms=None if self._heads else 200):
+                self._heads[stream] = (stream, entry_id, WorkItem(**fields), claimed_at)
+        if self._heads:
+            self.handle(*self._earliest_head())
+
+    def _earliest_head(self) -> tuple[str, str, WorkItem, float]:
+        first = min(self._heads, key=lambda k: _plan_position(self._heads[k][2]))
+        return self._heads.pop(first)
+
+    def on_exit(self) -> None:
+        """Items claimed and waiting for their turn are sampled and sent now: left pending, they would
+        wait a re-claim deadline (a scale-down's stall)."""
+        while self._heads:
+            stream, entry_id, item, claimed_at = self._earliest_head()
+            try:
+                self.handle(stream, entry_id, item, claimed_at)
+            except Exception as e:                 # exiting anyway: the item stays pending and is re-claimed
+                logger.warning("batch %d not sent at exit (%s); it will be re-claimed", item.batch_id, e)
 
     def _update_deadline(self) -> float:
         """The re-claim deadline: ``claim_timeout``, or longer when the trainers' batches take long

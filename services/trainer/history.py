@@ -18,6 +18,8 @@ TOTALS = ("epoch_seconds", "batches", "sampled_edges", "seeds_planned", "seeds_t
 """Fields every record has, summed over the run."""
 SECONDS = ("idle_seconds", "compute_seconds", "ingest_seconds", "copy_seconds")
 """Train-phase seconds (0 where a record lacks them), summed over the run."""
+COUNTS = ("out_of_order_batches",)
+"""Train-phase counts (0 where a record lacks them: records of older runs resumed from), summed."""
 
 
 class EpochHistory:
@@ -28,7 +30,7 @@ class EpochHistory:
     def __init__(self, keep: int = MAX_EPOCH_RECORDS):
         self.n = 0
         self.newest: deque[dict] = deque(maxlen=keep)
-        self.tot = dict.fromkeys(TOTALS + SECONDS, 0)
+        self.tot = dict.fromkeys(TOTALS + SECONDS + COUNTS, 0)
         self.weighted = dict.fromkeys(("idle", "cache_hit_rate", "bytes_per_batch", "remote_fraction"), 0)
         self.final_test_accuracy = None
         self.best: dict | None = None
@@ -41,6 +43,8 @@ class EpochHistory:
             self.tot[k] += rec[k]
         for k in SECONDS:
             self.tot[k] += rec.get(k, 0.0)
+        for k in COUNTS:
+            self.tot[k] += rec.get(k, 0)
         w = self.weighted
         w["idle"] += rec["trainer_idle_fraction"] * rec["epoch_seconds"]
         w["cache_hit_rate"] += rec.get("cache_hit_rate", 0.0) * rec["batches"]
@@ -70,4 +74,4 @@ class EpochHistory:
                 "bytes_per_batch": w["bytes_per_batch"] / max(t["batches"], 1),
                 "remote_fraction": w["remote_fraction"] / max(t["sampled_edges"], 1),
                 **{k: t[k] for k in ("seeds_planned", "seeds_trained", "duplicates", "duplicate_arrivals",
-                                     "seeds_dropped")}}
+                                     "seeds_dropped", *COUNTS)}}

@@ -112,6 +112,8 @@ def test_out_of_core_training_matches_in_memory(bench_run, out_of_core_run):
     assert ooc["steps"][0]["rc"] == 0 and o["batches"] == m["batches"]
     logs = "".join(p.read_text() for p in (work / "run" / "logs").glob("*.log"))
     assert "out-of-core: held parts" in logs
+    # applied in plan order both times (else the run is not bit-reproducible: the equality below is luck)
+    assert m["out_of_order_batches"] == 0 and o["out_of_order_batches"] == 0, (o, m)
     assert o["test_accuracy"] == m["test_accuracy"], (o, m)
     assert m["row_cache_hit_rate"] is None                         # in memory: no row cache
     assert 0.0 < o["row_cache_hit_rate"] < 1.0

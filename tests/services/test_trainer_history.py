@@ -14,6 +14,8 @@ def _rec(rng: random.Random, e: int) -> dict:
     for k in ("idle_seconds", "compute_seconds", "ingest_seconds", "copy_seconds", "cache_hit_rate", "bytes_per_batch"):
         if rng.random() < 0.9:
             r[k] = rng.uniform(0, 1e3)
+    if rng.random() < 0.9:                       # absent from records of older runs
+        r["out_of_order_batches"] = rng.randint(0, 4)
     return r
 
 
@@ -33,7 +35,7 @@ def _summary_over_the_list(ep: list[dict]) -> dict:
             "remote_fraction": sum(e["remote_fraction"] * e["sampled_edges"] for e in ep) / max(tot("sampled_edges"), 1),
             "seeds_planned": tot("seeds_planned"), "seeds_trained": tot("seeds_trained"),
             "duplicates": tot("duplicates"), "duplicate_arrivals": tot("duplicate_arrivals"),
-            "seeds_dropped": tot("seeds_dropped")}
+            "seeds_dropped": tot("seeds_dropped"), "out_of_order_batches": sum(e.get("out_of_order_batches", 0) for e in ep)}
 
 
 def test_summary_equals_the_one_over_every_record_and_memory_is_bounded():
