@@ -43,12 +43,15 @@ LP_AHEAD = 6
 LP_AHEAD_ENTRIES = 8
 
 # a vertex of LP_HASH_MIN to LP_HASH_MAX neighbours counts their labels in an open-addressing
-# table of 2**LP_HASH_BITS slots (in L1, cleared after each vertex) instead of sorting them:
-# insertion sorts of ~20 distinct labels mispredict most of their branches (20M geometric graph,
-# two passes on 2 threads: 0.78 -> 0.57 s; DC-SBM on one: 1.61 -> 1.44 s); a few labels (road
-# networks, mean degree 2.6) sort faster than they hash
+# table of at least 2**LP_HASH_BITS slots and twice its degree (cleared after each vertex) instead
+# of sorting them: insertion sorts of ~20 distinct labels mispredict most of their branches (20M
+# geometric graph, two passes on 2 threads: 0.78 -> 0.57 s; DC-SBM on one: 1.61 -> 1.44 s), and
+# numpy's sort of a hub's labels is O(d log d) where counting is O(d) (20M R-MAT, 77 % of its
+# entries in lists of more than 64: one pass on 2 threads 0.65-0.71 -> 0.38-0.40 s;
+# DC-SBM 0.45-0.47 -> 0.34-0.38 s); a few labels (road networks, mean degree 2.6)
+# sort faster than they hash
 LP_HASH_MIN = 8
-LP_HASH_MAX = 64
+LP_HASH_MAX = 1 << 14
 LP_HASH_BITS = 7
 
 
@@ -83,9 +86,11 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, f
         pen = np.zeros(1, np.float64)
         qs = np.zeros(1, np.int32)
     lbase = label.ctypes.data
-    hmask = (1 << LP_HASH_BITS) - 1
-    hk = np.full(1 << LP_HASH_BITS, -1, label.dtype)
-    hc = np.zeros(1 << LP_HASH_BITS, np.int64)
+    top = LP_HASH_BITS
+    while (1 << top) < 2 * LP_HASH_MAX:
+        top += 1
+    hk = np.full(1 << top, -1, label.dtype)
+    hc = np.zeros(1 << top, np.int32)
     ht = np.empty(LP_HASH_MAX, np.int64)
     for gi in range(gorder.size):
         if gi + LP_AHEAD < gorder.size:  # the labels a few vertices on: see LP_AHEAD
@@ -108,11 +113,15 @@ def _stream_lp_chunk(src, dst, starts, gorder, label, csize, seen, maxw, labs, f
         for e in range(a, b):
             labs[e - a] = label[dst[e]]
         short = LP_HASH_MIN <= d <= LP_HASH_MAX
-        if short:  # count the labels in a small hash table in L1 (see LP_HASH_MAX)
+        if short:  # count the labels in a hash table of >= 2d slots, in cache (see LP_HASH_MAX)
+            bits = LP_HASH_BITS
+            while (1 << bits) < 2 * d:
+                bits += 1
+            hmask = (1 << bits) - 1
             nt = 0
             for i in range(d):
                 c = labs[i]
-                h = ((np.int64(c) * 2654435769) & 0xFFFFFFFF) >> (32 - LP_HASH_BITS)
+                h = ((np.int64(c) * 2654435769) & 0xFFFFFFFF) >> (32 - bits)
                 while hk[h] != -1 and hk[h] != c:
                     h = (h + 1) & hmask
                 if hk[h] == -1:

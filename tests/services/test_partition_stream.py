@@ -684,3 +684,39 @@ def test_npz_symmetry_check_and_grouped_chunks(tmp_path, small_csr, compressed):
     assert st.symmetrize
     src, dst = _collect(st)
     assert _edge_set(src, dst) == expected  # symmetrised back, the self loop dropped
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_csr_slices_keep_their_entries_until_one_has_a_self_loop(dtype):
+    """A CSR's slices hand out the stored entries uncopied while they are clean; a later slice
+    with a self loop drops it (copied), and every slice after it too: same groups either way."""
+    from argosy.services.partitioner.stream import CSRArrayStream
+    from argosy.shared.errors import GraphFormatError
+
+    rng = np.random.default_rng(3)
+    n = 400
+    deg = rng.integers(0, 9, n)
+    indptr = np.concatenate([[0], np.cumsum(deg)])
+    indices = np.concatenate([rng.choice(np.delete(np.arange(n), v), d, replace=False) for v, d in enumerate(deg)])
+    loop_row = int(np.flatnonzero(deg)[-40])           # in a late slice
+    indices[indptr[loop_row]] = loop_row
+    indices = indices.astype(dtype)
+    st = CSRArrayStream(indptr, indices, chunk_edges=64)
+    got = [st.read_groups(i) for i in range(st.num_chunks)]
+    if dtype == np.int32:                                # stored as the slices' dtype: kept, not copied
+        assert not st._clean                             # the loop's slice was met, and copied
+        assert any(np.shares_memory(d, indices) for _, d, _ in got)   # the clean ones before it were not
+    src = np.concatenate([s for s, _, _ in got])
+    dst = np.concatenate([d for _, d, _ in got])
+    rows = np.repeat(np.arange(n), deg)
+    keep = indices != rows
+    np.testing.assert_array_equal(src, rows[keep])
+    np.testing.assert_array_equal(dst, indices[keep])
+    for s, _, starts in got:                             # one group per non-empty row, none empty
+        assert np.all(np.diff(starts) > 0) and np.all(s[starts[:-1]][1:] > s[starts[:-1]][:-1])
+    bad = indices.copy()
+    bad[5] = n
+    st = CSRArrayStream(indptr, bad, chunk_edges=64)
+    with pytest.raises(GraphFormatError, match="indices"):
+        for i in range(st.num_chunks):
+            st.read_groups(i)
