@@ -490,7 +490,7 @@ def grem_partition(stream: EdgeStream, k: int, order: str = "file", seed: int = 
             fm_stats: Dict = {}
             rp, gain = stream_refine(stream, part, size, k, cap, order, state, refine_passes,
                                       coarse_cut, fm_rounds, fm_min_lp_gain=fm_min_lp_gain,
-                                      stats=fm_stats)
+                                      stats=fm_stats, probe_gain=o["refine_probe_gain"])
             cd.update(fm_stats)
         if stream.grouped and coarse_cut >= 0:
             cut_now = coarse_cut - 2 * gain

@@ -318,8 +318,13 @@ def _lp_pass_threaded(stream, part, size, cap, k, groups, active, cur, need, ord
             pass
 
 
+# a refinement pass is cut short after its first eighth when it is on pace to remove less than
+# this share of the cut (``stream_refine``'s ``probe_gain``; ``fast`` stops at 10x this)
+PROBE_GAIN = 0.0005
+
+
 def stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_rounds,
-                   min_gain=0.001, groups=None, fm_min_lp_gain=0.0, stats=None):
+                   min_gain=0.001, groups=None, fm_min_lp_gain=0.0, stats=None, probe_gain=PROBE_GAIN):
     """Streaming refinement passes: label-propagation moves, then buffered FM per chunk.
 
     FM costs ~4x an LP pass and only pays once LP has converged: while an LP pass still
@@ -359,7 +364,8 @@ def stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_
     total_gain, rp, lp_only = 0, 0, 0
     cut_est = ref_cut
     use_fm = can_fm and ref_cut <= 0
-    # a pass over a long stream is cut short once its first eighth shows (almost) no gain:
+    # a pass over a long stream is cut short once its first eighth shows (almost) no gain (on
+    # pace to remove less than ``probe_gain`` of the cut):
     # the partition is then already locally optimal for these moves, and the rest of the pass
     # would cost a full read with random accesses for nothing
     probe = stream.num_chunks >= 16 and ref_cut > 0 and stream.stream_entries > 0
@@ -383,7 +389,7 @@ def stream_refine(stream, part, size, k, cap, order, state, passes, ref_cut, fm_
             pg += g_
             seen_entries += e_
             frac = seen_entries / stream.stream_entries
-            if probe and frac >= 0.125 and pg * 2 < 0.0005 * cut_est * frac:
+            if probe and frac >= 0.125 and pg * 2 < probe_gain * cut_est * frac:
                 short = True
                 chunks.close()  # the chunks not started are not read
                 break
