@@ -114,10 +114,10 @@ def test_clusters_without_edges_and_a_good_fennel_start_skip_the_cluster_graph(
     write_rmat_edge_list(path, 14, 200_000, seed=0)
     k = 8
 
-    def run():
+    def run():  # one in-memory run, as on a large graph (default repeats them on small ones)
         with using_threads(1):
             return partition_stream(open_edge_stream(path, chunk_edges=1 << 14), k, effort=effort,
-                                    whole_graph=False)
+                                    whole_graph=False, repeats=1)
 
     early = run()
     c = early.details["cycles"][0]
@@ -300,3 +300,18 @@ def test_threaded_lp_refinement_keeps_every_block_under_its_capacity(planted16):
         assert size.max() <= cap
         after = evaluate_partition(g, part, k)["edge_cut"]
         assert after < 0.8 * before and gain > 0
+
+
+def test_default_repeats_its_in_memory_runs_on_small_graphs_only():
+    """default takes best's 3 in-memory runs on a graph of at most DEFAULT_SMALL_GRAPH_ENTRIES
+    stream entries (where they cost little), 1 above it; an explicit ``repeats`` wins."""
+    from types import SimpleNamespace
+
+    from argosy.services.partitioner.effort import DEFAULT_SMALL_GRAPH_ENTRIES, effort_options
+
+    small = SimpleNamespace(stream_entries=DEFAULT_SMALL_GRAPH_ENTRIES, num_nodes=1000)
+    large = SimpleNamespace(stream_entries=DEFAULT_SMALL_GRAPH_ENTRIES + 1, num_nodes=1000)
+    assert effort_options("default", small)["repeats"] == 3
+    assert effort_options("default", large)["repeats"] == 1
+    assert effort_options("default", small, repeats=1)["repeats"] == 1
+    assert effort_options("fast", small)["repeats"] == 1
