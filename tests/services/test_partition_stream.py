@@ -261,24 +261,28 @@ def test_truncated_npy_edge_list_is_refused(tmp_path):
         open_edge_stream(p, num_nodes=200)
 
 
-def test_grouped_stream_matches_sorted_unique_pairs(tmp_path):
-    """The numba regrouping (counting sort + per-list sort + dedup) equals a plain sort."""
+@pytest.mark.parametrize("n,m,bucket", [(5000, 60000, 9000), (300000, 400000, 1 << 21)])
+def test_grouped_stream_matches_sorted_unique_pairs(tmp_path, n, m, bucket):
+    """The numba regrouping (split by source range, radix sort, dedup) equals a plain sort; the
+    large case's one bucket holds several of _sort_bucket's source ranges."""
+    from argosy.services.partitioner.regroup import SORT_RANGE_ENTRIES, GroupedEdgeStream
+
     rng = np.random.default_rng(11)
-    u = rng.integers(0, 5000, 60000)
-    v = (u + rng.integers(-40, 40, 60000)) % 5000  # many duplicates and some long lists
+    u = rng.integers(0, n, m)
+    v = (u + rng.integers(-40, 40, m)) % n  # many duplicates and some long lists
     u[:3000] = 7  # one hub with a long adjacency list
+    if bucket > 2 * m:
+        assert 2 * m > 2 * SORT_RANGE_ENTRIES
     p = tmp_path / "e.npy"
     write_edge_list_npy(p, u, v)
-    from argosy.services.partitioner.regroup import GroupedEdgeStream
-
     with GroupedEdgeStream(open_edge_stream(p, chunk_edges=4000), str(tmp_path / "b"),
-                           chunk_edges=9000) as g:
+                           chunk_edges=bucket) as g:
         got = [(s.astype(np.int64), d.astype(np.int64), st) for s, d, st in g.iter_groups()]
     src = np.concatenate([s for s, _, _ in got])
     dst = np.concatenate([d for _, d, _ in got])
     keep = u != v
-    key = np.unique(np.r_[u[keep] * 5000 + v[keep], v[keep] * 5000 + u[keep]])
-    assert np.array_equal(src * 5000 + dst, key)
+    key = np.unique(np.r_[u[keep] * n + v[keep], v[keep] * n + u[keep]])
+    assert np.array_equal(src * n + dst, key)
     for s, _, st in got:  # group starts mark every change of source
         assert np.array_equal(np.flatnonzero(np.r_[True, s[1:] != s[:-1]]), st[:-1])
 
