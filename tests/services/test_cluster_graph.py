@@ -51,22 +51,28 @@ def test_bucketed_build_equals_in_memory_build(random_graph, tmp_path, nb, spill
 
 @pytest.mark.parametrize("dtype,threads,exact", [(np.int32, 1, False), (np.int64, 1, True),
                                                   (np.int32, 2, False), (np.int32, 3, True)])
-def test_scattered_build_equals_the_sorted_keys_build(random_graph, dtype, threads, exact):
+@pytest.mark.parametrize("nc", [700, 2500])
+def test_scattered_build_equals_the_sorted_keys_build(random_graph, dtype, threads, exact, nc):
     """The in-memory build by rows (one scatter pass, on threads with atomic row slots; rows
-    sorted and counted) is the reference build, entry for entry, also with clusters that have no
-    entries; counted exactly, it gives up over its limit."""
+    counted, short ones by sorting, long ones by cluster) is the reference build, entry for
+    entry, also with clusters that have no entries; counted exactly, it gives up over its limit.
+    700 clusters: every row is long; 2,500: most are short, a few long."""
+    from argosy.services.partitioner.cluster_build import ROW_SORT_MAX
     from argosy.services.partitioner.threads import using_threads
 
     stream, n = random_graph
     assert stream.seekable and stream.num_chunks > 3
-    cmap = np.random.default_rng(1).integers(0, 700, n).astype(np.int32)
+    cmap = np.random.default_rng(1).integers(0, nc, n).astype(np.int32)
     cmap[cmap == 5] = 6
-    ref = cg.build_cluster_graph(stream, cmap, 700, 1 << 20)
+    ref = cg.build_cluster_graph(stream, cmap, nc, 1 << 20)
     raw = sum(int(np.count_nonzero(cmap[s] != cmap[d])) for s, d in stream)
+    rows = np.bincount(np.concatenate([cmap[s][cmap[s] != cmap[d]] for s, d in stream]),
+                       minlength=nc)
+    assert (rows > ROW_SORT_MAX).any() and ((rows <= ROW_SORT_MAX).mean() > 0.5) == (nc > 1000)
     with using_threads(threads):
-        xadj, adj, ew = cg.scatter_cluster_graph(stream, cmap, 700, dtype, raw if exact else None)
+        xadj, adj, ew = cg.scatter_cluster_graph(stream, cmap, nc, dtype, raw if exact else None)
         if exact:
-            assert cg.scatter_cluster_graph(stream, cmap, 700, dtype, raw - 1) is None
+            assert cg.scatter_cluster_graph(stream, cmap, nc, dtype, raw - 1) is None
     assert adj.dtype == ew.dtype == dtype and xadj[6] == xadj[5]
     for got, want in zip((xadj, adj, ew), ref[:3]):
         np.testing.assert_array_equal(got, want)
