@@ -89,9 +89,11 @@ _BYTES = {
 }
 _SECONDS = {  # (per vertex, per directed entry), including the regrouping pass; GREM: `default`
     # on both cores of the 2-core machine the CLI runs on by default (every core), fitted on the
-    # 20M-edge DC-SBM, geometric and road-like graphs (bench/results/effort_20m_r10: 2.2-2.7 s and
-    # 8.9 s measured, 2.7 and 9.4 s estimated); the other methods single-threaded
-    "grem": (5.0e-7, 3.5e-8),
+    # 20M-edge DC-SBM, geometric and road-like graphs (bench/results/effort_20m_r15: 1.4-2.0 s and
+    # 7.1 s measured, 1.9 and 7.5 s estimated) and, through GREM_ENTRIES_BEYOND_CACHE, the
+    # 1/4-scale papers100M graph (808M entries: 53-59 s measured, 53 s estimated); the other
+    # methods single-threaded
+    "grem": (4.2e-7, 2.2e-8),
     "ldg": (2.0e-7, 6.0e-8),
     "fennel": (2.0e-7, 6.0e-8),
     "random": (3.0e-8, 0.0),
@@ -107,6 +109,11 @@ _EFFORT_SECONDS = {"fast": 1.0, "default": 1.0, "best": 1.5}
 # the estimate; the planted partition, random-like blocks whose cluster graph is coarsened out of
 # core, 49 s at load 3.6, 10x)
 GREM_UNSTRUCTURED_TIME = 10.0
+# GREM's time per entry grows past this many entries, as (entries / it) ** 0.25: more of every
+# random read misses the caches, and the regrouping's buckets go to the disk rather than stay in
+# the page cache (the 20M-edge graphs' 40M entries: 1.0x; 1/4-scale papers100M's 808M: 2.1x, the
+# model's 31 s -> 53 s against 53-59 s measured)
+GREM_ENTRIES_BEYOND_CACHE = 4.0e7
 
 
 def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
@@ -140,7 +147,9 @@ def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
     sa, sb = _SECONDS[method]
     secs = sa * num_nodes + sb * num_edges * (1.0 + 0.05 * math.log2(max(k, 2)))
     if method == "grem":
-        secs *= _EFFORT_SECONDS.get(effort, 1.0)
+        scale = max(1.0, num_edges / GREM_ENTRIES_BEYOND_CACHE) ** 0.25
+        secs = (sa * num_nodes + sb * num_edges * (1.0 + 0.05 * math.log2(max(k, 2))) * scale) \
+            * _EFFORT_SECONDS.get(effort, 1.0)
     if edge_limited:
         peak += 4 * num_nodes
         secs *= 2.0 if method == "grem" else 1.2
