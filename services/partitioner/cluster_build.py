@@ -314,23 +314,6 @@ def _row_slice(start, end, adj, distinct, cadj, cew, r0, r1, acc, by_cluster):
             acc[cadj[i]] = 0
 
 
-@numba.njit(cache=True, parallel=True)
-def _rows_threads(start, end, adj, distinct, cadj, cew, cut, nc):
-    """:func:`_row_slice` of rows ``cut[t] .. cut[t + 1] - 1`` on thread ``t``, counting by
-    cluster where the slice's long rows hold at least a quarter as many entries as there are
-    clusters (else the counters would cost more memory than those rows: the 20M road-like
-    graph's 5.1M clusters, whose rows are short, at the run's peak)."""
-    for t in numba.prange(cut.size - 1):
-        r0, r1 = cut[t], cut[t + 1]
-        long_entries = 0
-        for r in range(r0, r1):
-            if end[r] - start[r] > ROW_SORT_MAX:
-                long_entries += end[r] - start[r]
-        by_cluster = 4 * long_entries >= nc
-        acc = np.zeros(nc if by_cluster else 1, np.int32)
-        _row_slice(start, end, adj, distinct, cadj, cew, r0, r1, acc, by_cluster)
-
-
 def scatter_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, dtype=np.int64,
                           limit: Optional[int] = None):
     """The cluster graph of ``cmap`` in memory: one pass scatters every entry between two
@@ -387,18 +370,32 @@ def scatter_cluster_graph(stream: EdgeStream, cmap: np.ndarray, nc: int, dtype=n
                                                             atomic))
     else:
         each_chunk(lambda src, dst: _scatter_between(src, dst, cmap, end, out, atomic))
-    # rows in slices of about equal entries, one a thread (each with its counters, see
-    # ROW_SORT_MAX): first their distinct ids are counted, then written
+    # rows in slices of about equal entries, one a thread: first their distinct ids are counted,
+    # then written.  A slice counts its long rows by cluster (ROW_SORT_MAX) only where they hold
+    # at least a quarter as many entries as there are clusters; else its counters would cost
+    # more memory than those rows (the 20M road-like graph: 5.1M clusters, short rows, at the
+    # run's peak)
     parts = max(1, min(get_threads(), THREAD_SCRATCH_BYTES // (4 * nc + 4)))
     cut = np.searchsorted(start, np.arange(parts + 1) * (int(start[-1]) / parts), "right") - 1
     cut[0], cut[-1] = 0, nc
     cut = np.maximum.accumulate(np.clip(cut, 0, nc))
+    lens = end - start[:-1]
+    long_entries = np.concatenate(([0], np.cumsum(np.where(lens > ROW_SORT_MAX, lens, 0))))
+    by_cluster = 4 * (long_entries[cut[1:]] - long_entries[cut[:-1]]) >= nc
+    acc = [np.zeros(nc if by_cluster[t] else 1, np.int32) for t in range(parts)]
     distinct = np.zeros(nc + 1, np.int64)
-    _rows_threads(start, end, out, distinct, none, none, cut, nc)
+
+    def rows(cadj, cew):
+        for _ in map_chunks(lambda t: _row_slice(start, end, out, distinct, cadj, cew, cut[t],
+                                                 cut[t + 1], acc[t], bool(by_cluster[t])),
+                            range(parts), parts):
+            pass
+
+    rows(none, none)
     np.cumsum(distinct, out=distinct)
     adj = np.empty(int(distinct[-1]), dtype)
     ew = np.empty(adj.size, dtype)
-    _rows_threads(start, end, out, distinct, adj, ew, cut, nc)
+    rows(adj, ew)
     return distinct, adj, ew
 
 
