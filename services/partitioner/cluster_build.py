@@ -265,10 +265,9 @@ ROW_SORT_MAX = 32
 def _row_slice(start, end, adj, distinct, cadj, cew, r0, r1, acc, by_cluster):
     """Rows ``r0 .. r1 - 1`` of the scattered entries ``adj``: with ``cadj`` empty, each row's
     distinct ids counted into ``distinct[r + 1]`` (a row not counted by cluster is sorted in
-    place on the way);
-    else written, sorted, from ``cadj[distinct[r]]`` on with their counts in ``cew``.  With
-    ``by_cluster`` the rows of more than :data:`ROW_SORT_MAX` are counted in ``acc`` (zeros, one
-    per cluster, left zero) instead of sorted."""
+    place on the way); else written, sorted, from ``cadj[distinct[r]]`` on with their counts in
+    ``cew``.  With ``by_cluster`` the rows of more than :data:`ROW_SORT_MAX` are counted in
+    ``acc`` (zeros, one per cluster, left zero) instead of sorted."""
     write = cadj.size > 0
     for r in range(r0, r1):
         a, b = start[r], end[r]
