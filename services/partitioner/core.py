@@ -145,11 +145,10 @@ def estimate_cost(num_nodes: int, num_edges: int, k: int, method: str = "grem",
     chunk = min(chunk_edges, max(num_edges, 1)) if c else 0
     peak = _BASE_BYTES + a * num_nodes + b * num_edges + c * chunk + 64 * k
     sa, sb = _SECONDS[method]
-    secs = sa * num_nodes + sb * num_edges * (1.0 + 0.05 * math.log2(max(k, 2)))
+    scale = max(1.0, num_edges / GREM_ENTRIES_BEYOND_CACHE) ** 0.25 if method == "grem" else 1.0
+    secs = sa * num_nodes + sb * num_edges * (1.0 + 0.05 * math.log2(max(k, 2))) * scale
     if method == "grem":
-        scale = max(1.0, num_edges / GREM_ENTRIES_BEYOND_CACHE) ** 0.25
-        secs = (sa * num_nodes + sb * num_edges * (1.0 + 0.05 * math.log2(max(k, 2))) * scale) \
-            * _EFFORT_SECONDS.get(effort, 1.0)
+        secs *= _EFFORT_SECONDS.get(effort, 1.0)
     if edge_limited:
         peak += 4 * num_nodes
         secs *= 2.0 if method == "grem" else 1.2

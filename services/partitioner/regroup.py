@@ -196,8 +196,8 @@ class GroupedEdgeStream(EdgeStream):
 
     One pass distributes every entry ``(u, v)`` of ``base`` (read with
     :meth:`EdgeStream.iter_raw`, i.e. unsorted) into one of ``B`` bucket files by source-id
-    range with a numba counting sort; then each bucket is sorted by ``(u, v)`` (counting sort
-    by source, then each adjacency list), deduplicated, and written back once as three arrays:
+    range with a numba counting sort; then each bucket is sorted by ``(u, v)`` (a radix sort
+    per source range, :func:`_sort_bucket`), deduplicated, and written back once as three arrays:
     ``src``, ``dst`` and the vertex-group ``starts``.  Later passes only read those files, so
     every vertex's whole adjacency list arrives in one chunk (``grouped``), duplicates across
     the original chunks are removed, chunks come in vertex-id order, and
